@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Installs, with apt-get, the Debian 12 packages goodput needs to build, test and run
+# locally. Only what is missing is installed; a machine that has everything is left alone.
+#
+#   scripts/install-deps.sh            # build + test + local stack
+#   scripts/install-deps.sh --check    # list what is missing, exit 1 if anything is
+set -euo pipefail
+
+packages=(
+  # toolchain
+  g++ cmake ninja-build pkg-config ccache
+  # libraries
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libpqxx-dev libhiredis-dev libabsl-dev libyaml-cpp-dev nlohmann-json3-dev libspdlog-dev
+  libcurl4-openssl-dev libsnappy-dev libcpp-httplib-dev libssl-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  # servers the platform and its tests start on loopback
+  postgresql redis-server
+  # Python SDK and its tests
+  python3 python3-grpcio python3-protobuf
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [[ ${#missing[@]} -eq 0 ]]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+if [[ "${1:-}" == "--check" ]]; then
+  echo "install-deps: missing: ${missing[*]}" >&2
+  exit 1
+fi
+
+echo "install-deps: installing ${#missing[@]} missing packages: ${missing[*]}"
+sudo=""
+if [[ $(id -u) -ne 0 ]]; then
+  command -v sudo >/dev/null || { echo "install-deps: need root or sudo to install packages" >&2; exit 1; }
+  sudo="sudo"
+fi
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -q
+# Servers are started by goodput's own scripts on private ports; keep the packages'
+# default system instances from being started by the install where policy-rc.d allows.
+$sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+echo "install-deps: done"

@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# The local goodput stack: a private PostgreSQL and Redis in a data folder, migrations, and the
+# four services, all on loopback. Used by `./goodput up|down|status`.
+#
+#   scripts/stack.sh up DATA_DIR BUILD_DIR
+#   scripts/stack.sh down DATA_DIR
+#   scripts/stack.sh status DATA_DIR
+#
+# Re-running `up` is safe: running servers are kept, services are restarted on the same data.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+SERVICES=(ingest ofu mfu alerting)
+declare -A GRPC_PORT=([ingest]=7101 [ofu]=7102 [mfu]=7103 [alerting]=7104)
+declare -A HTTP_PORT=([ingest]=7201 [ofu]=7202 [mfu]=7203 [alerting]=7204)
+declare -A GRPC_SERVICES=(
+  [ingest]="goodput.v1.JobService goodput.v1.IngestService"
+  [ofu]="goodput.v1.OfuService" [mfu]="goodput.v1.MfuService" [alerting]="goodput.v1.AlertService")
+
+say() { printf '\033[1m==>\033[0m %s\n' "$*"; }
+die() { printf 'stack: %s\n' "$*" >&2; exit 1; }
+
+# The port if nothing listens on it, else a free one chosen by the kernel.
+pick_port() {
+  python3 - "$1" <<'PY'
+import socket, sys
+want = int(sys.argv[1])
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+try:
+    s.bind(("127.0.0.1", want))
+except OSError:
+    s.close(); s = socket.socket(); s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1]); s.close()
+PY
+}
+
+pid_alive() { [[ -f "$1" ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
+
+stop_service() {
+  local data=$1 svc=$2 pidfile="$1/run/$2.pid"
+  if pid_alive "$pidfile"; then
+    local pid; pid=$(cat "$pidfile")
+    kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null || true
+  fi
+  rm -f "$pidfile" "$data/run/$svc.ready"
+}
+
+cmd_up() {
+  local data=$1 build=$2
+  local ctl="$build/tools/goodputctl/goodputctl"
+  [[ -x "$ctl" ]] || die "goodputctl not built in $build (run ./goodput up)"
+  mkdir -p "$data"/{etc,logs,run}
+
+  say "PostgreSQL"
+  local dsn; dsn=$("$ROOT/scripts/pg.sh" start "$data/postgres" | tail -n 1)
+  say "Redis"
+  local redis_addr; redis_addr=$("$ROOT/scripts/redis.sh" start "$data/redis" | tail -n 1)
+  local redis_port=${redis_addr##*:}
+
+  say "migrations"
+  "$ctl" migrate --dsn "$dsn" --dir "$ROOT/migrations"
+
+  for svc in "${SERVICES[@]}"; do
+    stop_service "$data" "$svc"
+    local gport hport
+    gport=$(pick_port "${GRPC_PORT[$svc]}")
+    hport=$(pick_port "${HTTP_PORT[$svc]}")
+    cat >"$data/etc/$svc.yaml" <<YAML
+# goodput-$svc, local stack (written by ./goodput up; edit and re-run up to change)
+service:
+  name: goodput-$svc
+grpc:
+  host: 127.0.0.1
+  port: $gport
+http:
+  host: 127.0.0.1
+  port: $hport
+postgres:
+  dsn: "$dsn"
+  pool_size: 4
+redis:
+  host: 127.0.0.1
+  port: $redis_port
+log:
+  level: info
+  format: json
+auth:
+  enabled: false
+YAML
+    say "starting goodput-$svc (gRPC 127.0.0.1:$gport, HTTP 127.0.0.1:$hport)"
+    setsid "$build/services/$svc/goodput-$svc" --config "$data/etc/$svc.yaml" \
+      --ready-file "$data/run/$svc.ready" >>"$data/logs/$svc.log" 2>&1 </dev/null &
+    echo $! >"$data/run/$svc.pid"
+    echo "$gport $hport" >"$data/run/$svc.ports"
+  done
+
+  say "waiting for every service to report SERVING"
+  local failed=0
+  for svc in "${SERVICES[@]}"; do
+    read -r gport _ <"$data/run/$svc.ports"
+    for name in ${GRPC_SERVICES[$svc]}; do
+      if ! "$ctl" health --addr "127.0.0.1:$gport" --service "$name" --wait 60 >/dev/null; then
+        echo "stack: goodput-$svc did not become SERVING; last log lines:" >&2
+        tail -n 20 "$data/logs/$svc.log" >&2
+        failed=1
+      fi
+    done
+  done
+  [[ $failed -eq 0 ]] || die "some services did not start (logs in $data/logs)"
+  cmd_status "$data"
+}
+
+cmd_status() {
+  local data=$1 build=${2:-}
+  [[ -d "$data" ]] || die "nothing here yet: $data does not exist (run ./goodput up)"
+  printf '%-18s %-8s %-22s %-34s %s\n' COMPONENT STATE ADDRESS "METRICS / HEALTH" LOG
+  local pgport="-" rport="-"
+  [[ -f "$data/postgres/port" ]] && pgport=$(cat "$data/postgres/port")
+  [[ -f "$data/redis/port" ]] && rport=$(cat "$data/redis/port")
+  local pgstate=stopped rstate=stopped
+  "$ROOT/scripts/pg.sh" status "$data/postgres" >/dev/null 2>&1 && pgstate=running
+  "$ROOT/scripts/redis.sh" status "$data/redis" >/dev/null 2>&1 && rstate=running
+  printf '%-18s %-8s %-22s %-34s %s\n' postgresql "$pgstate" "127.0.0.1:$pgport" "-" "$data/postgres/log"
+  printf '%-18s %-8s %-22s %-34s %s\n' redis "$rstate" "127.0.0.1:$rport" "-" "$data/redis/log"
+  for svc in "${SERVICES[@]}"; do
+    local state=stopped gport=- hport=-
+    [[ -f "$data/run/$svc.ports" ]] && read -r gport hport <"$data/run/$svc.ports"
+    pid_alive "$data/run/$svc.pid" && state=running
+    printf '%-18s %-8s %-22s %-34s %s\n' "goodput-$svc" "$state" "127.0.0.1:$gport" \
+      "http://127.0.0.1:$hport/metrics" "$data/logs/$svc.log"
+  done
+  echo
+  echo "PostgreSQL DSN: $(cat "$data/postgres/dsn" 2>/dev/null || echo -)"
+  echo "Health: goodputctl health --addr 127.0.0.1:<port>;  stop: ./goodput down"
+}
+
+cmd_down() {
+  local data=$1
+  [[ -d "$data" ]] || { echo "nothing to stop"; return 0; }
+  for svc in "${SERVICES[@]}"; do
+    stop_service "$data" "$svc"
+    echo "stopped goodput-$svc"
+  done
+  "$ROOT/scripts/redis.sh" stop "$data/redis" || true
+  "$ROOT/scripts/pg.sh" stop "$data/postgres" || true
+}
+
+case "${1:-}" in
+  up) [[ $# -eq 3 ]] || die "usage: stack.sh up DATA_DIR BUILD_DIR"; cmd_up "$2" "$3" ;;
+  down) [[ $# -eq 2 ]] || die "usage: stack.sh down DATA_DIR"; cmd_down "$2" ;;
+  status) [[ $# -ge 2 ]] || die "usage: stack.sh status DATA_DIR"; cmd_status "$2" ;;
+  *) die "usage: stack.sh up|down|status DATA_DIR [BUILD_DIR]" ;;
+esac

@@ -1,0 +1,42 @@
+// goodput.v1.AlertService: the gRPC face of goodput-alerting. Every RPC answers UNIMPLEMENTED
+// naming the work that builds it until that work lands; the binary already serves health,
+// reflection, metrics and auth so that deployments and clients can be wired up now.
+#pragma once
+
+#include "goodput/v1/alert.grpc.pb.h"
+
+namespace goodput::alerting {
+
+namespace v1 = ::goodput::v1;
+
+class AlertServiceImpl final : public v1::AlertService::CallbackService {
+ public:
+  grpc::ServerUnaryReactor* ListAlerts(grpc::CallbackServerContext* context,
+                                       const v1::ListAlertsRequest* request,
+                                       v1::ListAlertsResponse* response) override;
+  grpc::ServerUnaryReactor* GetAlert(grpc::CallbackServerContext* context,
+                                     const v1::GetAlertRequest* request,
+                                     v1::GetAlertResponse* response) override;
+  grpc::ServerUnaryReactor* AckAlert(grpc::CallbackServerContext* context,
+                                     const v1::AckAlertRequest* request,
+                                     v1::AckAlertResponse* response) override;
+  grpc::ServerUnaryReactor* CreateSilence(grpc::CallbackServerContext* context,
+                                          const v1::CreateSilenceRequest* request,
+                                          v1::CreateSilenceResponse* response) override;
+  grpc::ServerUnaryReactor* DeleteSilence(grpc::CallbackServerContext* context,
+                                          const v1::DeleteSilenceRequest* request,
+                                          v1::DeleteSilenceResponse* response) override;
+  grpc::ServerUnaryReactor* ListSilences(grpc::CallbackServerContext* context,
+                                         const v1::ListSilencesRequest* request,
+                                         v1::ListSilencesResponse* response) override;
+  grpc::ServerWriteReactor<v1::SubscribeAlertsResponse>* SubscribeAlerts(
+      grpc::CallbackServerContext* context, const v1::SubscribeAlertsRequest* request) override;
+  grpc::ServerUnaryReactor* PushWindows(grpc::CallbackServerContext* context,
+                                        const v1::PushWindowsRequest* request,
+                                        v1::PushWindowsResponse* response) override;
+  grpc::ServerUnaryReactor* PushDivergenceEvents(
+      grpc::CallbackServerContext* context, const v1::PushDivergenceEventsRequest* request,
+      v1::PushDivergenceEventsResponse* response) override;
+};
+
+}  // namespace goodput::alerting

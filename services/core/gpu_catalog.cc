@@ -1,0 +1,373 @@
+#include "services/core/gpu_catalog.h"
+
+#include <cctype>
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace goodput::core {
+namespace {
+
+constexpr int Index(Precision p) { return static_cast<int>(p); }
+
+struct Rate {
+  Precision precision;
+  double flops_per_cycle_per_sm;
+};
+
+GpuSpec MakeSpec(std::string name, std::vector<std::string> model_names, int sm_count,
+                 std::vector<Rate> rates, double tensor_max_clock_mhz, double sm_boost_clock_mhz,
+                 double hbm_capacity_gib, double hbm_bandwidth_gb_per_s, std::string note) {
+  GpuSpec spec;
+  spec.name = std::move(name);
+  spec.model_names = std::move(model_names);
+  spec.sm_count = sm_count;
+  for (const Rate& r : rates) {
+    spec.dense_flops_per_cycle_per_sm[Index(r.precision)] = r.flops_per_cycle_per_sm;
+  }
+  spec.tensor_max_clock_mhz = tensor_max_clock_mhz;
+  spec.sm_boost_clock_mhz = sm_boost_clock_mhz;
+  spec.hbm_capacity_gib = hbm_capacity_gib;
+  spec.hbm_bandwidth_gb_per_s = hbm_bandwidth_gb_per_s;
+  spec.source_note = std::move(note);
+  return spec;
+}
+
+// Per-SM dense rates by architecture. FLOPs count a fused multiply-add as 2.
+// Hopper (4th-gen tensor core): 1024 FP16 FMA/clk/SM.
+std::vector<Rate> HopperRates(bool with_fp64) {
+  std::vector<Rate> rates = {{Precision::kTf32, 2048},
+                             {Precision::kFp16, 4096},
+                             {Precision::kBf16, 4096},
+                             {Precision::kFp8, 8192},
+                             {Precision::kInt8, 8192}};
+  // FP64 tensor: 128 FMA/clk/SM at the SM boost clock (H100 SXM: 132 x 256 x 1980 = 66.9 TF).
+  if (with_fp64) rates.push_back({Precision::kFp64, 256});
+  return rates;
+}
+// Ampere GA100 (3rd-gen tensor core): 512 FP16 FMA/clk/SM; no FP8.
+std::vector<Rate> AmpereA100Rates() {
+  return {{Precision::kFp64, 128},
+          {Precision::kTf32, 1024},
+          {Precision::kFp16, 2048},
+          {Precision::kBf16, 2048},
+          {Precision::kInt8, 4096}};
+}
+// Blackwell (5th-gen tensor core): 2x Hopper per SM; FP8 2x, NVFP4 4x FP16.
+std::vector<Rate> BlackwellRates() {
+  return {{Precision::kTf32, 4096}, {Precision::kFp16, 8192}, {Precision::kBf16, 8192},
+          {Precision::kFp8, 16384}, {Precision::kFp4, 32768}, {Precision::kInt8, 16384}};
+}
+// Ada AD10x professional parts (FP16 with FP32 accumulate at full rate); no FP64 tensor path.
+std::vector<Rate> AdaRates() {
+  return {{Precision::kTf32, 512},
+          {Precision::kFp16, 1024},
+          {Precision::kBf16, 1024},
+          {Precision::kFp8, 2048},
+          {Precision::kInt8, 2048}};
+}
+
+GpuCatalog MakeBuiltIn() {
+  std::vector<GpuSpec> specs = {
+      // DCGM_FI_DEV_MAX_SM_CLOCK reports 1980 here; the tensor formats peak at 1830 MHz
+      // (domain eq. 6: 132 x 4096 x 1830 MHz = 989.4 TFLOP/s).
+      MakeSpec("H100 SXM",
+               {"NVIDIA H100 80GB HBM3", "H100 SXM5", "H100-SXM5-80GB", "NVIDIA H100 SXM5 80GB"},
+               132, HopperRates(true), 1830, 1980, 80, 3350,
+               "NVIDIA H100 Tensor Core GPU datasheet and Hopper whitepaper: 132 SMs, dense "
+               "BF16 989.4 TFLOP/s at 1830 MHz tensor clock, SM boost 1980 MHz; HBM3 3.35 TB/s"),
+      MakeSpec("H100 PCIe", {"NVIDIA H100 PCIe", "H100-PCIE-80GB"}, 114, HopperRates(true), 1620,
+               1755, 80, 2000,
+               "H100 datasheet (PCIe): 114 SMs, dense BF16 756 TFLOP/s = 114 x 4096 x 1620 MHz, "
+               "FP8 1513, TF32 378; SM boost 1755 MHz; HBM2e 2.0 TB/s"),
+      // Tensor clock derived from the datasheet's sparse BF16 1,671 TFLOP/s / 2 / (132 x 4096).
+      MakeSpec("H100 NVL", {"NVIDIA H100 NVL"}, 132, HopperRates(true), 1545, 1785, 94, 3900,
+               "H100 NVL datasheet: BF16 1,671 TFLOP/s sparse (835.5 dense) -> tensor clock "
+               "1545 MHz derived; SM boost 1785 MHz; 94 GB HBM3, 3.9 TB/s"),
+      // H800 SXM: the H100 SXM die with reduced NVLink and FP64 cut to ~1 TFLOP/s; the FP64
+      // rate is therefore not catalogued.
+      MakeSpec("H800 SXM", {"NVIDIA H800", "NVIDIA H800 80GB HBM3", "H800"}, 132,
+               HopperRates(false), 1830, 1980, 80, 3350,
+               "H800 SXM5 = H100 SXM compute for tensor formats (domain: 989.4 TFLOP/s BF16); "
+               "FP64 restricted, omitted"),
+      MakeSpec("H800 PCIe", {"NVIDIA H800 PCIe"}, 114, HopperRates(false), 1620, 1755, 80, 2000,
+               "domain table: H800 PCIe = H100 PCIe (114 SMs, 1620 MHz, 756.5 TFLOP/s BF16); "
+               "FP64 restricted, omitted"),
+      MakeSpec("H200", {"NVIDIA H200", "NVIDIA H200 141GB HBM3e", "H200 SXM"}, 132,
+               HopperRates(true), 1830, 1980, 141, 4800,
+               "H200 datasheet: H100 SXM compute (989.4 TFLOP/s BF16 dense), 141 GB HBM3e, "
+               "4.8 TB/s"),
+      MakeSpec("GH200", {"NVIDIA GH200 480GB", "GH200 480GB"}, 132, HopperRates(true), 1830, 1980,
+               96, 4000,
+               "GH200 Grace Hopper datasheet: H100 SXM compute per domain table, 96 GB HBM3 at "
+               "4.0 TB/s (480 GB is the Grace LPDDR5X)"),
+      MakeSpec("GH200 144GB", {"NVIDIA GH200 144G HBM3e", "GH200 144G HBM3e"}, 132,
+               HopperRates(true), 1830, 1980, 144, 4900,
+               "GH200 HBM3e variant: H100 SXM compute, 144 GB HBM3e at 4.9 TB/s"),
+      MakeSpec("A100 SXM 40GB", {"NVIDIA A100-SXM4-40GB", "A100-SXM4-40GB"}, 108, AmpereA100Rates(),
+               1410, 1410, 40, 1555,
+               "A100 datasheet/Ampere whitepaper: 108 SMs at 1410 MHz boost (one clock for "
+               "tensor and SM), BF16 312, TF32 156, INT8 624 TOPS dense, FP64 tensor 19.5; "
+               "HBM2 1555 GB/s"),
+      MakeSpec("A100 SXM 80GB", {"NVIDIA A100-SXM4-80GB", "A100-SXM4-80GB"}, 108, AmpereA100Rates(),
+               1410, 1410, 80, 2039, "A100 80GB SXM datasheet: as A100 40GB; HBM2e 2039 GB/s"),
+      MakeSpec("A100 PCIe 40GB", {"NVIDIA A100-PCIE-40GB", "A100-PCIE-40GB"}, 108,
+               AmpereA100Rates(), 1410, 1410, 40, 1555,
+               "A100 PCIe datasheet: 108 SMs at 1410 MHz, BF16 312 TFLOP/s dense; HBM2 1555 "
+               "GB/s"),
+      MakeSpec("A100 PCIe 80GB", {"NVIDIA A100 80GB PCIe", "A100 80GB PCIe"}, 108,
+               AmpereA100Rates(), 1410, 1410, 80, 1935,
+               "A100 80GB PCIe datasheet: 108 SMs at 1410 MHz, BF16 312 TFLOP/s dense; HBM2e "
+               "1935 GB/s"),
+      // No separate tensor clock is published for GB200: the 2062 MHz SM boost is f_max.
+      MakeSpec("GB200", {"NVIDIA GB200", "GB200 NVL72"}, 148, BlackwellRates(), 2062, 2062, 186,
+               8000,
+               "GB200 NVL72 per GPU (domain eq. 7): 148 SMs x 8192 x 2062 MHz = 2500.0 TFLOP/s "
+               "BF16 dense, FP8 2x, NVFP4 4x; 186 GB HBM3e, 8 TB/s. FP64 omitted: its "
+               "published 45 TFLOP/s does not follow from these SM and clock figures"),
+      // Tensor clock derived from the HGX B200 datasheet: 2.25 PFLOP/s BF16 dense.
+      MakeSpec("B200", {"NVIDIA B200", "B200 SXM"}, 148, BlackwellRates(), 1856, 1965, 180, 8000,
+               "HGX B200 datasheet per GPU: BF16 2.25, FP8 4.5, FP4 9 PFLOP/s dense -> tensor "
+               "clock 2.25e15 / (148 x 8192) = 1856 MHz derived; SM boost 1965 MHz; 180 GB "
+               "HBM3e, 8 TB/s. FP64 omitted (as GB200)"),
+      // The datasheet's 362.05 TFLOP/s dense BF16 is half its 733 sparse figure rounded at a
+      // lower clock; 142 x 1024 x 2520 MHz = 366.4 is consistent with the sparse and FP8 rows.
+      MakeSpec("L40S", {"NVIDIA L40S"}, 142, AdaRates(), 2520, 2520, 48, 864,
+               "L40S datasheet: 142 SMs, boost 2520 MHz, FP8 733 / BF16 366 TFLOP/s dense "
+               "(sparse 1466 / 733), TF32 183; 48 GB GDDR6, 864 GB/s; no FP64 tensor path"),
+      MakeSpec("L4", {"NVIDIA L4"}, 58, AdaRates(), 2040, 2040, 24, 300,
+               "L4 datasheet: 58 SMs, boost 2040 MHz, BF16 121, FP8 242.5 TFLOP/s dense, "
+               "TF32 60; 24 GB GDDR6, 300 GB/s; no FP64 tensor path"),
+  };
+  GpuCatalog catalog;
+  for (GpuSpec& spec : specs) {
+    absl::Status status = catalog.Upsert(std::move(spec));
+    // The built-in table is checked by the unit tests; a bad entry is a programming error.
+    if (!status.ok()) std::abort();
+  }
+  return catalog;
+}
+
+}  // namespace
+
+absl::string_view PrecisionName(Precision precision) {
+  switch (precision) {
+    case Precision::kFp64:
+      return "fp64";
+    case Precision::kTf32:
+      return "tf32";
+    case Precision::kFp16:
+      return "fp16";
+    case Precision::kBf16:
+      return "bf16";
+    case Precision::kFp8:
+      return "fp8";
+    case Precision::kFp4:
+      return "fp4";
+    case Precision::kInt8:
+      return "int8";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<Precision> ParsePrecision(absl::string_view name) {
+  const std::string n = absl::AsciiStrToLower(name);
+  static const auto* const kNames = new absl::flat_hash_map<std::string, Precision>{
+      {"fp64", Precision::kFp64},    {"float64", Precision::kFp64}, {"double", Precision::kFp64},
+      {"tf32", Precision::kTf32},    {"fp16", Precision::kFp16},    {"float16", Precision::kFp16},
+      {"half", Precision::kFp16},    {"bf16", Precision::kBf16},    {"bfloat16", Precision::kBf16},
+      {"fp8", Precision::kFp8},      {"e4m3", Precision::kFp8},     {"e5m2", Precision::kFp8},
+      {"fp8_e4m3", Precision::kFp8}, {"fp8_e5m2", Precision::kFp8}, {"fp4", Precision::kFp4},
+      {"nvfp4", Precision::kFp4},    {"mxfp4", Precision::kFp4},    {"int8", Precision::kInt8},
+  };
+  auto it = kNames->find(n);
+  if (it == kNames->end()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "precision=\"", name, "\" is not one of fp64, tf32, fp16, bf16, fp8, fp4, int8"));
+  }
+  return it->second;
+}
+
+std::optional<double> GpuSpec::FlopsPerCyclePerSm(Precision precision) const {
+  return dense_flops_per_cycle_per_sm[Index(precision)];
+}
+
+double GpuSpec::PeakClockMhz(Precision precision) const {
+  return precision == Precision::kFp64 ? sm_boost_clock_mhz : tensor_max_clock_mhz;
+}
+
+absl::StatusOr<double> GpuSpec::PeakTflops(Precision precision) const {
+  std::optional<double> rate = FlopsPerCyclePerSm(precision);
+  if (!rate.has_value()) {
+    return absl::NotFoundError(absl::StrCat("GPU model ", name, " has no dense ",
+                                            PrecisionName(precision), " tensor rate"));
+  }
+  return sm_count * *rate * PeakClockMhz(precision) * 1e6 / 1e12;
+}
+
+double RoundTflopsForDisplay(double tflops) { return std::round(tflops * 10.0) / 10.0; }
+
+std::string NormalizeModelName(absl::string_view model_name) {
+  std::string out;
+  out.reserve(model_name.size());
+  for (char c : model_name) {
+    if (c == ' ' || c == '-' || c == '_' || c == '.' || c == '\t') continue;
+    out.push_back(absl::ascii_tolower(static_cast<unsigned char>(c)));
+  }
+  if (absl::StartsWith(out, "nvidia")) out.erase(0, 6);
+  return out;
+}
+
+const GpuCatalog& GpuCatalog::BuiltIn() {
+  static const GpuCatalog* const kCatalog = new GpuCatalog(MakeBuiltIn());
+  return *kCatalog;
+}
+
+absl::StatusOr<const GpuSpec*> GpuCatalog::Find(absl::string_view model_name) const {
+  auto it = index_.find(NormalizeModelName(model_name));
+  if (it == index_.end()) {
+    return absl::NotFoundError(absl::StrCat(
+        "GPU model \"", model_name,
+        "\" is not in the GPU catalog; add it with a catalog override (SM count, tensor "
+        "FLOPs/cycle/SM, tensor max clock)"));
+  }
+  return &specs_[it->second];
+}
+
+absl::Status GpuCatalog::Validate(const GpuSpec& spec, int replacing_index) const {
+  const std::string where = absl::StrCat("GPU model \"", spec.name, "\": ");
+  if (NormalizeModelName(spec.name).empty()) {
+    return absl::InvalidArgumentError("GPU model name is empty");
+  }
+  if (spec.sm_count <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, "sm_count=", spec.sm_count, " must be > 0"));
+  }
+  auto positive = [&](absl::string_view field, double v) -> absl::Status {
+    if (!std::isfinite(v) || v <= 0) {
+      return absl::InvalidArgumentError(absl::StrCat(where, field, "=", v, " must be > 0"));
+    }
+    return absl::OkStatus();
+  };
+  if (auto s = positive("tensor_max_clock_mhz", spec.tensor_max_clock_mhz); !s.ok()) return s;
+  if (auto s = positive("sm_boost_clock_mhz", spec.sm_boost_clock_mhz); !s.ok()) return s;
+  if (spec.hbm_capacity_gib < 0 || !std::isfinite(spec.hbm_capacity_gib)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, "hbm_capacity_gib=", spec.hbm_capacity_gib, " must be >= 0"));
+  }
+  if (spec.hbm_bandwidth_gb_per_s < 0 || !std::isfinite(spec.hbm_bandwidth_gb_per_s)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, "hbm_bandwidth_gb_per_s=", spec.hbm_bandwidth_gb_per_s, " must be >= 0"));
+  }
+  bool any = false;
+  for (Precision p : kAllPrecisions) {
+    std::optional<double> rate = spec.FlopsPerCyclePerSm(p);
+    if (!rate.has_value()) continue;
+    any = true;
+    if (!std::isfinite(*rate) || *rate <= 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, "dense_flops_per_cycle_per_sm[", PrecisionName(p), "]=", *rate, " must be > 0"));
+    }
+  }
+  if (!any) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, "dense_flops_per_cycle_per_sm has no precision"));
+  }
+  std::vector<std::string> keys = spec.model_names;
+  keys.push_back(spec.name);
+  for (const std::string& key : keys) {
+    const std::string norm = NormalizeModelName(key);
+    if (norm.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(where, "model name \"", key, "\" is empty"));
+    }
+    auto it = index_.find(norm);
+    if (it != index_.end() && it->second != replacing_index) {
+      return absl::InvalidArgumentError(absl::StrCat(where, "model name \"", key,
+                                                     "\" already belongs to GPU model \"",
+                                                     specs_[it->second].name, "\""));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void GpuCatalog::Reindex() {
+  index_.clear();
+  for (int i = 0; i < static_cast<int>(specs_.size()); ++i) {
+    index_[NormalizeModelName(specs_[i].name)] = i;
+    for (const std::string& alias : specs_[i].model_names) {
+      index_[NormalizeModelName(alias)] = i;
+    }
+  }
+}
+
+absl::Status GpuCatalog::Upsert(GpuSpec spec) {
+  int replacing = -1;
+  if (auto it = index_.find(NormalizeModelName(spec.name)); it != index_.end()) {
+    replacing = it->second;
+  }
+  if (absl::Status s = Validate(spec, replacing); !s.ok()) return s;
+  if (replacing >= 0) {
+    specs_[replacing] = std::move(spec);
+  } else {
+    specs_.push_back(std::move(spec));
+  }
+  Reindex();
+  return absl::OkStatus();
+}
+
+absl::Status GpuCatalog::ApplyOverrides(const std::vector<GpuSpecOverride>& overrides) {
+  GpuCatalog next = *this;
+  for (size_t i = 0; i < overrides.size(); ++i) {
+    const GpuSpecOverride& o = overrides[i];
+    const std::string where = absl::StrCat("gpu override ", i, " (\"", o.name, "\"): ");
+    if (NormalizeModelName(o.name).empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(where, "name is empty"));
+    }
+    GpuSpec spec;
+    auto existing = next.index_.find(NormalizeModelName(o.name));
+    if (existing != next.index_.end()) {
+      spec = next.specs_[existing->second];
+      if (o.base_model.has_value()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, "base_model=\"", *o.base_model, "\" given for an existing model"));
+      }
+    } else if (o.base_model.has_value()) {
+      absl::StatusOr<const GpuSpec*> base = next.Find(*o.base_model);
+      if (!base.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, "base_model: ", base.status().message()));
+      }
+      spec = **base;
+      spec.model_names.clear();  // the base's aliases keep pointing at the base
+      spec.name = o.name;
+    } else {
+      spec.name = o.name;
+    }
+    for (const std::string& alias : o.model_names) spec.model_names.push_back(alias);
+    if (o.sm_count) spec.sm_count = *o.sm_count;
+    for (const auto& [precision, rate] : o.dense_flops_per_cycle_per_sm) {
+      if (rate <= 0) {
+        spec.dense_flops_per_cycle_per_sm[Index(precision)].reset();
+      } else {
+        spec.dense_flops_per_cycle_per_sm[Index(precision)] = rate;
+      }
+    }
+    if (o.tensor_max_clock_mhz) spec.tensor_max_clock_mhz = *o.tensor_max_clock_mhz;
+    if (o.sm_boost_clock_mhz) spec.sm_boost_clock_mhz = *o.sm_boost_clock_mhz;
+    if (o.hbm_capacity_gib) spec.hbm_capacity_gib = *o.hbm_capacity_gib;
+    if (o.hbm_bandwidth_gb_per_s) spec.hbm_bandwidth_gb_per_s = *o.hbm_bandwidth_gb_per_s;
+    if (o.source_note) spec.source_note = *o.source_note;
+    if (spec.source_note.empty()) spec.source_note = "operator override";
+    if (absl::Status s = next.Upsert(std::move(spec)); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(where, s.message()));
+    }
+  }
+  *this = std::move(next);
+  return absl::OkStatus();
+}
+
+}  // namespace goodput::core

@@ -1,0 +1,143 @@
+// OFU (Overall FLOP Utilization) from hardware counters, per sample, per GPU window and per
+// job window.
+//
+// Per sample (domain eq. 1):  OFU = TPA x f_SM / f_max, where TPA is DCGM's tensor-pipe
+// activity (0..1, hardware-averaged over the collection interval), f_SM the SM clock point
+// sample in MHz, and f_max the model's tensor-core max clock (GpuSpec::tensor_max_clock_mhz,
+// never DCGM_FI_DEV_MAX_SM_CLOCK). OFU is a fraction 0..1; multiply by 100 for percent.
+//
+// A window aggregates the samples of every GPU of a job whose timestamps fall in
+// [window_start_ms, window_end_ms): the job OFU is the mean over all GPUs x samples (eq. 11),
+// reported with a 95% confidence interval, the sample count, GPU coverage (GPUs reporting /
+// GPUs allocated) and data-quality flags. Inputs are plain structs with their own
+// timestamps (unix epoch milliseconds); nothing here reads a clock.
+//
+//   JobOfuWindowInput in;
+//   in.window_start_ms = t0; in.window_end_ms = t0 + 60000; in.allocated_gpu_count = 8;
+//   in.gpus = series;
+//   absl::StatusOr<JobOfuWindow> w = ComputeJobOfuWindow(*h100_spec, in);
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "services/core/gpu_catalog.h"
+
+namespace goodput::core {
+
+// One telemetry sample of one GPU: the two counters OFU needs.
+struct OfuSample {
+  int64_t timestamp_ms = 0;  // the sample's own time, unix epoch ms
+  double tensor_active = 0;  // DCGM_FI_PROF_PIPE_TENSOR_ACTIVE, fraction 0..1
+  double sm_clock_mhz = 0;   // DCGM_FI_DEV_SM_CLOCK, MHz, point sample
+};
+
+// Per-sample OFU (eq. 1) as a fraction. INVALID_ARGUMENT naming the field and value for a
+// non-finite input, tensor_active outside [0, 1], a negative clock, or
+// tensor_max_clock_mhz <= 0. Not clamped: an SM clock above f_max yields OFU above TPA.
+absl::StatusOr<double> SampleOfu(double tensor_active, double sm_clock_mhz,
+                                 double tensor_max_clock_mhz);
+
+// Data-quality flags, a bitmask. A flagged window still has a result; the flags say how far
+// to trust it.
+enum OfuQualityFlag : uint32_t {
+  kOfuFlagNone = 0,
+  // Median spacing between samples > max_sample_spacing_s (30 s): TPA is averaged over at most
+  // 30 s, so coarser scrapes yield an average of averages.
+  kOfuFlagCoarseSampling = 1u << 0,
+  // Some sample had tensor_active outside [0, 1]; such samples are excluded.
+  kOfuFlagTensorActiveOutOfRange = 1u << 1,
+  // Some sample's SM clock exceeded the model's SM boost clock (kept, but implausible).
+  kOfuFlagSmClockAboveBoost = 1u << 2,
+  // A stretch longer than gap_threshold_s without samples (including at the window edges).
+  kOfuFlagGap = 1u << 3,
+  // Two samples of one GPU with the same timestamp; the first is kept.
+  kOfuFlagDuplicateTimestamp = 1u << 4,
+  // NaN/inf or negative value in a sample; such samples are excluded.
+  kOfuFlagInvalidValue = 1u << 5,
+  // No usable sample at all in the window (for a job window: from any GPU).
+  kOfuFlagNoSamples = 1u << 6,
+  // Job window only: fewer GPUs reported than were allocated.
+  kOfuFlagPartialCoverage = 1u << 7,
+};
+
+// Names of the set flags ("coarse_sampling", "tensor_active_out_of_range",
+// "sm_clock_above_boost", "gap", "duplicate_timestamp", "invalid_value", "no_samples",
+// "partial_coverage"), in bit order.
+std::vector<std::string> OfuQualityFlagNames(uint32_t flags);
+
+// Mean of per-sample OFU values with spread and a 95% CI on the mean.
+struct OfuStats {
+  int64_t sample_count = 0;
+  std::optional<double> mean_ofu;  // nullopt when sample_count == 0
+  double stddev_ofu = 0;           // sample standard deviation (n - 1); 0 if n < 2
+  // Half width of the 95% CI on the mean (Student t on n - 1 degrees of freedom, samples
+  // treated as independent: the SM clock is a point sample). nullopt when n < 2.
+  std::optional<double> ci95_half_width;
+};
+
+// Combines two stats computed over disjoint sample sets, as if computed over their union
+// (parallel Welford merge).
+OfuStats MergeOfuStats(const OfuStats& a, const OfuStats& b);
+
+// All samples of one GPU (any order; they are sorted by timestamp).
+struct GpuOfuSeries {
+  std::string gpu_id;  // stable GPU reference: UUID, or "host/index"
+  std::vector<OfuSample> samples;
+};
+
+struct OfuWindowOptions {
+  double max_sample_spacing_s = 30;  // above: kOfuFlagCoarseSampling
+  double gap_threshold_s = 90;       // a longer stretch without samples: kOfuFlagGap
+};
+
+// One GPU's window.
+struct GpuOfuWindow {
+  std::string gpu_id;
+  OfuStats stats;
+  uint32_t flags = kOfuFlagNone;
+  int64_t excluded_sample_count = 0;  // invalid, out-of-range or duplicate samples dropped
+};
+
+// Computes one GPU's window over samples in [window_start_ms, window_end_ms).
+// INVALID_ARGUMENT if window_end_ms <= window_start_ms or the spec's tensor clock is <= 0.
+absl::StatusOr<GpuOfuWindow> ComputeGpuOfuWindow(const GpuSpec& spec, const GpuOfuSeries& series,
+                                                 int64_t window_start_ms, int64_t window_end_ms,
+                                                 const OfuWindowOptions& options = {});
+
+struct JobOfuWindowInput {
+  int64_t window_start_ms = 0;  // inclusive
+  int64_t window_end_ms = 0;    // exclusive
+  int allocated_gpu_count = 0;  // GPUs the scheduler gave the job (coverage denominator)
+  std::vector<GpuOfuSeries> gpus;
+  OfuWindowOptions options;
+};
+
+struct JobOfuWindow {
+  int64_t window_start_ms = 0;
+  int64_t window_end_ms = 0;
+  // Mean over all GPUs x samples (eq. 11), with CI over the pooled per-sample values.
+  OfuStats stats;
+  int gpus_reporting = 0;  // GPUs with at least one usable sample
+  int gpus_allocated = 0;
+  double gpu_coverage = 0;  // gpus_reporting / gpus_allocated, 0..1
+  // Spread of the per-GPU means across reporting GPUs; nullopt with no reporting GPU.
+  std::optional<double> min_gpu_ofu;
+  std::optional<double> median_gpu_ofu;
+  std::optional<double> max_gpu_ofu;
+  uint32_t flags = kOfuFlagNone;      // union of the GPU flags plus job-level ones
+  std::vector<GpuOfuWindow> per_gpu;  // in input order
+};
+
+// Computes a job window. INVALID_ARGUMENT if allocated_gpu_count <= 0, fewer GPUs are
+// allocated than series given, two series share a gpu_id, or the window is empty.
+absl::StatusOr<JobOfuWindow> ComputeJobOfuWindow(const GpuSpec& spec,
+                                                 const JobOfuWindowInput& input);
+
+// Two-sided 97.5% quantile of Student's t with `degrees_of_freedom` >= 1 (1.96 in the limit).
+double StudentT975(int64_t degrees_of_freedom);
+
+}  // namespace goodput::core

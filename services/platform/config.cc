@@ -1,0 +1,361 @@
+#include "services/platform/config.h"
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "services/platform/auth.h"
+
+extern char** environ;
+
+namespace goodput::platform {
+namespace {
+
+constexpr absl::string_view kEnvPrefix = "GOODPUT_";
+
+std::vector<std::string> SplitKey(absl::string_view key) {
+  return absl::StrSplit(key, '.', absl::SkipEmpty());
+}
+
+std::string KindName(const YAML::Node& node) {
+  if (node.IsMap()) return "a mapping";
+  if (node.IsSequence()) return "a list";
+  return "a value";
+}
+
+absl::Status BadValue(absl::string_view key, absl::string_view value, absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat("config key ", key, ": \"", value, "\" ", what));
+}
+
+// Returns the child of `map` named `name` (exact match), or an undefined node.
+YAML::Node Child(const YAML::Node& map, absl::string_view name) {
+  YAML::Node found;
+  if (!map.IsMap()) return found;
+  for (const auto& kv : map) {
+    if (kv.first.IsScalar() && kv.first.Scalar() == name) {
+      found.reset(kv.second);
+      return found;
+    }
+  }
+  return found;
+}
+
+// Applies one override, creating mappings along the path. Existing keys are matched
+// case-insensitively so that upper-case environment names reach mixed-case file keys.
+void ApplyOverride(YAML::Node& root, const std::vector<std::string>& path,
+                   const std::string& value) {
+  YAML::Node cur;
+  cur.reset(root);
+  for (size_t i = 0; i < path.size(); ++i) {
+    std::string name = path[i];
+    for (const auto& kv : cur) {
+      if (kv.first.IsScalar() && absl::AsciiStrToLower(kv.first.Scalar()) == name) {
+        name = kv.first.Scalar();
+        break;
+      }
+    }
+    if (i + 1 == path.size()) {
+      cur[name] = value;
+      return;
+    }
+    YAML::Node next = cur[name];
+    if (!next.IsMap()) {
+      cur[name] = YAML::Node(YAML::NodeType::Map);
+      next.reset(cur[name]);
+    }
+    cur.reset(next);
+  }
+}
+
+absl::StatusOr<std::vector<std::string>> ReadTokenFile(absl::string_view key,
+                                                       const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config key ", key, ": token file \"", path, "\" cannot be read"));
+  }
+  std::vector<std::string> tokens;
+  std::string line;
+  while (std::getline(in, line)) {
+    absl::string_view token = absl::StripAsciiWhitespace(line);
+    if (token.empty() || token.front() == '#') continue;
+    tokens.emplace_back(token);
+  }
+  return tokens;
+}
+
+}  // namespace
+
+EnvironmentMap ProcessEnvironment() {
+  EnvironmentMap env;
+  for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
+    absl::string_view kv(*entry);
+    size_t eq = kv.find('=');
+    if (eq == absl::string_view::npos) continue;
+    absl::string_view name = kv.substr(0, eq);
+    if (!absl::StartsWith(name, kEnvPrefix)) continue;
+    env.emplace(std::string(name), std::string(kv.substr(eq + 1)));
+  }
+  return env;
+}
+
+std::optional<std::string> EnvVarToKey(absl::string_view var) {
+  if (!absl::ConsumePrefix(&var, kEnvPrefix) || var.empty()) return std::nullopt;
+  std::vector<std::string> parts = absl::StrSplit(var, "__");
+  for (std::string& part : parts) {
+    if (part.empty()) return std::nullopt;
+    absl::AsciiStrToLower(&part);
+  }
+  return absl::StrJoin(parts, ".");
+}
+
+absl::StatusOr<ConfigTree> ConfigTree::LoadString(absl::string_view yaml_text,
+                                                  const EnvironmentMap& env) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(yaml_text));
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("config does not parse as YAML: line ",
+                                                   e.mark.line + 1, ", column ", e.mark.column + 1,
+                                                   ": ", e.msg));
+  }
+  if (root.IsNull() || !root.IsDefined()) root = YAML::Node(YAML::NodeType::Map);
+  if (!root.IsMap()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "config must be a mapping of sections at the top level, found ", KindName(root)));
+  }
+  for (const auto& [name, value] : env) {
+    std::optional<std::string> key = EnvVarToKey(name);
+    if (!key.has_value()) continue;
+    ApplyOverride(root, SplitKey(*key), value);
+  }
+  return ConfigTree(root);
+}
+
+absl::StatusOr<ConfigTree> ConfigTree::LoadFile(const std::string& path,
+                                                const EnvironmentMap& env) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("config file \"", path, "\" cannot be read"));
+  std::stringstream text;
+  text << in.rdbuf();
+  absl::StatusOr<ConfigTree> tree = LoadString(text.str(), env);
+  if (!tree.ok()) {
+    return absl::Status(tree.status().code(), absl::StrCat(path, ": ", tree.status().message()));
+  }
+  return tree;
+}
+
+std::optional<YAML::Node> ConfigTree::Find(absl::string_view key) const {
+  YAML::Node cur;
+  cur.reset(root_);
+  for (const std::string& part : SplitKey(key)) {
+    YAML::Node next = Child(cur, part);
+    if (!next.IsDefined()) return std::nullopt;
+    cur.reset(next);
+  }
+  return cur;
+}
+
+bool ConfigTree::Has(absl::string_view key) const {
+  std::optional<YAML::Node> node = Find(key);
+  return node.has_value() && !node->IsNull();
+}
+
+absl::StatusOr<std::optional<std::string>> ConfigTree::Scalar(absl::string_view key) const {
+  std::optional<YAML::Node> node = Find(key);
+  if (!node.has_value() || node->IsNull()) return std::optional<std::string>();
+  if (!node->IsScalar()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config key ", key, ": expected a single value, found ", KindName(*node)));
+  }
+  return std::optional<std::string>(node->Scalar());
+}
+
+absl::StatusOr<std::string> ConfigTree::GetString(absl::string_view key,
+                                                  absl::string_view fallback) const {
+  absl::StatusOr<std::optional<std::string>> value = Scalar(key);
+  if (!value.ok()) return value.status();
+  return value->has_value() ? **value : std::string(fallback);
+}
+
+absl::StatusOr<int64_t> ConfigTree::GetInt(absl::string_view key, int64_t fallback) const {
+  absl::StatusOr<std::optional<std::string>> value = Scalar(key);
+  if (!value.ok()) return value.status();
+  if (!value->has_value()) return fallback;
+  int64_t parsed = 0;
+  if (!absl::SimpleAtoi(**value, &parsed)) return BadValue(key, **value, "is not an integer");
+  return parsed;
+}
+
+absl::StatusOr<int64_t> ConfigTree::GetIntInRange(absl::string_view key, int64_t fallback,
+                                                  int64_t min, int64_t max) const {
+  absl::StatusOr<int64_t> value = GetInt(key, fallback);
+  if (!value.ok()) return value.status();
+  if (*value < min || *value > max) {
+    return BadValue(key, absl::StrCat(*value), absl::StrCat("is outside [", min, ", ", max, "]"));
+  }
+  return value;
+}
+
+absl::StatusOr<double> ConfigTree::GetDouble(absl::string_view key, double fallback) const {
+  absl::StatusOr<std::optional<std::string>> value = Scalar(key);
+  if (!value.ok()) return value.status();
+  if (!value->has_value()) return fallback;
+  double parsed = 0;
+  if (!absl::SimpleAtod(**value, &parsed)) return BadValue(key, **value, "is not a number");
+  return parsed;
+}
+
+absl::StatusOr<bool> ConfigTree::GetBool(absl::string_view key, bool fallback) const {
+  absl::StatusOr<std::optional<std::string>> value = Scalar(key);
+  if (!value.ok()) return value.status();
+  if (!value->has_value()) return fallback;
+  std::string lower = absl::AsciiStrToLower(absl::StripAsciiWhitespace(**value));
+  if (lower == "true" || lower == "yes" || lower == "on" || lower == "1") return true;
+  if (lower == "false" || lower == "no" || lower == "off" || lower == "0") return false;
+  return BadValue(key, **value, "is not a boolean (true|false)");
+}
+
+absl::StatusOr<std::vector<std::string>> ConfigTree::GetStringList(absl::string_view key) const {
+  std::optional<YAML::Node> node = Find(key);
+  std::vector<std::string> out;
+  if (!node.has_value() || node->IsNull()) return out;
+  if (node->IsScalar()) {
+    for (absl::string_view item : absl::StrSplit(node->Scalar(), ',')) {
+      item = absl::StripAsciiWhitespace(item);
+      if (!item.empty()) out.emplace_back(item);
+    }
+    return out;
+  }
+  if (!node->IsSequence()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config key ", key, ": expected a list, found ", KindName(*node)));
+  }
+  for (size_t i = 0; i < node->size(); ++i) {
+    const YAML::Node item = (*node)[i];
+    if (!item.IsScalar()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("config key ", key, "[", i, "]: expected a value, found ", KindName(item)));
+    }
+    out.push_back(item.Scalar());
+  }
+  return out;
+}
+
+absl::StatusOr<absl::Duration> ConfigTree::GetSeconds(absl::string_view key,
+                                                      double fallback_s) const {
+  absl::StatusOr<double> seconds = GetDouble(key, fallback_s);
+  if (!seconds.ok()) return seconds.status();
+  if (!(*seconds >= 0)) return BadValue(key, absl::StrCat(*seconds), "is not >= 0 seconds");
+  return absl::Seconds(*seconds);
+}
+
+std::vector<std::string> ConfigTree::ChildKeys(absl::string_view key) const {
+  std::vector<std::string> keys;
+  std::optional<YAML::Node> node = key.empty() ? std::optional<YAML::Node>(root_) : Find(key);
+  if (!node.has_value() || !node->IsMap()) return keys;
+  for (const auto& kv : *node) {
+    if (kv.first.IsScalar()) keys.push_back(kv.first.Scalar());
+  }
+  return keys;
+}
+
+absl::StatusOr<ServiceConfig> ParseServiceConfig(const ConfigTree& tree,
+                                                 absl::string_view default_name,
+                                                 const std::vector<std::string>& service_sections) {
+  ServiceConfig config;
+#define GOODPUT_ASSIGN_OR_RETURN(lhs, expr)       \
+  {                                               \
+    auto value_or = (expr);                       \
+    if (!value_or.ok()) return value_or.status(); \
+    lhs = *std::move(value_or);                   \
+  }
+  GOODPUT_ASSIGN_OR_RETURN(config.service_name, tree.GetString("service.name", default_name));
+  GOODPUT_ASSIGN_OR_RETURN(config.grpc_host, tree.GetString("grpc.host", config.grpc_host));
+  GOODPUT_ASSIGN_OR_RETURN(config.grpc_port, tree.GetIntInRange("grpc.port", 0, 0, 65535));
+  GOODPUT_ASSIGN_OR_RETURN(config.http_host, tree.GetString("http.host", config.http_host));
+  GOODPUT_ASSIGN_OR_RETURN(config.http_port, tree.GetIntInRange("http.port", 0, 0, 65535));
+  GOODPUT_ASSIGN_OR_RETURN(config.postgres.dsn, tree.GetString("postgres.dsn", ""));
+  GOODPUT_ASSIGN_OR_RETURN(config.postgres.pool_size,
+                           tree.GetIntInRange("postgres.pool_size", 4, 1, 1024));
+  GOODPUT_ASSIGN_OR_RETURN(config.redis.host, tree.GetString("redis.host", config.redis.host));
+  GOODPUT_ASSIGN_OR_RETURN(config.redis.port, tree.GetIntInRange("redis.port", 6379, 1, 65535));
+  GOODPUT_ASSIGN_OR_RETURN(config.redis.password, tree.GetString("redis.password", ""));
+  GOODPUT_ASSIGN_OR_RETURN(config.redis.db, tree.GetIntInRange("redis.db", 0, 0, 65535));
+  GOODPUT_ASSIGN_OR_RETURN(config.log.level, tree.GetString("log.level", "info"));
+  std::string format;
+  GOODPUT_ASSIGN_OR_RETURN(format, tree.GetString("log.format", "json"));
+  GOODPUT_ASSIGN_OR_RETURN(config.auth.enabled, tree.GetBool("auth.enabled", false));
+  GOODPUT_ASSIGN_OR_RETURN(config.shutdown_drain_timeout,
+                           tree.GetSeconds("shutdown.drain_timeout_s", 10));
+#undef GOODPUT_ASSIGN_OR_RETURN
+
+  if (config.service_name.empty()) return BadValue("service.name", "", "must not be empty");
+  static const std::set<std::string, std::less<>> kLevels = {"trace", "debug",    "info", "warn",
+                                                             "error", "critical", "off"};
+  config.log.level = absl::AsciiStrToLower(config.log.level);
+  if (!kLevels.contains(config.log.level)) {
+    return BadValue("log.level", config.log.level,
+                    "is not one of trace|debug|info|warn|error|critical|off");
+  }
+  if (format == "json") {
+    config.log.format = LogFormat::kJson;
+  } else if (format == "text") {
+    config.log.format = LogFormat::kText;
+  } else {
+    return BadValue("log.format", format, "is not one of json|text");
+  }
+
+  // Tokens: inline lists and files, per role. Token values never appear in messages.
+  for (absl::string_view section : {"auth.tokens", "auth.token_files"}) {
+    for (const std::string& role : tree.ChildKeys(section)) {
+      std::string key = absl::StrCat(section, ".", role);
+      if (!ParseRole(role).ok()) {
+        return BadValue(key, role,
+                        absl::StrCat("is not a role (", absl::StrJoin(kRoleNames, ", "), ")"));
+      }
+      absl::StatusOr<std::vector<std::string>> tokens;
+      if (section == "auth.tokens") {
+        tokens = tree.GetStringList(key);
+      } else {
+        absl::StatusOr<std::string> path = tree.GetString(key, "");
+        if (!path.ok()) return path.status();
+        tokens = ReadTokenFile(key, *path);
+      }
+      if (!tokens.ok()) return tokens.status();
+      for (std::string& token : *tokens) {
+        for (const auto& [existing, existing_role] : config.auth.tokens) {
+          if (existing == token && existing_role != role) {
+            return absl::InvalidArgumentError(absl::StrCat(
+                "config key ", key, ": a token is also configured for role ", existing_role));
+          }
+        }
+        config.auth.tokens.emplace_back(std::move(token), role);
+      }
+    }
+  }
+  if (config.auth.enabled && config.auth.tokens.empty()) {
+    return absl::InvalidArgumentError(
+        "config key auth.enabled: \"true\" but no tokens are configured under auth.tokens or "
+        "auth.token_files");
+  }
+
+  std::set<std::string, std::less<>> known = {"service", "grpc", "http", "postgres",
+                                              "redis",   "log",  "auth", "shutdown"};
+  known.insert(service_sections.begin(), service_sections.end());
+  for (const std::string& key : tree.ChildKeys("")) {
+    if (!known.contains(key)) {
+      config.warnings.push_back(absl::StrCat(
+          "unknown config key \"", key, "\" is ignored (known: ", absl::StrJoin(known, ", "), ")"));
+    }
+  }
+  return config;
+}
+
+}  // namespace goodput::platform

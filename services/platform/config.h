@@ -1,0 +1,149 @@
+// Service configuration: a YAML file plus environment overrides, read through typed accessors
+// that name the offending key and value when something is wrong.
+//
+// Environment mapping rule: a variable `GOODPUT_<PATH>` overrides the key whose dotted path,
+// upper-cased, with every `.` written as a double underscore `__`, equals <PATH>. Single
+// underscores stay part of a key name:
+//
+//   GOODPUT_POSTGRES__DSN        -> postgres.dsn
+//   GOODPUT_POSTGRES__POOL_SIZE  -> postgres.pool_size
+//   GOODPUT_AUTH__TOKENS__SDK    -> auth.tokens.sdk   (lists: comma-separated)
+//
+// Keys are matched case-insensitively against the file's keys; an override for a key the file
+// does not mention creates it (lower-case). Override values are strings and go through the same
+// typed parsing as file values.
+//
+// Usage in a service main():
+//
+//   absl::StatusOr<ConfigTree> tree = ConfigTree::LoadFile(path);
+//   absl::StatusOr<ServiceConfig> config = ParseServiceConfig(*tree, "goodput-ingest", {"ingest"});
+//   if (!config.ok()) { std::cerr << config.status().message() << "\n"; return 2; }
+//   absl::StatusOr<int64_t> batch = tree->GetInt("ingest.max_batch_samples", 10000);
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "yaml-cpp/yaml.h"
+
+namespace goodput::platform {
+
+// Environment variables as name -> value (only those starting with "GOODPUT_" matter).
+using EnvironmentMap = std::map<std::string, std::string, std::less<>>;
+
+// Reads the current process environment.
+EnvironmentMap ProcessEnvironment();
+
+// A parsed configuration document with environment overrides applied. Cheap to copy.
+class ConfigTree {
+ public:
+  // Parses `yaml_text` (may be empty) and applies overrides from `env`.
+  // INVALID_ARGUMENT names the line when the YAML does not parse.
+  static absl::StatusOr<ConfigTree> LoadString(absl::string_view yaml_text,
+                                               const EnvironmentMap& env = {});
+  // Reads and parses the file at `path`; NOT_FOUND names the path when it cannot be read.
+  static absl::StatusOr<ConfigTree> LoadFile(const std::string& path,
+                                             const EnvironmentMap& env = ProcessEnvironment());
+
+  // True when the dotted key exists (in the file or from the environment).
+  bool Has(absl::string_view key) const;
+
+  // Typed accessors: `fallback` when the key is absent, INVALID_ARGUMENT of the form
+  // `config key grpc.port: "abc" is not an integer` when present but malformed.
+  absl::StatusOr<std::string> GetString(absl::string_view key, absl::string_view fallback) const;
+  absl::StatusOr<int64_t> GetInt(absl::string_view key, int64_t fallback) const;
+  // Like GetInt, also refusing values outside [min, max] with the range in the message.
+  absl::StatusOr<int64_t> GetIntInRange(absl::string_view key, int64_t fallback, int64_t min,
+                                        int64_t max) const;
+  absl::StatusOr<double> GetDouble(absl::string_view key, double fallback) const;
+  // Accepts true/false, yes/no, on/off, 1/0 (any case).
+  absl::StatusOr<bool> GetBool(absl::string_view key, bool fallback) const;
+  // Accepts a YAML sequence of scalars or one comma-separated string; absent -> empty.
+  absl::StatusOr<std::vector<std::string>> GetStringList(absl::string_view key) const;
+  // A duration in seconds (`drain_timeout_s: 2.5`).
+  absl::StatusOr<absl::Duration> GetSeconds(absl::string_view key, double fallback_s) const;
+
+  // Names of the children of a mapping key ("" = top level), in file order.
+  std::vector<std::string> ChildKeys(absl::string_view key) const;
+
+  // The underlying document, for services with structured sections (lists of maps).
+  const YAML::Node& root() const { return root_; }
+
+ private:
+  explicit ConfigTree(YAML::Node root) : root_(std::move(root)) {}
+  std::optional<YAML::Node> Find(absl::string_view key) const;
+  absl::StatusOr<std::optional<std::string>> Scalar(absl::string_view key) const;
+
+  YAML::Node root_;
+};
+
+enum class LogFormat { kJson, kText };
+
+struct PostgresConfig {
+  std::string dsn;    // libpq connection string or URI; empty = not used by this service
+  int pool_size = 4;  // connections kept open
+};
+
+struct RedisConfig {
+  std::string host = "127.0.0.1";
+  int port = 6379;
+  std::string password;  // empty = no AUTH
+  int db = 0;
+};
+
+struct LogConfig {
+  std::string level = "info";  // trace|debug|info|warn|error|critical|off
+  LogFormat format = LogFormat::kJson;
+};
+
+// Bearer tokens per role. Roles are scheduler, telemetry, sdk, operator, service (auth.h).
+struct AuthConfig {
+  bool enabled = false;
+  // token -> role name, from auth.tokens.<role> (list) and auth.token_files.<role> (a file with
+  // one token per line, '#' comments), e.g. a mounted Kubernetes secret.
+  std::vector<std::pair<std::string, std::string>> tokens;
+};
+
+// What every goodput service needs. Keys (defaults in brackets):
+//   service.name [default_name]
+//   grpc.host [0.0.0.0], grpc.port [0 = any free port]
+//   http.host [0.0.0.0], http.port [0 = any free port]   (/metrics, /healthz)
+//   postgres.dsn [""], postgres.pool_size [4]
+//   redis.host [127.0.0.1], redis.port [6379], redis.password [""], redis.db [0]
+//   log.level [info], log.format [json]   (json|text)
+//   auth.enabled [false], auth.tokens.<role>, auth.token_files.<role>
+//   shutdown.drain_timeout_s [10]
+struct ServiceConfig {
+  std::string service_name;
+  std::string grpc_host = "0.0.0.0";
+  int grpc_port = 0;
+  std::string http_host = "0.0.0.0";
+  int http_port = 0;
+  PostgresConfig postgres;
+  RedisConfig redis;
+  LogConfig log;
+  AuthConfig auth;
+  absl::Duration shutdown_drain_timeout = absl::Seconds(10);
+  // Non-fatal findings (unknown top-level keys) to log once the logger exists.
+  std::vector<std::string> warnings;
+};
+
+// Reads and validates the common keys. `service_sections` are the service's own top-level keys;
+// any other unknown top-level key becomes a warning. The first bad key is the error.
+absl::StatusOr<ServiceConfig> ParseServiceConfig(
+    const ConfigTree& tree, absl::string_view default_name,
+    const std::vector<std::string>& service_sections = {});
+
+// Maps an environment variable name to its dotted key ("GOODPUT_POSTGRES__DSN" ->
+// "postgres.dsn"); nullopt for variables without the prefix.
+std::optional<std::string> EnvVarToKey(absl::string_view var);
+
+}  // namespace goodput::platform
