@@ -123,8 +123,8 @@ cmd_status() {
   local pgstate=stopped rstate=stopped
   "$ROOT/scripts/pg.sh" status "$data/postgres" >/dev/null 2>&1 && pgstate=running
   "$ROOT/scripts/redis.sh" status "$data/redis" >/dev/null 2>&1 && rstate=running
-  printf '%-18s %-8s %-22s %-34s %s\n' postgresql "$pgstate" "127.0.0.1:$pgport" "-" "$data/postgres/log"
-  printf '%-18s %-8s %-22s %-34s %s\n' redis "$rstate" "127.0.0.1:$rport" "-" "$data/redis/log"
+  printf '%-18s %-8s %-22s %-34s %s\n' postgresql "$pgstate" "127.0.0.1:$pgport" "-" "$data/postgres/postgres.log"
+  printf '%-18s %-8s %-22s %-34s %s\n' redis "$rstate" "127.0.0.1:$rport" "-" "$data/redis/redis.log"
   for svc in "${SERVICES[@]}"; do
     local state=stopped gport=- hport=-
     [[ -f "$data/run/$svc.ports" ]] && read -r gport hport <"$data/run/$svc.ports"

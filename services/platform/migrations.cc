@@ -6,10 +6,9 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <pqxx/pqxx>
 #include <regex>
 #include <sstream>
-
-#include <pqxx/pqxx>
 
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
@@ -38,7 +37,8 @@ constexpr const char* kRecordSql =
     "INSERT INTO schema_migrations (version, name, checksum, duration_ms) VALUES ($1, $2, $3, $4)";
 
 std::string FileNames(const std::vector<MigrationFile>& files) {
-  return absl::StrJoin(files, ", ", [](std::string* out, const MigrationFile& f) { out->append(f.FileName()); });
+  return absl::StrJoin(files, ", ",
+                       [](std::string* out, const MigrationFile& f) { out->append(f.FileName()); });
 }
 
 }  // namespace
@@ -73,25 +73,28 @@ absl::StatusOr<std::vector<MigrationFile>> LoadMigrationFiles(const fs::path& di
     if (entry.path().extension() != ".sql") continue;
     std::smatch match;
     if (!std::regex_match(file, match, kName)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "migration file ", entry.path().string(), ": name must be NNNN_<lowercase_name>.sql"));
+      return absl::InvalidArgumentError(absl::StrCat("migration file ", entry.path().string(),
+                                                     ": name must be NNNN_<lowercase_name>.sql"));
     }
     MigrationFile m;
     if (!absl::SimpleAtoi(match[1].str(), &m.version) || m.version <= 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("migration file ", entry.path().string(), ": version must be a positive number"));
+      return absl::InvalidArgumentError(absl::StrCat("migration file ", entry.path().string(),
+                                                     ": version must be a positive number"));
     }
     m.name = match[2].str();
     m.path = entry.path();
     std::ifstream in(entry.path(), std::ios::binary);
     std::stringstream content;
     content << in.rdbuf();
-    if (!in) return absl::InternalError(absl::StrCat("cannot read migration file ", entry.path().string()));
+    if (!in)
+      return absl::InternalError(
+          absl::StrCat("cannot read migration file ", entry.path().string()));
     m.sql = content.str();
     m.sha256_hex = Sha256Hex(m.sql);
     if (auto [it, inserted] = by_version.emplace(m.version, m); !inserted) {
-      return absl::InvalidArgumentError(absl::StrCat("migration files ", it->second.FileName(), " and ", file,
-                                                     " have the same version ", m.version));
+      return absl::InvalidArgumentError(absl::StrCat("migration files ", it->second.FileName(),
+                                                     " and ", file, " have the same version ",
+                                                     m.version));
     }
   }
   if (ec) return absl::InternalError(absl::StrCat("listing ", dir.string(), ": ", ec.message()));
@@ -112,17 +115,20 @@ absl::StatusOr<MigrationReport> ApplyMigrations(const std::string& dsn, const fs
     return PgExceptionToStatus(e, "migrations: connecting to PostgreSQL");
   }
 
-  const std::string lock_step = "migrations: waiting for the migration lock (another run in progress?)";
+  const std::string lock_step =
+      "migrations: waiting for the migration lock (another run in progress?)";
   try {
     pqxx::nontransaction session(*conn);
     session.exec("SET client_min_messages = warning");
-    session.exec(absl::StrCat("SET lock_timeout = ", absl::ToInt64Milliseconds(options.lock_timeout)));
+    session.exec(
+        absl::StrCat("SET lock_timeout = ", absl::ToInt64Milliseconds(options.lock_timeout)));
     session.exec(absl::StrCat("SELECT pg_advisory_lock(", kMigrationLockKey, ")"));
     session.exec("SET lock_timeout = 0");
     session.exec(kCreateTableSql);
   } catch (const std::exception& e) {
     absl::Status status = PgExceptionToStatus(e, lock_step);
-    if (status.code() == absl::StatusCode::kUnavailable && std::string(e.what()).find("lock timeout") != std::string::npos) {
+    if (status.code() == absl::StatusCode::kUnavailable &&
+        std::string(e.what()).find("lock timeout") != std::string::npos) {
       return absl::UnavailableError(absl::StrCat(lock_step, ": not obtained within ",
                                                  absl::FormatDuration(options.lock_timeout)));
     }
@@ -133,7 +139,8 @@ absl::StatusOr<MigrationReport> ApplyMigrations(const std::string& dsn, const fs
   std::map<int, std::pair<std::string, std::string>> recorded;  // version -> (name, checksum)
   try {
     pqxx::nontransaction read(*conn);
-    for (const auto& row : read.exec("SELECT version, name, checksum FROM schema_migrations ORDER BY version")) {
+    for (const auto& row :
+         read.exec("SELECT version, name, checksum FROM schema_migrations ORDER BY version")) {
       recorded[row[0].as<int>()] = {row[1].as<std::string>(), row[2].as<std::string>()};
     }
   } catch (const std::exception& e) {
@@ -148,15 +155,16 @@ absl::StatusOr<MigrationReport> ApplyMigrations(const std::string& dsn, const fs
     const auto& [name, checksum] = entry;
     auto it = on_disk.find(version);
     if (it == on_disk.end()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("migration ", version, "_", name, ".sql is recorded as applied but is not in ",
-                       dir.string(), "; refusing to migrate a database that is ahead of this release"));
+      return absl::FailedPreconditionError(absl::StrCat(
+          "migration ", version, "_", name, ".sql is recorded as applied but is not in ",
+          dir.string(), "; refusing to migrate a database that is ahead of this release"));
     }
     if (it->second->sha256_hex != checksum) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "migration ", it->second->path.string(), " was edited after it was applied (recorded sha256 ",
-          checksum, ", file now ", it->second->sha256_hex,
-          "); applied migrations must not change: add a new migration instead"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("migration ", it->second->path.string(),
+                       " was edited after it was applied (recorded sha256 ", checksum,
+                       ", file now ", it->second->sha256_hex,
+                       "); applied migrations must not change: add a new migration instead"));
     }
   }
   for (const auto& m : *files) {
@@ -178,9 +186,12 @@ absl::StatusOr<MigrationReport> ApplyMigrations(const std::string& dsn, const fs
     } catch (const std::exception& e) {
       absl::Status status = PgExceptionToStatus(e, absl::StrCat("migration ", m->path.string()));
       const std::string done =
-          report.applied.empty() ? "" : absl::StrCat(" (applied before it: ", FileNames(report.applied), ")");
-      return absl::Status(status.code() == absl::StatusCode::kInternal ? absl::StatusCode::kFailedPrecondition
-                                                                       : status.code(),
+          report.applied.empty()
+              ? ""
+              : absl::StrCat(" (applied before it: ", FileNames(report.applied), ")");
+      return absl::Status(status.code() == absl::StatusCode::kInternal
+                              ? absl::StatusCode::kFailedPrecondition
+                              : status.code(),
                           absl::StrCat(status.message(), done));
     }
     report.applied.push_back(*m);

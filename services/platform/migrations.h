@@ -27,12 +27,12 @@ namespace goodput::platform {
 
 // One migration file read from disk.
 struct MigrationFile {
-  int version = 0;                // from the NNNN prefix
-  std::string name;               // the part after the prefix, without ".sql"
+  int version = 0;   // from the NNNN prefix
+  std::string name;  // the part after the prefix, without ".sql"
   std::filesystem::path path;
   std::string sql;
-  std::string sha256_hex;         // of the file's bytes
-  std::string FileName() const;   // "0001_jobs_and_samples.sql"
+  std::string sha256_hex;        // of the file's bytes
+  std::string FileName() const;  // "0001_jobs_and_samples.sql"
 };
 
 struct MigrationReport {
@@ -54,7 +54,8 @@ absl::StatusOr<std::vector<MigrationFile>> LoadMigrationFiles(const std::filesys
 // UNAVAILABLE if PostgreSQL cannot be reached or the lock is not obtained in time;
 // FAILED_PRECONDITION for an edited or missing applied file; a failing file's error names
 // the file, and the files applied before it stay applied.
-absl::StatusOr<MigrationReport> ApplyMigrations(const std::string& dsn, const std::filesystem::path& dir,
+absl::StatusOr<MigrationReport> ApplyMigrations(const std::string& dsn,
+                                                const std::filesystem::path& dir,
                                                 const MigrationOptions& options = {});
 
 // Lowercase hex SHA-256 of `data`.

@@ -24,7 +24,8 @@ std::string QuoteConnValue(absl::string_view value) {
 
 // Adds the pool's connection parameters to a keyword/value string or a URI.
 std::string BuildConninfo(const PgPoolOptions& options) {
-  const int64_t connect_timeout_s = std::max<int64_t>(2, absl::ToInt64Seconds(options.connect_timeout));
+  const int64_t connect_timeout_s =
+      std::max<int64_t>(2, absl::ToInt64Seconds(options.connect_timeout));
   const std::vector<std::pair<std::string, std::string>> params = {
       {"connect_timeout", absl::StrCat(connect_timeout_s)},
       {"keepalives", "1"},
@@ -34,7 +35,8 @@ std::string BuildConninfo(const PgPoolOptions& options) {
       {"application_name", options.application_name},
   };
   std::string conninfo = options.dsn;
-  const bool is_uri = absl::StartsWith(conninfo, "postgresql://") || absl::StartsWith(conninfo, "postgres://");
+  const bool is_uri =
+      absl::StartsWith(conninfo, "postgresql://") || absl::StartsWith(conninfo, "postgres://");
   for (const auto& [key, value] : params) {
     if (absl::StrContains(options.dsn, absl::StrCat(key, "="))) continue;  // the caller's wins
     if (is_uri) {
@@ -47,7 +49,8 @@ std::string BuildConninfo(const PgPoolOptions& options) {
 }
 
 std::string SqlState(const std::exception& e) {
-  if (const auto* sql = dynamic_cast<const pqxx::sql_error*>(&e); sql != nullptr) return sql->sqlstate();
+  if (const auto* sql = dynamic_cast<const pqxx::sql_error*>(&e); sql != nullptr)
+    return sql->sqlstate();
   return "";
 }
 
@@ -69,11 +72,13 @@ bool IsPgConnectionFailure(const std::exception& e) {
 absl::Status PgExceptionToStatus(const std::exception& e, absl::string_view context) {
   const std::string state = SqlState(e);
   const std::string what = OneLine(e.what());
-  const std::string message =
-      state.empty() ? absl::StrCat(context, ": ", what) : absl::StrCat(context, ": SQLSTATE ", state, ": ", what);
+  const std::string message = state.empty()
+                                  ? absl::StrCat(context, ": ", what)
+                                  : absl::StrCat(context, ": SQLSTATE ", state, ": ", what);
   if (dynamic_cast<const pqxx::in_doubt_error*>(&e) != nullptr ||
       dynamic_cast<const pqxx::statement_completion_unknown*>(&e) != nullptr) {
-    return absl::UnknownError(absl::StrCat(message, " (outcome unknown: the commit may have happened)"));
+    return absl::UnknownError(
+        absl::StrCat(message, " (outcome unknown: the commit may have happened)"));
   }
   if (IsPgConnectionFailure(e)) return absl::UnavailableError(message);
   if (state == "23505") return absl::AlreadyExistsError(message);
@@ -83,13 +88,15 @@ absl::Status PgExceptionToStatus(const std::exception& e, absl::string_view cont
   if (state == "57014") return absl::DeadlineExceededError(message);
   if (state == "55P03") return absl::UnavailableError(message);  // lock not available
   if (absl::StartsWith(state, "53")) return absl::ResourceExhaustedError(message);
-  if (state == "42P01" || state == "42883" || state == "42703") return absl::FailedPreconditionError(message);
+  if (state == "42P01" || state == "42883" || state == "42703")
+    return absl::FailedPreconditionError(message);
   return absl::InternalError(message);
 }
 
 // ---- Lease ----
 
-PgPool::Lease::Lease(PgPool* pool, std::unique_ptr<Slot> slot) : pool_(pool), slot_(std::move(slot)) {}
+PgPool::Lease::Lease(PgPool* pool, std::unique_ptr<Slot> slot)
+    : pool_(pool), slot_(std::move(slot)) {}
 
 PgPool::Lease::Lease(Lease&& other) noexcept
     : pool_(std::exchange(other.pool_, nullptr)), slot_(std::move(other.slot_)) {}
@@ -136,12 +143,14 @@ absl::StatusOr<std::unique_ptr<PgPool>> PgPool::Create(PgPoolOptions options) {
       options.max_reconnect_backoff < options.min_reconnect_backoff) {
     return absl::InvalidArgumentError(absl::StrCat(
         "PgPool: reconnect backoff min=", absl::FormatDuration(options.min_reconnect_backoff),
-        " max=", absl::FormatDuration(options.max_reconnect_backoff), " must satisfy 0 < min <= max"));
+        " max=", absl::FormatDuration(options.max_reconnect_backoff),
+        " must satisfy 0 < min <= max"));
   }
   return std::unique_ptr<PgPool>(new PgPool(std::move(options)));
 }
 
-PgPool::PgPool(PgPoolOptions options) : options_(std::move(options)), conninfo_(BuildConninfo(options_)) {}
+PgPool::PgPool(PgPoolOptions options)
+    : options_(std::move(options)), conninfo_(BuildConninfo(options_)) {}
 
 PgPool::~PgPool() {
   absl::MutexLock lock(&mu_);
@@ -160,7 +169,8 @@ absl::StatusOr<std::unique_ptr<PgPool::Slot>> PgPool::Connect() {
 #pragma GCC diagnostic pop
     pqxx::nontransaction setup(*slot->conn);
     setup.exec("SET client_min_messages = warning");
-    setup.exec(absl::StrCat("SET statement_timeout = ", absl::ToInt64Milliseconds(options_.statement_timeout)));
+    setup.exec(absl::StrCat("SET statement_timeout = ",
+                            absl::ToInt64Milliseconds(options_.statement_timeout)));
     setup.commit();
     for (const auto& [name, sql] : options_.prepared_statements) {
       slot->conn->prepare(name, sql);
@@ -193,9 +203,9 @@ absl::StatusOr<PgPool::Lease> PgPool::Acquire(std::optional<absl::Duration> time
       } else {
         const absl::Time now = absl::Now();
         if (now < next_connect_attempt_) {
-          return absl::UnavailableError(absl::StrCat("PostgreSQL unreachable (", last_connect_error_,
-                                                     "); next attempt in ",
-                                                     absl::FormatDuration(next_connect_attempt_ - now)));
+          return absl::UnavailableError(
+              absl::StrCat("PostgreSQL unreachable (", last_connect_error_, "); next attempt in ",
+                           absl::FormatDuration(next_connect_attempt_ - now)));
         }
         ++open_;  // reserve the place while connecting without the lock
         open_new = true;
@@ -207,8 +217,9 @@ absl::StatusOr<PgPool::Lease> PgPool::Acquire(std::optional<absl::Duration> time
       if (!connected.ok()) {
         --open_;
         ++counters_.connect_failures;
-        backoff_ = backoff_ == absl::ZeroDuration() ? options_.min_reconnect_backoff
-                                                     : std::min(backoff_ * 2, options_.max_reconnect_backoff);
+        backoff_ = backoff_ == absl::ZeroDuration()
+                       ? options_.min_reconnect_backoff
+                       : std::min(backoff_ * 2, options_.max_reconnect_backoff);
         next_connect_attempt_ = absl::Now() + backoff_;
         last_connect_error_ = std::string(connected.status().message());
         return absl::UnavailableError(connected.status().message());
@@ -289,8 +300,8 @@ absl::Status PgPool::RunWithRetry(
       absl::Status status = PgExceptionToStatus(e, "PostgreSQL transaction");
       if (status.code() == absl::StatusCode::kUnknown) return status;
       if (connection_failure && commit_sent) {
-        return absl::UnknownError(absl::StrCat(status.message(),
-                                               " (connection lost while committing: outcome unknown)"));
+        return absl::UnknownError(
+            absl::StrCat(status.message(), " (connection lost while committing: outcome unknown)"));
       }
       if (connection_failure || status.code() == absl::StatusCode::kAborted) {
         last = status;
@@ -299,8 +310,8 @@ absl::Status PgPool::RunWithRetry(
       return status;
     }
   }
-  return absl::Status(last.code(), absl::StrCat(last.message(), " (gave up after ", options_.max_attempts,
-                                                " attempts)"));
+  return absl::Status(last.code(), absl::StrCat(last.message(), " (gave up after ",
+                                                options_.max_attempts, " attempts)"));
 }
 
 absl::Status PgPool::RunTransaction(const std::function<absl::Status(pqxx::work&)>& fn) {

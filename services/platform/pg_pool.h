@@ -27,16 +27,15 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <pqxx/pqxx>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <utility>
 #include <vector>
-
-#include <pqxx/pqxx>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
@@ -149,7 +148,8 @@ class PgPool {
   explicit PgPool(PgPoolOptions options);
   absl::StatusOr<std::unique_ptr<Slot>> Connect();
   void Return(std::unique_ptr<Slot> slot);
-  absl::Status RunWithRetry(const std::function<absl::Status(pqxx::connection&, bool* commit_sent)>& body);
+  absl::Status RunWithRetry(
+      const std::function<absl::Status(pqxx::connection&, bool* commit_sent)>& body);
 
   const PgPoolOptions options_;
   const std::string conninfo_;
@@ -174,4 +174,3 @@ absl::Status PgExceptionToStatus(const std::exception& e, absl::string_view cont
 bool IsPgConnectionFailure(const std::exception& e);
 
 }  // namespace goodput::platform
-

@@ -39,7 +39,8 @@ TEST(PgPool, UnreachableServerIsUnavailableAndBacksOff) {
   auto second = (*pool)->Acquire();
   ASSERT_FALSE(second.ok());
   EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_NE(second.status().message().find("next attempt in"), std::string::npos) << second.status();
+  EXPECT_NE(second.status().message().find("next attempt in"), std::string::npos)
+      << second.status();
   EXPECT_EQ((*pool)->Stats().connect_failures, 1);
   EXPECT_EQ((*pool)->Stats().open_connections, 0);
 }
@@ -65,16 +66,16 @@ TEST(PgExceptionToStatus, MapsSqlStatesToCodes) {
     const char* sqlstate;
     absl::StatusCode code;
   };
-  for (const Case& c : {Case{"23505", absl::StatusCode::kAlreadyExists},
-                        Case{"23503", absl::StatusCode::kFailedPrecondition},
-                        Case{"22P02", absl::StatusCode::kInvalidArgument},
-                        Case{"40001", absl::StatusCode::kAborted},
-                        Case{"40P01", absl::StatusCode::kAborted},
-                        Case{"57014", absl::StatusCode::kDeadlineExceeded},
-                        Case{"53200", absl::StatusCode::kResourceExhausted},
-                        Case{"57P01", absl::StatusCode::kUnavailable},
-                        Case{"08006", absl::StatusCode::kUnavailable},
-                        Case{"XX000", absl::StatusCode::kInternal}}) {
+  for (const Case& c :
+       {Case{"23505", absl::StatusCode::kAlreadyExists},
+        Case{"23503", absl::StatusCode::kFailedPrecondition},
+        Case{"22P02", absl::StatusCode::kInvalidArgument},
+        Case{"40001", absl::StatusCode::kAborted}, Case{"40P01", absl::StatusCode::kAborted},
+        Case{"57014", absl::StatusCode::kDeadlineExceeded},
+        Case{"53200", absl::StatusCode::kResourceExhausted},
+        Case{"57P01", absl::StatusCode::kUnavailable},
+        Case{"08006", absl::StatusCode::kUnavailable},
+        Case{"XX000", absl::StatusCode::kInternal}}) {
     pqxx::sql_error error("boom", "SELECT 1", c.sqlstate);
     absl::Status status = PgExceptionToStatus(error, "inserting job");
     EXPECT_EQ(status.code(), c.code) << c.sqlstate << ": " << status;
@@ -84,12 +85,14 @@ TEST(PgExceptionToStatus, MapsSqlStatesToCodes) {
 }
 
 TEST(PgExceptionToStatus, BrokenConnectionIsUnavailableAndInDoubtIsUnknown) {
-  EXPECT_EQ(PgExceptionToStatus(pqxx::broken_connection("gone"), "x").code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(PgExceptionToStatus(pqxx::broken_connection("gone"), "x").code(),
+            absl::StatusCode::kUnavailable);
   EXPECT_TRUE(IsPgConnectionFailure(pqxx::broken_connection("gone")));
   absl::Status in_doubt = PgExceptionToStatus(pqxx::in_doubt_error("lost during commit"), "x");
   EXPECT_EQ(in_doubt.code(), absl::StatusCode::kUnknown);
   EXPECT_NE(in_doubt.message().find("outcome unknown"), std::string::npos);
-  EXPECT_EQ(PgExceptionToStatus(std::runtime_error("other"), "x").code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(PgExceptionToStatus(std::runtime_error("other"), "x").code(),
+            absl::StatusCode::kInternal);
 }
 
 }  // namespace

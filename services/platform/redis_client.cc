@@ -29,7 +29,8 @@ struct RedisClient::Connection {
 // Returns the borrowed connection to the client when it goes out of scope.
 class RedisClient::Lease {
  public:
-  Lease(RedisClient* client, std::unique_ptr<Connection> conn) : client_(client), conn_(std::move(conn)) {}
+  Lease(RedisClient* client, std::unique_ptr<Connection> conn)
+      : client_(client), conn_(std::move(conn)) {}
   Lease(const Lease&) = delete;
   Lease& operator=(const Lease&) = delete;
   ~Lease() {
@@ -123,37 +124,43 @@ absl::Status ValidateTtl(absl::Duration ttl, absl::string_view field) {
 
 absl::StatusOr<int64_t> RedisReply::AsInt() const {
   if (const auto* v = std::get_if<int64_t>(&value)) return *v;
-  return absl::InvalidArgumentError(absl::StrCat("redis reply is ", TypeName(*this), ", not an integer"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("redis reply is ", TypeName(*this), ", not an integer"));
 }
 
 absl::StatusOr<std::string> RedisReply::AsString() const {
   if (const auto* v = std::get_if<std::string>(&value)) return *v;
   if (const auto* v = std::get_if<Status>(&value)) return v->text;
-  return absl::InvalidArgumentError(absl::StrCat("redis reply is ", TypeName(*this), ", not a string"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("redis reply is ", TypeName(*this), ", not a string"));
 }
 
 absl::StatusOr<std::vector<RedisReply>> RedisReply::AsArray() const {
   if (const auto* v = std::get_if<std::vector<RedisReply>>(&value)) return *v;
-  return absl::InvalidArgumentError(absl::StrCat("redis reply is ", TypeName(*this), ", not an array"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("redis reply is ", TypeName(*this), ", not an array"));
 }
 
 absl::StatusOr<std::unique_ptr<RedisClient>> RedisClient::Create(RedisClientOptions options) {
   if (options.host.empty()) return absl::InvalidArgumentError("RedisClient: host is empty");
   if (options.port <= 0 || options.port > 65535) {
-    return absl::InvalidArgumentError(absl::StrCat("RedisClient: port=", options.port, " is not in [1, 65535]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("RedisClient: port=", options.port, " is not in [1, 65535]"));
   }
   if (options.max_connections < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("RedisClient: max_connections=", options.max_connections, " must be at least 1"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "RedisClient: max_connections=", options.max_connections, " must be at least 1"));
   }
   if (options.database < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("RedisClient: database=", options.database, " is negative"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("RedisClient: database=", options.database, " is negative"));
   }
   if (options.min_reconnect_backoff <= absl::ZeroDuration() ||
       options.max_reconnect_backoff < options.min_reconnect_backoff) {
     return absl::InvalidArgumentError(absl::StrCat(
         "RedisClient: reconnect backoff min=", absl::FormatDuration(options.min_reconnect_backoff),
-        " max=", absl::FormatDuration(options.max_reconnect_backoff), " must satisfy 0 < min <= max"));
+        " max=", absl::FormatDuration(options.max_reconnect_backoff),
+        " must satisfy 0 < min <= max"));
   }
   return std::unique_ptr<RedisClient>(new RedisClient(std::move(options)));
 }
@@ -165,18 +172,23 @@ RedisClient::~RedisClient() {
   idle_.clear();
 }
 
-std::string RedisClient::Key(absl::string_view key) const { return absl::StrCat(options_.key_prefix, key); }
+std::string RedisClient::Key(absl::string_view key) const {
+  return absl::StrCat(options_.key_prefix, key);
+}
 
 absl::StatusOr<std::unique_ptr<RedisClient::Connection>> RedisClient::Connect() {
   auto conn = std::make_unique<Connection>();
   const std::string where = absl::StrCat(options_.host, ":", options_.port);
-  conn->ctx = redisConnectWithTimeout(options_.host.c_str(), options_.port, TimeoutTimeval(options_.connect_timeout));
-  if (conn->ctx == nullptr) return absl::ResourceExhaustedError("redis: cannot allocate a connection");
+  conn->ctx = redisConnectWithTimeout(options_.host.c_str(), options_.port,
+                                      TimeoutTimeval(options_.connect_timeout));
+  if (conn->ctx == nullptr)
+    return absl::ResourceExhaustedError("redis: cannot allocate a connection");
   if (conn->ctx->err != 0) {
     return absl::UnavailableError(absl::StrCat("redis at ", where, ": ", conn->ctx->errstr));
   }
   if (redisSetTimeout(conn->ctx, TimeoutTimeval(options_.command_timeout)) != REDIS_OK) {
-    return absl::UnavailableError(absl::StrCat("redis at ", where, ": setting the timeout: ", conn->ctx->errstr));
+    return absl::UnavailableError(
+        absl::StrCat("redis at ", where, ": setting the timeout: ", conn->ctx->errstr));
   }
   redisEnableKeepAlive(conn->ctx);
   std::vector<std::vector<std::string>> setup;
@@ -200,9 +212,9 @@ absl::StatusOr<std::unique_ptr<RedisClient::Connection>> RedisClient::Borrow() {
         return !idle_.empty() || open_ < options_.max_connections;
       };
       if (!mu_.AwaitWithDeadline(absl::Condition(&can_proceed), deadline)) {
-        return absl::ResourceExhaustedError(absl::StrCat("redis: all ", options_.max_connections,
-                                                         " connections in use for ",
-                                                         absl::FormatDuration(options_.acquire_timeout)));
+        return absl::ResourceExhaustedError(
+            absl::StrCat("redis: all ", options_.max_connections, " connections in use for ",
+                         absl::FormatDuration(options_.acquire_timeout)));
       }
       if (!idle_.empty()) {
         conn = std::move(idle_.back());
@@ -210,9 +222,9 @@ absl::StatusOr<std::unique_ptr<RedisClient::Connection>> RedisClient::Borrow() {
       } else {
         const absl::Time now = absl::Now();
         if (now < next_connect_attempt_) {
-          return absl::UnavailableError(absl::StrCat("redis unreachable (", last_connect_error_,
-                                                     "); next attempt in ",
-                                                     absl::FormatDuration(next_connect_attempt_ - now)));
+          return absl::UnavailableError(
+              absl::StrCat("redis unreachable (", last_connect_error_, "); next attempt in ",
+                           absl::FormatDuration(next_connect_attempt_ - now)));
         }
         ++open_;
       }
@@ -228,8 +240,9 @@ absl::StatusOr<std::unique_ptr<RedisClient::Connection>> RedisClient::Borrow() {
     if (!connected.ok()) {
       --open_;
       ++counters_.connect_failures;
-      backoff_ = backoff_ == absl::ZeroDuration() ? options_.min_reconnect_backoff
-                                                   : std::min(backoff_ * 2, options_.max_reconnect_backoff);
+      backoff_ = backoff_ == absl::ZeroDuration()
+                     ? options_.min_reconnect_backoff
+                     : std::min(backoff_ * 2, options_.max_reconnect_backoff);
       next_connect_attempt_ = absl::Now() + backoff_;
       last_connect_error_ = std::string(connected.status().message());
       return connected.status();
@@ -258,8 +271,8 @@ void RedisClient::Return(std::unique_ptr<Connection> conn) {
   }
 }
 
-absl::StatusOr<std::vector<RedisReply>> RedisClient::RunOn(Connection& conn,
-                                                           const std::vector<std::vector<std::string>>& commands) {
+absl::StatusOr<std::vector<RedisReply>> RedisClient::RunOn(
+    Connection& conn, const std::vector<std::vector<std::string>>& commands) {
   for (const auto& args : commands) {
     std::vector<const char*> argv;
     std::vector<size_t> argv_len;
@@ -267,10 +280,11 @@ absl::StatusOr<std::vector<RedisReply>> RedisClient::RunOn(Connection& conn,
       argv.push_back(arg.data());
       argv_len.push_back(arg.size());
     }
-    if (redisAppendCommandArgv(conn.ctx, static_cast<int>(argv.size()), argv.data(), argv_len.data()) != REDIS_OK) {
+    if (redisAppendCommandArgv(conn.ctx, static_cast<int>(argv.size()), argv.data(),
+                               argv_len.data()) != REDIS_OK) {
       conn.broken = true;
-      return absl::UnavailableError(absl::StrCat("redis: sending ", args.empty() ? "" : args[0], ": ",
-                                                 conn.ctx->errstr));
+      return absl::UnavailableError(
+          absl::StrCat("redis: sending ", args.empty() ? "" : args[0], ": ", conn.ctx->errstr));
     }
   }
   std::vector<RedisReply> replies;
@@ -279,19 +293,22 @@ absl::StatusOr<std::vector<RedisReply>> RedisClient::RunOn(Connection& conn,
     void* raw = nullptr;
     if (redisGetReply(conn.ctx, &raw) != REDIS_OK || raw == nullptr) {
       conn.broken = true;
-      const bool timed_out = conn.ctx->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK);
-      const std::string message = absl::StrCat("redis ", args.empty() ? "" : args[0], " at ", options_.host, ":",
-                                               options_.port, ": ", conn.ctx->errstr);
+      const bool timed_out =
+          conn.ctx->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK);
+      const std::string message =
+          absl::StrCat("redis ", args.empty() ? "" : args[0], " at ", options_.host, ":",
+                       options_.port, ": ", conn.ctx->errstr);
       if (timed_out) {
-        return absl::DeadlineExceededError(absl::StrCat(message, " (no reply within ",
-                                                        absl::FormatDuration(options_.command_timeout), ")"));
+        return absl::DeadlineExceededError(absl::StrCat(
+            message, " (no reply within ", absl::FormatDuration(options_.command_timeout), ")"));
       }
       return absl::UnavailableError(message);
     }
     auto* reply = static_cast<redisReply*>(raw);
     if (reply->type == REDIS_REPLY_ERROR) {
       if (first_error.ok()) {
-        first_error = ErrorReplyToStatus(absl::string_view(reply->str, reply->len), args.empty() ? "" : args[0]);
+        first_error = ErrorReplyToStatus(absl::string_view(reply->str, reply->len),
+                                         args.empty() ? "" : args[0]);
       }
       replies.push_back(RedisReply{});
     } else {
@@ -303,8 +320,8 @@ absl::StatusOr<std::vector<RedisReply>> RedisClient::RunOn(Connection& conn,
   return replies;
 }
 
-absl::StatusOr<std::vector<RedisReply>> RedisClient::Run(const std::vector<std::vector<std::string>>& commands,
-                                                         bool idempotent) {
+absl::StatusOr<std::vector<RedisReply>> RedisClient::Run(
+    const std::vector<std::vector<std::string>>& commands, bool idempotent) {
   for (int attempt = 0;; ++attempt) {
     auto conn = Borrow();
     if (!conn.ok()) return conn.status();
@@ -317,14 +334,16 @@ absl::StatusOr<std::vector<RedisReply>> RedisClient::Run(const std::vector<std::
   }
 }
 
-absl::StatusOr<RedisReply> RedisClient::Command(const std::vector<std::string>& args, bool idempotent) {
+absl::StatusOr<RedisReply> RedisClient::Command(const std::vector<std::string>& args,
+                                                bool idempotent) {
   if (args.empty()) return absl::InvalidArgumentError("redis: empty command");
   auto replies = Run({args}, idempotent);
   if (!replies.ok()) return replies.status();
   return std::move((*replies)[0]);
 }
 
-absl::StatusOr<std::vector<RedisReply>> RedisClient::Pipeline(const std::vector<std::vector<std::string>>& commands) {
+absl::StatusOr<std::vector<RedisReply>> RedisClient::Pipeline(
+    const std::vector<std::vector<std::string>>& commands) {
   for (const auto& args : commands) {
     if (args.empty()) return absl::InvalidArgumentError("redis: empty command in pipeline");
   }
@@ -345,7 +364,8 @@ absl::StatusOr<std::optional<std::string>> RedisClient::Get(absl::string_view ke
   return std::optional<std::string>(*std::move(value));
 }
 
-absl::Status RedisClient::Set(absl::string_view key, absl::string_view value, std::optional<absl::Duration> ttl) {
+absl::Status RedisClient::Set(absl::string_view key, absl::string_view value,
+                              std::optional<absl::Duration> ttl) {
   std::vector<std::string> args = {"SET", Key(key), std::string(value)};
   if (ttl.has_value()) {
     if (auto s = ValidateTtl(*ttl, "ttl"); !s.ok()) return s;
@@ -371,7 +391,8 @@ absl::StatusOr<bool> RedisClient::SetIfAbsent(absl::string_view key, absl::strin
 
 absl::StatusOr<bool> RedisClient::Expire(absl::string_view key, absl::Duration ttl) {
   if (auto s = ValidateTtl(ttl, "ttl"); !s.ok()) return s;
-  auto reply = Command({"PEXPIRE", Key(key), absl::StrCat(absl::ToInt64Milliseconds(ttl))}, /*idempotent=*/true);
+  auto reply = Command({"PEXPIRE", Key(key), absl::StrCat(absl::ToInt64Milliseconds(ttl))},
+                       /*idempotent=*/true);
   if (!reply.ok()) return reply.status();
   auto n = reply->AsInt();
   if (!n.ok()) return n.status();
@@ -393,16 +414,18 @@ absl::StatusOr<int64_t> RedisClient::Increment(absl::string_view key, int64_t by
   return reply->AsInt();
 }
 
-absl::StatusOr<int64_t> RedisClient::IncrementInWindow(absl::string_view key, absl::Duration window, int64_t by) {
+absl::StatusOr<int64_t> RedisClient::IncrementInWindow(absl::string_view key, absl::Duration window,
+                                                       int64_t by) {
   if (auto s = ValidateTtl(window, "window"); !s.ok()) return s;
   const std::string k = Key(key);
-  auto replies =
-      Pipeline({{"INCRBY", k, absl::StrCat(by)}, {"PEXPIRE", k, absl::StrCat(absl::ToInt64Milliseconds(window)), "NX"}});
+  auto replies = Pipeline({{"INCRBY", k, absl::StrCat(by)},
+                           {"PEXPIRE", k, absl::StrCat(absl::ToInt64Milliseconds(window)), "NX"}});
   if (!replies.ok()) return replies.status();
   return (*replies)[0].AsInt();
 }
 
-absl::StatusOr<bool> RedisClient::AcquireLease(absl::string_view key, absl::string_view owner, absl::Duration ttl) {
+absl::StatusOr<bool> RedisClient::AcquireLease(absl::string_view key, absl::string_view owner,
+                                               absl::Duration ttl) {
   if (owner.empty()) return absl::InvalidArgumentError("redis lease: owner is empty");
   return SetIfAbsent(key, owner, ttl);
 }
@@ -437,7 +460,8 @@ absl::StatusOr<bool> RedisClient::IfOwner(absl::string_view key, absl::string_vi
   return n.ok() ? *n == 1 : true;
 }
 
-absl::StatusOr<bool> RedisClient::RenewLease(absl::string_view key, absl::string_view owner, absl::Duration ttl) {
+absl::StatusOr<bool> RedisClient::RenewLease(absl::string_view key, absl::string_view owner,
+                                             absl::Duration ttl) {
   if (auto s = ValidateTtl(ttl, "ttl"); !s.ok()) return s;
   return IfOwner(key, owner, {"PEXPIRE", Key(key), absl::StrCat(absl::ToInt64Milliseconds(ttl))});
 }

@@ -10,7 +10,8 @@
 //
 //   auto redis = RedisClient::Create({.host = "127.0.0.1", .port = 6379});
 //   (*redis)->Set("ofu:latest:job42", payload, absl::Minutes(5));
-//   absl::StatusOr<bool> mine = (*redis)->AcquireLease("alerting:shard:3", replica_id, absl::Seconds(15));
+//   absl::StatusOr<bool> mine = (*redis)->AcquireLease("alerting:shard:3", replica_id,
+//   absl::Seconds(15));
 //
 // Redis holds only what can be rebuilt: callers treat UNAVAILABLE as "slower", not "lost".
 
@@ -90,7 +91,8 @@ class RedisClient {
   absl::StatusOr<RedisReply> Command(const std::vector<std::string>& args, bool idempotent = false);
   // Sends several commands in one round trip and returns their replies in order; the
   // first error reply fails the whole call.
-  absl::StatusOr<std::vector<RedisReply>> Pipeline(const std::vector<std::vector<std::string>>& commands);
+  absl::StatusOr<std::vector<RedisReply>> Pipeline(
+      const std::vector<std::vector<std::string>>& commands);
 
   // PING: OK when Redis answers.
   absl::Status Ping();
@@ -100,7 +102,8 @@ class RedisClient {
   // The value, or nullopt if the key does not exist.
   absl::StatusOr<std::optional<std::string>> Get(absl::string_view key);
   // SET, with an expiry when `ttl` is given (millisecond precision).
-  absl::Status Set(absl::string_view key, absl::string_view value, std::optional<absl::Duration> ttl = std::nullopt);
+  absl::Status Set(absl::string_view key, absl::string_view value,
+                   std::optional<absl::Duration> ttl = std::nullopt);
   // SET NX: true if the key was created (a dedup key seen for the first time).
   absl::StatusOr<bool> SetIfAbsent(absl::string_view key, absl::string_view value,
                                    std::optional<absl::Duration> ttl = std::nullopt);
@@ -112,13 +115,16 @@ class RedisClient {
   absl::StatusOr<int64_t> Increment(absl::string_view key, int64_t by = 1);
   // Fixed-window counter for rate limits: INCRBY, and the window's expiry set when the
   // key is new (PEXPIRE NX), in one round trip. Returns the count in the window.
-  absl::StatusOr<int64_t> IncrementInWindow(absl::string_view key, absl::Duration window, int64_t by = 1);
+  absl::StatusOr<int64_t> IncrementInWindow(absl::string_view key, absl::Duration window,
+                                            int64_t by = 1);
 
   // Leases (SET NX PX, checked with WATCH/MULTI so no Lua is needed).
   // Takes the lease if free: true if `owner` now holds it for `ttl`.
-  absl::StatusOr<bool> AcquireLease(absl::string_view key, absl::string_view owner, absl::Duration ttl);
+  absl::StatusOr<bool> AcquireLease(absl::string_view key, absl::string_view owner,
+                                    absl::Duration ttl);
   // Extends the lease if `owner` still holds it: false if it expired or another holds it.
-  absl::StatusOr<bool> RenewLease(absl::string_view key, absl::string_view owner, absl::Duration ttl);
+  absl::StatusOr<bool> RenewLease(absl::string_view key, absl::string_view owner,
+                                  absl::Duration ttl);
   // Gives the lease up if `owner` holds it: false if it did not.
   absl::StatusOr<bool> ReleaseLease(absl::string_view key, absl::string_view owner);
 
@@ -133,8 +139,10 @@ class RedisClient {
   absl::StatusOr<std::unique_ptr<Connection>> Borrow();
   void Return(std::unique_ptr<Connection> conn);
   // Runs commands on one connection in order, one round trip.
-  absl::StatusOr<std::vector<RedisReply>> RunOn(Connection& conn, const std::vector<std::vector<std::string>>& commands);
-  absl::StatusOr<std::vector<RedisReply>> Run(const std::vector<std::vector<std::string>>& commands, bool idempotent);
+  absl::StatusOr<std::vector<RedisReply>> RunOn(
+      Connection& conn, const std::vector<std::vector<std::string>>& commands);
+  absl::StatusOr<std::vector<RedisReply>> Run(const std::vector<std::vector<std::string>>& commands,
+                                              bool idempotent);
   // Compare-and-act for leases: under WATCH, runs `action` only if the key holds `owner`.
   absl::StatusOr<bool> IfOwner(absl::string_view key, absl::string_view owner,
                                const std::vector<std::string>& action);

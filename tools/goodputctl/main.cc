@@ -145,7 +145,7 @@ int Health(const Args& args) {
                                                                   : "UNREACHABLE";
       detail = status.error_message();
     }
-    if (state == "SERVING" || absl::Now() >= deadline) break;
+    if (state == "SERVING" || state == "SERVICE_UNKNOWN" || absl::Now() >= deadline) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
   if (args.json) {

@@ -1,0 +1,96 @@
+"""Where reports go and which job they belong to, from arguments or the environment.
+
+Explicit arguments win; otherwise the environment of the job decides, so that a Slurm or Osmo
+job gets a working reporter without code changes:
+
+  GOODPUT_ENDPOINT   the MfuService address: host:port (plaintext), http://host:port,
+                     https://host[:port] (TLS with the system roots)
+  GOODPUT_TOKEN      bearer token with the `sdk` role (optional when authentication is off)
+  GOODPUT_CLUSTER    cluster name as the scheduler registers it; else SLURM_CLUSTER_NAME
+  GOODPUT_JOB_ID     job id as the scheduler registers it; else the Slurm job id
+                     (SLURM_ARRAY_JOB_ID_SLURM_ARRAY_TASK_ID for an array task, SLURM_JOB_ID
+                     otherwise), else OSMO_WORKFLOW_ID
+"""
+
+import dataclasses
+import os
+from typing import Mapping, Optional
+
+ENDPOINT_ENV = "GOODPUT_ENDPOINT"
+TOKEN_ENV = "GOODPUT_TOKEN"
+CLUSTER_ENV = "GOODPUT_CLUSTER"
+JOB_ID_ENV = "GOODPUT_JOB_ID"
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """Resolved reporter settings. Empty strings mean "not configured"."""
+
+    endpoint: str
+    token: str
+    cluster: str
+    job_id: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """A parsed endpoint: the gRPC target string and whether to use TLS."""
+
+    address: str
+    tls: bool
+
+
+def job_id_from_environment(environ: Mapping[str, str]) -> str:
+    """The job id a scheduler exposes to the job's processes, or "" when there is none."""
+    explicit = environ.get(JOB_ID_ENV, "").strip()
+    if explicit:
+        return explicit
+    array_job = environ.get("SLURM_ARRAY_JOB_ID", "").strip()
+    array_task = environ.get("SLURM_ARRAY_TASK_ID", "").strip()
+    if array_job and array_task:
+        return f"{array_job}_{array_task}"
+    slurm = environ.get("SLURM_JOB_ID", "").strip() or environ.get("SLURM_JOBID", "").strip()
+    if slurm:
+        return slurm
+    return environ.get("OSMO_WORKFLOW_ID", "").strip()
+
+
+def cluster_from_environment(environ: Mapping[str, str]) -> str:
+    """The cluster name from GOODPUT_CLUSTER or SLURM_CLUSTER_NAME, or ""."""
+    return (environ.get(CLUSTER_ENV, "").strip()
+            or environ.get("SLURM_CLUSTER_NAME", "").strip())
+
+
+def resolve(endpoint: Optional[str] = None,
+            job: Optional[str] = None,
+            token: Optional[str] = None,
+            cluster: Optional[str] = None,
+            environ: Optional[Mapping[str, str]] = None) -> Settings:
+    """Fills every argument left as None from `environ` (default: os.environ)."""
+    env = os.environ if environ is None else environ
+    return Settings(
+        endpoint=(endpoint if endpoint is not None else env.get(ENDPOINT_ENV, "")).strip(),
+        token=(token if token is not None else env.get(TOKEN_ENV, "")).strip(),
+        cluster=(cluster if cluster is not None else cluster_from_environment(env)).strip(),
+        job_id=(job if job is not None else job_id_from_environment(env)).strip(),
+    )
+
+
+def parse_endpoint(endpoint: str) -> Target:
+    """"host:port", "http://host:port" -> plaintext; "https://host[:port]" -> TLS (port 443
+    by default). Raises ValueError naming the endpoint when it has no host."""
+    value = endpoint.strip()
+    tls = False
+    if value.startswith("https://"):
+        tls = True
+        value = value[len("https://"):]
+    elif value.startswith("http://"):
+        value = value[len("http://"):]
+    value = value.rstrip("/")
+    if not value or value.startswith(":") or "/" in value and not value.startswith(
+            ("dns:", "unix:", "ipv4:", "ipv6:")):
+        raise ValueError(f"endpoint={endpoint!r} is not host:port, http://host:port or "
+                         "https://host[:port]")
+    if tls and ":" not in value.rsplit("]", 1)[-1]:
+        value += ":443"
+    return Target(address=value, tls=tls)

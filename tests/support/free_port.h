@@ -1,0 +1,18 @@
+#pragma once
+
+// Picks a TCP port on 127.0.0.1 that is free right now, for servers that need their port
+// on the command line. Another process may take it before the server binds it; servers
+// started by tests/support retry with a new port when that happens.
+
+#include "absl/status/statusor.h"
+
+namespace goodput::testing {
+
+// A port that nothing listens on at the moment of the call (asks the kernel for an
+// ephemeral one); INTERNAL if no socket could be bound.
+absl::StatusOr<int> FreePort();
+
+// True if something accepts TCP connections on 127.0.0.1:`port`.
+bool PortAcceptsConnections(int port);
+
+}  // namespace goodput::testing
