@@ -1,0 +1,433 @@
+#include "services/ingest/exposition.h"
+
+#include <cstdlib>
+#include <limits>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+namespace goodput::ingest {
+namespace {
+
+bool IsNameStart(char c) { return absl::ascii_isalpha(c) || c == '_' || c == ':'; }
+bool IsNameChar(char c) { return absl::ascii_isalnum(c) || c == '_' || c == ':'; }
+bool IsLabelStart(char c) { return absl::ascii_isalpha(c) || c == '_'; }
+// Dots are accepted in label names for forwarders that keep Kubernetes label keys as they
+// are ("osmo.workflow_id"); Prometheus itself would have sanitized them to underscores.
+bool IsLabelChar(char c) { return absl::ascii_isalnum(c) || c == '_' || c == '.'; }
+
+// True when `text` is well-formed UTF-8.
+bool IsValidUtf8(absl::string_view text) {
+  size_t i = 0;
+  while (i < text.size()) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    int extra = 0;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if ((c & 0xE0) == 0xC0 && c >= 0xC2) {
+      extra = 1;
+    } else if ((c & 0xF0) == 0xE0) {
+      extra = 2;
+    } else if ((c & 0xF8) == 0xF0 && c <= 0xF4) {
+      extra = 3;
+    } else {
+      return false;
+    }
+    if (i + extra >= text.size()) return false;
+    for (int k = 1; k <= extra; ++k) {
+      if ((static_cast<unsigned char>(text[i + k]) & 0xC0) != 0x80) return false;
+    }
+    i += extra + 1;
+  }
+  return true;
+}
+
+absl::Status Malformed(size_t pos, absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat(what, " at column ", pos + 1));
+}
+
+bool ParseValue(absl::string_view text, double* out) {
+  if (text == "NaN") {
+    *out = std::numeric_limits<double>::quiet_NaN();
+    return true;
+  }
+  if (text == "+Inf" || text == "Inf") {
+    *out = std::numeric_limits<double>::infinity();
+    return true;
+  }
+  if (text == "-Inf") {
+    *out = -std::numeric_limits<double>::infinity();
+    return true;
+  }
+  // Go's ParseFloat (what Prometheus uses) accepts decimal and exponent forms; so does this.
+  for (char c : text) {
+    if (!(absl::ascii_isdigit(c) || c == '.' || c == '-' || c == '+' || c == 'e' || c == 'E')) {
+      return false;
+    }
+  }
+  return absl::SimpleAtod(text, out);
+}
+
+}  // namespace
+
+absl::StatusOr<PromLine> ParsePromLine(absl::string_view line) {
+  PromLine out;
+  size_t pos = 0;
+  const size_t n = line.size();
+  auto skip_spaces = [&] {
+    while (pos < n && (line[pos] == ' ' || line[pos] == '\t')) ++pos;
+  };
+  skip_spaces();
+  if (pos >= n || !IsNameStart(line[pos])) return Malformed(pos, "expected a metric name");
+  const size_t name_start = pos;
+  while (pos < n && IsNameChar(line[pos])) ++pos;
+  out.name = std::string(line.substr(name_start, pos - name_start));
+  size_t before_spaces = pos;
+  skip_spaces();
+  if (pos < n && line[pos] == '{') {
+    ++pos;
+    while (true) {
+      skip_spaces();
+      if (pos >= n) return Malformed(pos, "unterminated label set (missing '}')");
+      if (line[pos] == '}') {
+        ++pos;
+        break;
+      }
+      if (!IsLabelStart(line[pos])) return Malformed(pos, "expected a label name");
+      const size_t label_start = pos;
+      while (pos < n && IsLabelChar(line[pos])) ++pos;
+      std::string label(line.substr(label_start, pos - label_start));
+      skip_spaces();
+      if (pos >= n || line[pos] != '=') {
+        return Malformed(pos, absl::StrCat("expected '=' after label ", label));
+      }
+      ++pos;
+      skip_spaces();
+      if (pos >= n || line[pos] != '"') {
+        return Malformed(pos, absl::StrCat("expected '\"' to open the value of label ", label));
+      }
+      ++pos;
+      std::string value;
+      bool closed = false;
+      while (pos < n) {
+        const char c = line[pos];
+        if (c == '"') {
+          closed = true;
+          ++pos;
+          break;
+        }
+        if (c == '\\') {
+          if (pos + 1 >= n) break;
+          const char e = line[pos + 1];
+          if (e == '\\') {
+            value.push_back('\\');
+          } else if (e == '"') {
+            value.push_back('"');
+          } else if (e == 'n') {
+            value.push_back('\n');
+          } else {
+            return Malformed(pos, absl::StrCat("invalid escape '\\", std::string(1, e),
+                                               "' in the value of label ", label));
+          }
+          pos += 2;
+          continue;
+        }
+        value.push_back(c);
+        ++pos;
+      }
+      if (!closed) {
+        return Malformed(pos, absl::StrCat("unterminated value of label ", label));
+      }
+      if (!IsValidUtf8(value)) {
+        return Malformed(pos, absl::StrCat("value of label ", label, " is not valid UTF-8"));
+      }
+      for (const auto& [existing, unused] : out.labels) {
+        if (existing == label) {
+          return Malformed(label_start, absl::StrCat("label ", label, " appears twice"));
+        }
+      }
+      out.labels.emplace_back(std::move(label), std::move(value));
+      skip_spaces();
+      if (pos < n && line[pos] == ',') {
+        ++pos;
+        continue;
+      }
+      if (pos < n && line[pos] == '}') continue;
+      return Malformed(pos, "expected ',' or '}' after a label value");
+    }
+    before_spaces = pos;
+    skip_spaces();
+  }
+  if (pos == before_spaces) return Malformed(pos, "expected a space before the value");
+  const size_t value_start = pos;
+  while (pos < n && line[pos] != ' ' && line[pos] != '\t') ++pos;
+  const absl::string_view value_text = line.substr(value_start, pos - value_start);
+  if (value_text.empty()) return Malformed(value_start, "missing sample value");
+  if (!ParseValue(value_text, &out.value)) {
+    return Malformed(value_start,
+                     absl::StrCat("sample value \"", value_text, "\" is not a number"));
+  }
+  skip_spaces();
+  if (pos < n) {
+    const size_t ts_start = pos;
+    while (pos < n && line[pos] != ' ' && line[pos] != '\t') ++pos;
+    const absl::string_view ts_text = line.substr(ts_start, pos - ts_start);
+    int64_t ts = 0;
+    if (!absl::SimpleAtoi(ts_text, &ts)) {
+      return Malformed(
+          ts_start, absl::StrCat("timestamp \"", ts_text, "\" is not an integer of milliseconds"));
+    }
+    out.timestamp_ms = ts;
+    skip_spaces();
+    if (pos < n) return Malformed(pos, "unexpected text after the timestamp");
+  }
+  return out;
+}
+
+std::optional<DcgmMapping> MapDcgmMetric(absl::string_view name) {
+  static const auto* const kMap = new absl::flat_hash_map<std::string, DcgmMapping>{
+      {"DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", {SampleField::kTensorActive}},
+      {"DCGM_FI_DEV_SM_CLOCK", {SampleField::kSmClockMhz}},
+      {"DCGM_FI_PROF_SM_ACTIVE", {SampleField::kSmActive}},
+      {"DCGM_FI_PROF_SM_OCCUPANCY", {SampleField::kSmOccupancy}},
+      {"DCGM_FI_PROF_DRAM_ACTIVE", {SampleField::kDramActive}},
+      {"DCGM_FI_PROF_PIPE_FP16_ACTIVE", {SampleField::kPipeFp16Active}},
+      {"DCGM_FI_PROF_PIPE_FP32_ACTIVE", {SampleField::kPipeFp32Active}},
+      {"DCGM_FI_PROF_PIPE_FP64_ACTIVE", {SampleField::kPipeFp64Active}},
+      {"DCGM_FI_PROF_GR_ENGINE_ACTIVE", {SampleField::kGrEngineActive}},
+      {"DCGM_FI_DEV_GPU_UTIL", {SampleField::kGpuUtil, 0.01}},
+      {"DCGM_FI_DEV_FB_USED", {SampleField::kFbUsedMib}},
+      {"DCGM_FI_DEV_FB_FREE", {SampleField::kFbFreeMib}},
+      {"DCGM_FI_DEV_POWER_USAGE", {SampleField::kPowerW}},
+      {"DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", {SampleField::kTotalEnergyMj}},
+      {"DCGM_FI_DEV_GPU_TEMP", {SampleField::kGpuTempC}},
+      {"DCGM_FI_PROF_NVLINK_TX_BYTES", {SampleField::kNvlinkTxBytesPerS}},
+      {"DCGM_FI_PROF_NVLINK_RX_BYTES", {SampleField::kNvlinkRxBytesPerS}},
+      {"DCGM_FI_PROF_PCIE_TX_BYTES", {SampleField::kPcieTxBytesPerS}},
+      {"DCGM_FI_PROF_PCIE_RX_BYTES", {SampleField::kPcieRxBytesPerS}},
+      {"DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", {SampleField::kClockThrottleReasons}},
+      {"DCGM_FI_DEV_CLOCKS_EVENT_REASONS", {SampleField::kClockThrottleReasons}},
+  };
+  auto it = kMap->find(name);
+  if (it == kMap->end()) return std::nullopt;
+  return it->second;
+}
+
+std::string HostFromEndpoint(absl::string_view endpoint) {
+  absl::string_view rest = endpoint;
+  if (auto scheme = rest.find("://"); scheme != absl::string_view::npos) {
+    rest.remove_prefix(scheme + 3);
+  }
+  if (auto at = rest.find('@'); at != absl::string_view::npos && at < rest.find('/')) {
+    rest.remove_prefix(at + 1);
+  }
+  if (!rest.empty() && rest.front() == '[') {
+    auto close = rest.find(']');
+    return close == absl::string_view::npos ? "" : std::string(rest.substr(1, close - 1));
+  }
+  const size_t end = rest.find_first_of(":/?#");
+  return std::string(rest.substr(0, end));
+}
+
+namespace {
+
+// A sample being assembled from lines.
+struct Pending {
+  Sample sample;
+  int64_t first_line = 0;
+  int64_t first_index = 0;
+  int64_t line_count = 0;
+  std::vector<int64_t> field_line;  // line that set each field (0 = unset)
+};
+
+Refusal LineRefusal(const ExpositionOptions& options, int64_t line_number, int64_t index,
+                    std::string field, absl::string_view value, RefusalCode code,
+                    absl::string_view reason) {
+  Refusal r;
+  r.batch_id = options.batch_id;
+  r.index = index;
+  r.line_number = line_number;
+  r.value = TruncateForRefusal(value);
+  r.code = code;
+  r.message = absl::StrCat("line ", line_number, " of batch ", options.batch_id, ": ", field,
+                           value.empty() ? "" : "=", r.value, " ", reason);
+  r.field = std::move(field);
+  return r;
+}
+
+}  // namespace
+
+ExpositionResult ParseDcgmExposition(absl::string_view body, const ExpositionOptions& options) {
+  ExpositionResult result;
+  std::vector<Pending> pending;
+  absl::flat_hash_map<std::pair<std::string, int64_t>, size_t> by_gpu_time;
+  absl::flat_hash_map<std::string, const core::GpuSpec*> specs;
+
+  auto spec_for = [&](const std::string& model) -> const core::GpuSpec* {
+    if (model.empty() || options.validation.catalog == nullptr) return nullptr;
+    auto [it, inserted] = specs.try_emplace(model, nullptr);
+    if (inserted) {
+      if (auto found = options.validation.catalog->Find(model); found.ok()) it->second = *found;
+    }
+    return it->second;
+  };
+
+  int64_t line_number = 0;
+  int64_t sample_index = -1;
+  for (absl::string_view raw : absl::StrSplit(body, '\n')) {
+    ++line_number;
+    absl::string_view line = absl::StripSuffix(raw, "\r");
+    line = absl::StripLeadingAsciiWhitespace(line);
+    if (line.empty() || line.front() == '#') continue;
+    ++result.metric_line_count;
+    ++sample_index;
+    if (!IsValidUtf8(line)) {
+      ++result.refused_line_count;
+      result.refusals.push_back(LineRefusal(options, line_number, sample_index, "line", "",
+                                            RefusalCode::kMalformed, "is not valid UTF-8"));
+      continue;
+    }
+    absl::StatusOr<PromLine> parsed = ParsePromLine(line);
+    if (!parsed.ok()) {
+      ++result.refused_line_count;
+      result.refusals.push_back(
+          LineRefusal(options, line_number, sample_index, "line", line, RefusalCode::kMalformed,
+                      absl::StrCat("is malformed: ", parsed.status().message())));
+      continue;
+    }
+    std::optional<DcgmMapping> mapping = MapDcgmMetric(parsed->name);
+    if (!mapping.has_value()) {
+      ++result.ignored_line_count;
+      continue;
+    }
+
+    // Identity and the other labels.
+    Sample proto_sample;
+    std::optional<std::string> index_text;
+    std::optional<std::string> mig_id_text;
+    std::string mig_profile;
+    std::string hostname_lower;
+    for (auto& [name, value] : parsed->labels) {
+      if (name == "Hostname") {
+        proto_sample.gpu.host = value;
+      } else if (name == "hostname") {
+        hostname_lower = value;
+      } else if (name == "gpu") {
+        index_text = value;
+      } else if (name == "UUID") {
+        proto_sample.gpu.uuid = value;
+      } else if (name == "modelName") {
+        proto_sample.gpu_model = value;
+      } else if (name == "GPU_I_ID") {
+        mig_id_text = value;
+      } else if (name == "GPU_I_PROFILE") {
+        mig_profile = value;
+      } else {
+        proto_sample.labels[name] = value;
+      }
+    }
+    if (proto_sample.gpu.host.empty()) proto_sample.gpu.host = hostname_lower;
+    if (proto_sample.gpu.host.empty()) proto_sample.gpu.host = options.default_host;
+    const std::string value_text = absl::StrFormat("%g", parsed->value);
+    if (index_text.has_value()) {
+      int index = 0;
+      if (!absl::SimpleAtoi(*index_text, &index) || index < 0) {
+        ++result.refused_line_count;
+        result.refusals.push_back(LineRefusal(options, line_number, sample_index, "gpu",
+                                              *index_text, RefusalCode::kMalformed,
+                                              "is not a GPU index (a non-negative integer)"));
+        continue;
+      }
+      proto_sample.gpu.gpu_index = index;
+    }
+    if (mig_id_text.has_value() && !mig_id_text->empty()) {
+      int mig_id = 0;
+      if (!absl::SimpleAtoi(*mig_id_text, &mig_id) || mig_id < 0) {
+        ++result.refused_line_count;
+        result.refusals.push_back(LineRefusal(options, line_number, sample_index, "GPU_I_ID",
+                                              *mig_id_text, RefusalCode::kMalformed,
+                                              "is not a MIG instance id"));
+        continue;
+      }
+      MigSlice mig;
+      mig.gpu_instance_id = mig_id;
+      mig.profile = mig_profile;
+      proto_sample.gpu.mig = std::move(mig);
+    }
+    if (!proto_sample.gpu.gpu_index.has_value() && proto_sample.gpu.uuid.empty()) {
+      ++result.refused_line_count;
+      result.refusals.push_back(LineRefusal(options, line_number, sample_index, parsed->name,
+                                            value_text, RefusalCode::kMissingField,
+                                            "has no GPU identity (neither a gpu nor a UUID "
+                                            "label)"));
+      continue;
+    }
+
+    const double value = parsed->value * mapping->scale;
+    const core::GpuSpec* spec = spec_for(proto_sample.gpu_model);
+    if (auto problem = CheckFieldValue(mapping->field, value, spec, options.validation)) {
+      ++result.refused_line_count;
+      result.refusals.push_back(LineRefusal(options, line_number, sample_index, parsed->name,
+                                            value_text, problem->code, problem->reason));
+      continue;
+    }
+
+    const int64_t time_ms = parsed->timestamp_ms.value_or(options.scrape_time_unix_ms);
+    auto key = std::make_pair(GpuKey(proto_sample.gpu), time_ms);
+    auto [it, inserted] = by_gpu_time.try_emplace(std::move(key), pending.size());
+    if (inserted) {
+      Pending p;
+      p.sample = std::move(proto_sample);
+      p.sample.time_unix_ms = time_ms;
+      p.first_line = line_number;
+      p.first_index = sample_index;
+      p.field_line.assign(kSampleFieldCount, 0);
+      pending.push_back(std::move(p));
+    } else {
+      Pending& p = pending[it->second];
+      if (p.sample.gpu_model.empty()) p.sample.gpu_model = proto_sample.gpu_model;
+      for (auto& [name, label_value] : proto_sample.labels) {
+        p.sample.labels.try_emplace(name, label_value);
+      }
+    }
+    Pending& p = pending[it->second];
+    const int field_index = static_cast<int>(mapping->field);
+    if (p.field_line[field_index] != 0) {
+      ++result.refused_line_count;
+      result.refusals.push_back(LineRefusal(options, line_number, sample_index, parsed->name,
+                                            value_text, RefusalCode::kDuplicate,
+                                            absl::StrCat("repeats line ", p.field_line[field_index],
+                                                         " for the same GPU and timestamp")));
+      continue;
+    }
+    p.field_line[field_index] = line_number;
+    p.sample.set(mapping->field, value);
+    ++p.line_count;
+  }
+
+  for (Pending& p : pending) {
+    if (p.line_count == 0) continue;
+    for (const auto& [name, value] : options.extra_labels) p.sample.labels.try_emplace(name, value);
+    const ItemLocation where{options.batch_id, p.first_index, p.first_line};
+    if (auto refusal = ValidateSampleEnvelope(p.sample, where, options.validation)) {
+      result.refused_line_count += p.line_count;
+      if (p.line_count > 1) {
+        absl::StrAppend(&refusal->message, " (", p.line_count,
+                        " lines of this GPU and timestamp refused with it)");
+      }
+      result.refusals.push_back(*std::move(refusal));
+      continue;
+    }
+    result.samples.push_back(ExpositionSample{std::move(p.sample), p.first_line, p.line_count});
+  }
+  return result;
+}
+
+}  // namespace goodput::ingest

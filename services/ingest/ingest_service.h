@@ -1,0 +1,111 @@
+// IngestService: telemetry in over gRPC. `IngestPipeline` is the path every source shares
+// (validate, attribute, store durably, count); `IngestServiceImpl` wires it to the
+// PushSamples (client streaming) and PushExposition RPCs.
+//
+// Limits: a PushSamples batch above `max_batch_samples` or an exposition body above
+// `max_exposition_bytes` is RESOURCE_EXHAUSTED naming the limit. Work in flight is bounded
+// by `max_inflight_samples`: when PostgreSQL is slow and the bound is reached, new batches
+// get RESOURCE_EXHAUSTED ("retry with backoff") instead of queueing in memory. A batch is
+// acknowledged only after its transaction committed.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "goodput/v1/ingest.grpc.pb.h"
+#include "services/core/gpu_catalog.h"
+#include "services/ingest/sample.h"
+#include "services/ingest/sample_store.h"
+#include "services/ingest/validation.h"
+#include "services/platform/metrics.h"
+
+namespace goodput::ingest {
+
+struct IngestOptions {
+  int64_t max_batch_samples = 100'000;
+  int64_t max_exposition_bytes = 16 << 20;
+  int64_t max_inflight_samples = 1'000'000;
+  int64_t max_future_skew_ms = 5 * 60 * 1000;
+  int64_t retention_ms = 30LL * 86'400'000;  // samples older than this are refused
+  int max_listed_refusals = 1000;
+};
+
+// Counts samples admitted for processing; refuses admission above a bound.
+class InflightLimiter {
+ public:
+  explicit InflightLimiter(int64_t limit) : limit_(limit) {}
+  // True (and counted) when `n` more fit under the limit; a single request larger than the
+  // limit is admitted when nothing else is in flight, so it can never starve.
+  bool TryAcquire(int64_t n);
+  void Release(int64_t n) { inflight_.fetch_sub(n); }
+  int64_t inflight() const { return inflight_.load(); }
+  int64_t limit() const { return limit_; }
+
+ private:
+  const int64_t limit_;
+  std::atomic<int64_t> inflight_{0};
+};
+
+// The outcome of one batch and the refusals of its items.
+struct BatchOutcome {
+  std::string batch_id;
+  BatchWriteResult result;
+  std::vector<Refusal> refusals;
+};
+
+class IngestPipeline {
+ public:
+  // `store` and `catalog` must outlive the pipeline; `now_unix_ms` is the clock.
+  IngestPipeline(SampleStore* store, const core::GpuCatalog* catalog, IngestOptions options,
+                 std::function<int64_t()> now_unix_ms, platform::MetricsRegistry* metrics);
+
+  // Validates `samples`, attributes the good ones, and stores them as batch `batch_id`.
+  // `pre_refusals` (e.g. from parsing) are reported with the batch. RESOURCE_EXHAUSTED when
+  // saturated; storage errors as the store reports them (UNAVAILABLE, ...).
+  absl::StatusOr<BatchOutcome> Ingest(const std::string& cluster, const std::string& batch_id,
+                                      const std::string& source, std::vector<Sample> samples,
+                                      bool already_validated, std::vector<Refusal> pre_refusals,
+                                      int64_t pre_refused_count);
+
+  ValidationOptions validation_options() const;
+  const IngestOptions& options() const { return options_; }
+  int64_t NowUnixMs() const { return now_unix_ms_(); }
+  InflightLimiter& limiter() { return limiter_; }
+
+ private:
+  SampleStore* store_;
+  const core::GpuCatalog* catalog_;
+  IngestOptions options_;
+  std::function<int64_t()> now_unix_ms_;
+  InflightLimiter limiter_;
+  platform::Counter* stored_ = nullptr;
+  platform::Counter* refused_ = nullptr;
+  platform::Counter* unattributed_ = nullptr;
+  platform::Counter* duplicate_batches_ = nullptr;
+  platform::Counter* saturated_ = nullptr;
+};
+
+class IngestServiceImpl final : public v1::IngestService::Service {
+ public:
+  // `pipeline` must outlive the service.
+  explicit IngestServiceImpl(IngestPipeline* pipeline) : pipeline_(pipeline) {}
+
+  grpc::Status PushSamples(grpc::ServerContext* context,
+                           grpc::ServerReader<v1::PushSamplesRequest>* reader,
+                           v1::PushSamplesResponse* response) override;
+  grpc::Status PushExposition(grpc::ServerContext* context,
+                              const v1::PushExpositionRequest* request,
+                              v1::PushExpositionResponse* response) override;
+  grpc::Status ListScrapeTargets(grpc::ServerContext* context,
+                                 const v1::ListScrapeTargetsRequest* request,
+                                 v1::ListScrapeTargetsResponse* response) override;
+
+ private:
+  IngestPipeline* pipeline_;
+};
+
+}  // namespace goodput::ingest

@@ -1,0 +1,65 @@
+#include "services/ingest/job_service.h"
+
+#include <string>
+#include <vector>
+
+#include "services/platform/status_convert.h"
+
+namespace goodput::ingest {
+
+using platform::ToGrpcStatus;
+
+grpc::Status JobServiceImpl::RegisterJob(grpc::ServerContext* context,
+                                         const v1::RegisterJobRequest* request,
+                                         v1::RegisterJobResponse* response) {
+  absl::StatusOr<RegisterJobResult> result = store_->Register(request->job(), now_unix_ms_());
+  if (!result.ok()) return ToGrpcStatus(result.status());
+  *response->mutable_job() = std::move(result->job);
+  response->set_created(result->created);
+  response->set_attached_sample_count(result->attached_sample_count);
+  return grpc::Status::OK;
+}
+
+grpc::Status JobServiceImpl::UpdateJob(grpc::ServerContext* context,
+                                       const v1::UpdateJobRequest* request,
+                                       v1::UpdateJobResponse* response) {
+  std::vector<std::string> paths(request->update_mask().paths().begin(),
+                                 request->update_mask().paths().end());
+  absl::StatusOr<v1::Job> job = store_->Update(request->job(), paths, now_unix_ms_());
+  if (!job.ok()) return ToGrpcStatus(job.status());
+  *response->mutable_job() = *std::move(job);
+  return grpc::Status::OK;
+}
+
+grpc::Status JobServiceImpl::EndJob(grpc::ServerContext* context, const v1::EndJobRequest* request,
+                                    v1::EndJobResponse* response) {
+  std::optional<int64_t> end_ms;
+  if (request->has_end_time()) {
+    end_ms = request->end_time().seconds() * 1000 + request->end_time().nanos() / 1000000;
+  }
+  absl::StatusOr<v1::Job> job =
+      store_->End(request->key(), end_ms, request->final_state(), now_unix_ms_());
+  if (!job.ok()) return ToGrpcStatus(job.status());
+  *response->mutable_job() = *std::move(job);
+  return grpc::Status::OK;
+}
+
+grpc::Status JobServiceImpl::GetJob(grpc::ServerContext* context, const v1::GetJobRequest* request,
+                                    v1::GetJobResponse* response) {
+  absl::StatusOr<v1::Job> job = store_->Get(request->key());
+  if (!job.ok()) return ToGrpcStatus(job.status());
+  *response->mutable_job() = *std::move(job);
+  return grpc::Status::OK;
+}
+
+grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext* context,
+                                      const v1::ListJobsRequest* request,
+                                      v1::ListJobsResponse* response) {
+  absl::StatusOr<ListJobsResult> result = store_->List(*request);
+  if (!result.ok()) return ToGrpcStatus(result.status());
+  for (v1::Job& job : result->jobs) *response->add_jobs() = std::move(job);
+  response->set_next_page_token(result->next_page_token);
+  return grpc::Status::OK;
+}
+
+}  // namespace goodput::ingest

@@ -1,0 +1,34 @@
+// JobService: the job registry's RPCs, translated onto JobStore (job_store.h).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+#include "goodput/v1/job.grpc.pb.h"
+#include "services/ingest/job_store.h"
+
+namespace goodput::ingest {
+
+class JobServiceImpl final : public v1::JobService::Service {
+ public:
+  // `store` must outlive the service; `now_unix_ms` is the clock.
+  JobServiceImpl(JobStore* store, std::function<int64_t()> now_unix_ms)
+      : store_(store), now_unix_ms_(std::move(now_unix_ms)) {}
+
+  grpc::Status RegisterJob(grpc::ServerContext* context, const v1::RegisterJobRequest* request,
+                           v1::RegisterJobResponse* response) override;
+  grpc::Status UpdateJob(grpc::ServerContext* context, const v1::UpdateJobRequest* request,
+                         v1::UpdateJobResponse* response) override;
+  grpc::Status EndJob(grpc::ServerContext* context, const v1::EndJobRequest* request,
+                      v1::EndJobResponse* response) override;
+  grpc::Status GetJob(grpc::ServerContext* context, const v1::GetJobRequest* request,
+                      v1::GetJobResponse* response) override;
+  grpc::Status ListJobs(grpc::ServerContext* context, const v1::ListJobsRequest* request,
+                        v1::ListJobsResponse* response) override;
+
+ private:
+  JobStore* store_;
+  std::function<int64_t()> now_unix_ms_;
+};
+
+}  // namespace goodput::ingest

@@ -1,0 +1,616 @@
+#include "services/ingest/job_store.h"
+
+// GCC 12 reports a false maybe-uninitialized inside libpqxx's handling of std::optional
+// statement parameters (type_utils.hxx) at -O2; the optional is always engaged there.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+#include <algorithm>
+#include <map>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "nlohmann/json.hpp"
+
+namespace goodput::ingest {
+namespace {
+
+using platform::PgExceptionToStatus;
+
+// Queries, named in one place.
+constexpr char kJobColumns[] =
+    "id, cluster, job_id, scheduler, user_name, team, name, workload_fingerprint, gpu_model, "
+    "state, (extract(epoch FROM start_time) * 1000)::bigint, "
+    "(extract(epoch FROM end_time) * 1000)::bigint, labels::text, "
+    "(extract(epoch FROM created_at) * 1000)::bigint, "
+    "(extract(epoch FROM updated_at) * 1000)::bigint, gpu_count";
+
+constexpr char kSelectAllocations[] =
+    "SELECT host, gpu_index, gpu_uuid, (extract(epoch FROM lower(valid)) * 1000)::bigint, "
+    "CASE WHEN upper_inf(valid) THEN NULL "
+    "ELSE (extract(epoch FROM upper(valid)) * 1000)::bigint END "
+    "FROM job_gpus WHERE job = $1 ORDER BY host, gpu_index, gpu_uuid, lower(valid)";
+
+constexpr char kInsertJob[] =
+    "INSERT INTO jobs (cluster, job_id, scheduler, user_name, team, name, "
+    "workload_fingerprint, gpu_model, state, start_time, end_time, labels, gpu_count) "
+    "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, to_timestamp($10::bigint / 1000.0), "
+    "to_timestamp($11::bigint / 1000.0), $12::jsonb, $13) RETURNING id";
+
+constexpr char kSameJobOverlap[] =
+    "SELECT 1 FROM job_gpus WHERE job = $1 AND host = $2 "
+    "AND (gpu_index = $3 OR gpu_uuid = $4) "
+    "AND valid && tstzrange(to_timestamp($5::bigint / 1000.0), "
+    "to_timestamp($6::bigint / 1000.0), '[)') LIMIT 1";
+
+constexpr char kOtherJobOverlap[] =
+    "SELECT j.job_id, (extract(epoch FROM lower(g.valid)) * 1000)::bigint FROM job_gpus g "
+    "JOIN jobs j ON j.id = g.job WHERE g.job <> $1 "
+    "AND ((g.cluster = $2 AND g.host = $3 AND g.gpu_index = $4) OR g.gpu_uuid = $5) "
+    "AND g.valid && tstzrange(to_timestamp($6::bigint / 1000.0), "
+    "to_timestamp($7::bigint / 1000.0), '[)') LIMIT 1";
+
+constexpr char kInsertAllocation[] =
+    "INSERT INTO job_gpus (job, cluster, host, gpu_index, gpu_uuid, valid) VALUES "
+    "($1, $2, $3, $4, $5, tstzrange(to_timestamp($6::bigint / 1000.0), "
+    "to_timestamp($7::bigint / 1000.0), '[)'))";
+
+// Samples of the allocated GPU within the allocation that no job has yet.
+constexpr char kAttachByAllocation[] =
+    "UPDATE samples SET job = $1 WHERE job IS NULL AND cluster = $2 AND host = $3 "
+    "AND sample_time >= to_timestamp($6::bigint / 1000.0) "
+    "AND ($7::bigint IS NULL OR sample_time < to_timestamp($7::bigint / 1000.0)) "
+    "AND (($5::text IS NOT NULL AND gpu_uuid = $5) OR "
+    "($4::integer IS NOT NULL AND gpu_index = $4 AND (gpu_uuid IS NULL OR $5::text IS NULL)))";
+
+// Samples whose dcgm-exporter hpc_job or Osmo workflow label names the job.
+constexpr char kAttachByLabel[] =
+    "UPDATE samples SET job = $1 WHERE job IS NULL AND cluster = $2 AND "
+    "(labels ->> 'hpc_job' = $3 OR labels ->> 'osmo_workflow_id' = $3 OR "
+    "labels ->> 'osmo.workflow_id' = $3)";
+
+constexpr char kCloseAllocations[] =
+    "UPDATE job_gpus SET valid = tstzrange(lower(valid), "
+    "GREATEST(to_timestamp($2::bigint / 1000.0), lower(valid) + interval '1 millisecond'), '[)') "
+    "WHERE job = $1 AND upper_inf(valid)";
+
+std::optional<int64_t> ToMs(const google::protobuf::Timestamp& t, bool present) {
+  if (!present) return std::nullopt;
+  return t.seconds() * 1000 + t.nanos() / 1000000;
+}
+
+void SetMs(int64_t ms, google::protobuf::Timestamp* t) {
+  int64_t seconds = ms / 1000;
+  int64_t rem = ms % 1000;
+  if (rem < 0) {
+    rem += 1000;
+    --seconds;
+  }
+  t->set_seconds(seconds);
+  t->set_nanos(static_cast<int32_t>(rem * 1000000));
+}
+
+std::string SchedulerName(v1::SchedulerKind kind) {
+  switch (kind) {
+    case v1::SCHEDULER_KIND_SLURM:
+      return "slurm";
+    case v1::SCHEDULER_KIND_OSMO:
+      return "osmo";
+    case v1::SCHEDULER_KIND_KUBERNETES:
+      return "kubernetes";
+    default:
+      return "other";
+  }
+}
+
+v1::SchedulerKind SchedulerFromName(const std::string& name) {
+  if (name == "slurm") return v1::SCHEDULER_KIND_SLURM;
+  if (name == "osmo") return v1::SCHEDULER_KIND_OSMO;
+  if (name == "kubernetes") return v1::SCHEDULER_KIND_KUBERNETES;
+  return v1::SCHEDULER_KIND_OTHER;
+}
+
+v1::JobState StateFromName(const std::string& name) {
+  for (int s = v1::JobState_MIN; s <= v1::JobState_MAX; ++s) {
+    if (v1::JobState_IsValid(s) && JobStateName(static_cast<v1::JobState>(s)) == name) {
+      return static_cast<v1::JobState>(s);
+    }
+  }
+  return v1::JOB_STATE_UNSPECIFIED;
+}
+
+std::string LabelsJson(const google::protobuf::Map<std::string, std::string>& labels) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [k, v] : labels) j[k] = v;
+  return j.dump();
+}
+
+std::string JobName(const v1::JobKey& key) {
+  return absl::StrCat(key.cluster(), "/", key.job_id());
+}
+
+template <typename T>
+std::optional<T> Opt(const pqxx::field& f) {
+  if (f.is_null()) return std::nullopt;
+  return f.as<T>();
+}
+
+// Reads a job row (kJobColumns) and its allocations.
+v1::Job ReadJob(pqxx::work& txn, const pqxx::row& row, int64_t* row_id) {
+  v1::Job job;
+  *row_id = row[0].as<int64_t>();
+  job.mutable_key()->set_cluster(row[1].as<std::string>());
+  job.mutable_key()->set_job_id(row[2].as<std::string>());
+  job.set_scheduler(SchedulerFromName(row[3].as<std::string>()));
+  job.set_user(row[4].as<std::string>());
+  job.set_team(row[5].as<std::string>());
+  job.set_name(row[6].as<std::string>());
+  job.set_workload_fingerprint(row[7].as<std::string>());
+  job.set_gpu_model(row[8].as<std::string>());
+  job.set_state(StateFromName(row[9].as<std::string>()));
+  if (auto ms = Opt<int64_t>(row[10])) SetMs(*ms, job.mutable_start_time());
+  if (auto ms = Opt<int64_t>(row[11])) SetMs(*ms, job.mutable_end_time());
+  nlohmann::json labels = nlohmann::json::parse(row[12].as<std::string>(), nullptr, false);
+  if (labels.is_object()) {
+    for (auto it = labels.begin(); it != labels.end(); ++it) {
+      if (it.value().is_string()) (*job.mutable_labels())[it.key()] = it.value().get<std::string>();
+    }
+  }
+  SetMs(row[13].as<int64_t>(), job.mutable_create_time());
+  SetMs(row[14].as<int64_t>(), job.mutable_update_time());
+  const std::optional<int> stored_count = Opt<int>(row[15]);
+
+  pqxx::result allocations = txn.exec_params(kSelectAllocations, *row_id);
+  std::vector<std::string> distinct;
+  for (const auto& a : allocations) {
+    v1::GpuAllocation* alloc = job.add_allocations();
+    alloc->mutable_gpu()->set_host(a[0].as<std::string>());
+    if (!a[1].is_null()) alloc->mutable_gpu()->set_gpu_index(a[1].as<int>());
+    if (!a[2].is_null()) alloc->mutable_gpu()->set_uuid(a[2].as<std::string>());
+    SetMs(a[3].as<int64_t>(), alloc->mutable_start_time());
+    if (!a[4].is_null()) SetMs(a[4].as<int64_t>(), alloc->mutable_end_time());
+    distinct.push_back(!alloc->gpu().uuid().empty()
+                           ? alloc->gpu().uuid()
+                           : absl::StrCat(alloc->gpu().host(), "#", alloc->gpu().gpu_index()));
+  }
+  std::sort(distinct.begin(), distinct.end());
+  distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+  job.set_gpu_count(!distinct.empty() ? static_cast<int32_t>(distinct.size())
+                                      : stored_count.value_or(0));
+  return job;
+}
+
+absl::StatusOr<std::pair<v1::Job, int64_t>> LoadJob(pqxx::work& txn, const v1::JobKey& key,
+                                                    bool for_update) {
+  pqxx::result r = txn.exec_params(
+      absl::StrCat("SELECT ", kJobColumns, " FROM jobs WHERE cluster = $1 AND job_id = $2",
+                   for_update ? " FOR UPDATE" : ""),
+      key.cluster(), key.job_id());
+  if (r.empty())
+    return absl::NotFoundError(absl::StrCat("job ", JobName(key), " is not registered"));
+  int64_t id = 0;
+  v1::Job job = ReadJob(txn, r[0], &id);
+  return std::make_pair(std::move(job), id);
+}
+
+absl::Status CheckKey(const v1::JobKey& key) {
+  if (key.cluster().empty()) return absl::InvalidArgumentError("job.key.cluster is empty");
+  if (key.job_id().empty()) return absl::InvalidArgumentError("job.key.job_id is empty");
+  return absl::OkStatus();
+}
+
+absl::Status CheckAllocations(const v1::Job& job) {
+  for (int i = 0; i < job.allocations_size(); ++i) {
+    const v1::GpuAllocation& a = job.allocations(i);
+    if (a.gpu().host().empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("job.allocations[", i, "].gpu.host is empty"));
+    }
+    if (!a.gpu().has_gpu_index() && a.gpu().uuid().empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("job.allocations[", i, "].gpu names no device: set gpu_index or uuid"));
+    }
+    if (a.gpu().has_gpu_index() && a.gpu().gpu_index() < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "job.allocations[", i, "].gpu.gpu_index=", a.gpu().gpu_index(), " is negative"));
+    }
+    auto start = ToMs(a.start_time(), a.has_start_time());
+    auto end = ToMs(a.end_time(), a.has_end_time());
+    if (start && end && *end <= *start) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("job.allocations[", i, "].end_time is not after its start_time"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::string DescribeGpu(const v1::GpuRef& gpu) {
+  std::string s = gpu.host();
+  if (gpu.has_gpu_index()) absl::StrAppend(&s, " GPU ", gpu.gpu_index());
+  if (!gpu.uuid().empty()) absl::StrAppend(&s, " (", gpu.uuid(), ")");
+  return s;
+}
+
+// Adds the allocations of `job` to job row `row_id`, skipping ones it already has; returns
+// the samples attached to the job.
+absl::StatusOr<int64_t> MergeAllocations(pqxx::work& txn, int64_t row_id, const v1::Job& job,
+                                         std::optional<int64_t> job_start_ms, int64_t now_unix_ms) {
+  int64_t attached = 0;
+  for (const v1::GpuAllocation& a : job.allocations()) {
+    const int64_t start =
+        ToMs(a.start_time(), a.has_start_time()).value_or(job_start_ms.value_or(now_unix_ms));
+    // An allocation without an end ends with the job when the job has ended.
+    std::optional<int64_t> end = ToMs(a.end_time(), a.has_end_time());
+    if (!end.has_value()) end = ToMs(job.end_time(), job.has_end_time());
+    if (end.has_value() && *end <= start) end = start + 1;  // a range must not be empty
+    const std::optional<int> index =
+        a.gpu().has_gpu_index() ? std::optional<int>(a.gpu().gpu_index()) : std::nullopt;
+    const std::optional<std::string> uuid =
+        a.gpu().uuid().empty() ? std::nullopt : std::optional<std::string>(a.gpu().uuid());
+    if (!txn.exec_params(kSameJobOverlap, row_id, a.gpu().host(), index, uuid, start, end)
+             .empty()) {
+      continue;  // already held by this job (a retry or another node's prolog)
+    }
+    pqxx::result other = txn.exec_params(kOtherJobOverlap, row_id, job.key().cluster(),
+                                         a.gpu().host(), index, uuid, start, end);
+    if (!other.empty()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("job ", job.key().job_id(), " in cluster ", job.key().cluster(),
+                       ": allocation of ", DescribeGpu(a.gpu()), " overlaps job ",
+                       other[0][0].as<std::string>(), ", which holds that GPU"));
+    }
+    txn.exec_params(kInsertAllocation, row_id, job.key().cluster(), a.gpu().host(), index, uuid,
+                    start, end);
+    attached += txn.exec_params(kAttachByAllocation, row_id, job.key().cluster(), a.gpu().host(),
+                                index, uuid, start, end)
+                    .affected_rows();
+  }
+  return attached;
+}
+
+absl::StatusOr<std::string> Merged(absl::string_view field, const std::string& stored,
+                                   const std::string& requested) {
+  if (requested.empty() || requested == stored) return stored;
+  if (stored.empty()) return requested;
+  return absl::AlreadyExistsError(absl::StrCat("job is registered with ", field, "=\"", stored,
+                                               "\", not \"", requested,
+                                               "\"; use UpdateJob to change it"));
+}
+
+}  // namespace
+
+std::string JobStateName(v1::JobState state) {
+  switch (state) {
+    case v1::JOB_STATE_PENDING:
+      return "pending";
+    case v1::JOB_STATE_RUNNING:
+      return "running";
+    case v1::JOB_STATE_COMPLETED:
+      return "completed";
+    case v1::JOB_STATE_FAILED:
+      return "failed";
+    case v1::JOB_STATE_CANCELLED:
+      return "cancelled";
+    case v1::JOB_STATE_TIMED_OUT:
+      return "timed_out";
+    case v1::JOB_STATE_PREEMPTED:
+      return "preempted";
+    case v1::JOB_STATE_ENDED:
+      return "ended";
+    default:
+      return "";
+  }
+}
+
+absl::StatusOr<RegisterJobResult> JobStore::Register(const v1::Job& job, int64_t now_unix_ms) {
+  if (absl::Status s = CheckKey(job.key()); !s.ok()) return s;
+  if (!job.has_start_time() && job.state() != v1::JOB_STATE_PENDING) {
+    return absl::InvalidArgumentError(
+        "job.start_time is unset: a registered job needs a start time unless its state is "
+        "JOB_STATE_PENDING");
+  }
+  if (job.gpu_count() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("job.gpu_count=", job.gpu_count(), " is negative"));
+  }
+  if (absl::Status s = CheckAllocations(job); !s.ok()) return s;
+  const std::optional<int64_t> start_ms = ToMs(job.start_time(), job.has_start_time());
+  const std::optional<int64_t> end_ms = ToMs(job.end_time(), job.has_end_time());
+  if (start_ms && end_ms && *end_ms < *start_ms) {
+    return absl::InvalidArgumentError("job.end_time is before job.start_time");
+  }
+  std::string state = JobStateName(job.state());
+  if (state.empty()) state = end_ms ? "ended" : (start_ms ? "running" : "pending");
+
+  return pool_->RunTransactionFor<RegisterJobResult>([&](pqxx::work& txn)
+                                                         -> absl::StatusOr<RegisterJobResult> {
+    RegisterJobResult result;
+    // Serializes registrations of one job key (the row may not exist yet).
+    txn.exec_params("SELECT pg_advisory_xact_lock(hashtext($1))", JobName(job.key()));
+    pqxx::result existing =
+        txn.exec_params(absl::StrCat("SELECT ", kJobColumns,
+                                     " FROM jobs WHERE cluster = $1 AND job_id = $2 FOR UPDATE"),
+                        job.key().cluster(), job.key().job_id());
+    int64_t row_id = 0;
+    std::optional<int64_t> effective_start = start_ms;
+    if (existing.empty()) {
+      pqxx::result inserted = txn.exec_params(
+          kInsertJob, job.key().cluster(), job.key().job_id(), SchedulerName(job.scheduler()),
+          job.user(), job.team(), job.name(), job.workload_fingerprint(), job.gpu_model(), state,
+          start_ms, end_ms, LabelsJson(job.labels()),
+          job.gpu_count() > 0 ? std::optional<int>(job.gpu_count()) : std::nullopt);
+      row_id = inserted[0][0].as<int64_t>();
+      result.created = true;
+    } else {
+      v1::Job stored = ReadJob(txn, existing[0], &row_id);
+      struct Text {
+        const char* field;
+        const std::string& stored;
+        const std::string& requested;
+        const char* column;
+      };
+      const std::string stored_scheduler =
+          stored.scheduler() == v1::SCHEDULER_KIND_OTHER ? "" : SchedulerName(stored.scheduler());
+      const std::string requested_scheduler =
+          job.scheduler() == v1::SCHEDULER_KIND_UNSPECIFIED ? "" : SchedulerName(job.scheduler());
+      const Text texts[] = {
+          {"scheduler", stored_scheduler, requested_scheduler, "scheduler"},
+          {"user", stored.user(), job.user(), "user_name"},
+          {"team", stored.team(), job.team(), "team"},
+          {"name", stored.name(), job.name(), "name"},
+          {"workload_fingerprint", stored.workload_fingerprint(), job.workload_fingerprint(),
+           "workload_fingerprint"},
+          {"gpu_model", stored.gpu_model(), job.gpu_model(), "gpu_model"},
+      };
+      for (const Text& t : texts) {
+        absl::StatusOr<std::string> merged = Merged(t.field, t.stored, t.requested);
+        if (!merged.ok()) return merged.status();
+        if (*merged != t.stored) {
+          txn.exec_params(
+              absl::StrCat("UPDATE jobs SET ", t.column, " = $2, updated_at = now() WHERE id = $1"),
+              row_id, *merged);
+        }
+      }
+      for (const auto& [k, v] : job.labels()) {
+        auto it = stored.labels().find(k);
+        if (it != stored.labels().end() && it->second != v) {
+          return absl::AlreadyExistsError(absl::StrCat("job is registered with labels[\"", k,
+                                                       "\"]=\"", it->second, "\", not \"", v,
+                                                       "\"; use UpdateJob to change it"));
+        }
+      }
+      if (!job.labels().empty()) {
+        txn.exec_params(
+            "UPDATE jobs SET labels = labels || $2::jsonb, updated_at = now() "
+            "WHERE id = $1",
+            row_id, LabelsJson(job.labels()));
+      }
+      // Prologs on different nodes report slightly different start times: keep the first.
+      const std::optional<int64_t> stored_start =
+          ToMs(stored.start_time(), stored.has_start_time());
+      if (start_ms && (!stored_start || *start_ms < *stored_start)) {
+        txn.exec_params(
+            "UPDATE jobs SET start_time = to_timestamp($2::bigint / 1000.0), "
+            "state = CASE WHEN state = 'pending' THEN 'running' ELSE state END, "
+            "updated_at = now() WHERE id = $1",
+            row_id, *start_ms);
+      } else {
+        effective_start = stored_start;
+      }
+      if (job.gpu_count() > 0 && stored.gpu_count() == 0) {
+        txn.exec_params("UPDATE jobs SET gpu_count = $2 WHERE id = $1", row_id, job.gpu_count());
+      }
+    }
+    absl::StatusOr<int64_t> attached =
+        MergeAllocations(txn, row_id, job, effective_start, now_unix_ms);
+    if (!attached.ok()) return attached.status();
+    result.attached_sample_count = *attached;
+    result.attached_sample_count +=
+        txn.exec_params(kAttachByLabel, row_id, job.key().cluster(), job.key().job_id())
+            .affected_rows();
+    absl::StatusOr<std::pair<v1::Job, int64_t>> loaded = LoadJob(txn, job.key(), false);
+    if (!loaded.ok()) return loaded.status();
+    result.job = std::move(loaded->first);
+    return result;
+  });
+}
+
+absl::StatusOr<v1::Job> JobStore::Update(const v1::Job& job, const std::vector<std::string>& paths,
+                                         int64_t now_unix_ms) {
+  if (absl::Status s = CheckKey(job.key()); !s.ok()) return s;
+  if (paths.empty()) {
+    return absl::InvalidArgumentError("update_mask is empty: name the fields to change");
+  }
+  static const std::map<std::string, std::string> kTextColumns = {
+      {"user", "user_name"},
+      {"team", "team"},
+      {"name", "name"},
+      {"workload_fingerprint", "workload_fingerprint"},
+      {"gpu_model", "gpu_model"}};
+  for (const std::string& path : paths) {
+    if (path == "key" || path == "create_time" || path == "update_time") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("update_mask path \"", path, "\" cannot be changed"));
+    }
+    if (!kTextColumns.contains(path) && path != "labels" && path != "state" &&
+        path != "start_time" && path != "end_time" && path != "gpu_count" && path != "scheduler" &&
+        path != "allocations") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("update_mask path \"", path, "\" is not a field of Job"));
+    }
+  }
+  if (absl::Status s = CheckAllocations(job); !s.ok()) return s;
+  return pool_->RunTransactionFor<v1::Job>([&](pqxx::work& txn) -> absl::StatusOr<v1::Job> {
+    absl::StatusOr<std::pair<v1::Job, int64_t>> loaded = LoadJob(txn, job.key(), true);
+    if (!loaded.ok()) return loaded.status();
+    const int64_t row_id = loaded->second;
+    for (const std::string& path : paths) {
+      if (auto it = kTextColumns.find(path); it != kTextColumns.end()) {
+        const std::string& value = path == "user"                   ? job.user()
+                                   : path == "team"                 ? job.team()
+                                   : path == "name"                 ? job.name()
+                                   : path == "workload_fingerprint" ? job.workload_fingerprint()
+                                                                    : job.gpu_model();
+        txn.exec_params(absl::StrCat("UPDATE jobs SET ", it->second, " = $2 WHERE id = $1"), row_id,
+                        value);
+      } else if (path == "labels") {
+        txn.exec_params("UPDATE jobs SET labels = $2::jsonb WHERE id = $1", row_id,
+                        LabelsJson(job.labels()));
+      } else if (path == "state") {
+        const std::string state = JobStateName(job.state());
+        if (state.empty()) return absl::InvalidArgumentError("job.state is unspecified");
+        txn.exec_params("UPDATE jobs SET state = $2 WHERE id = $1", row_id, state);
+      } else if (path == "start_time" || path == "end_time") {
+        const bool start = path == "start_time";
+        txn.exec_params(absl::StrCat("UPDATE jobs SET ", path,
+                                     " = to_timestamp($2::bigint / 1000.0) WHERE id = $1"),
+                        row_id,
+                        start ? ToMs(job.start_time(), job.has_start_time())
+                              : ToMs(job.end_time(), job.has_end_time()));
+      } else if (path == "gpu_count") {
+        txn.exec_params("UPDATE jobs SET gpu_count = $2 WHERE id = $1", row_id, job.gpu_count());
+      } else if (path == "scheduler") {
+        txn.exec_params("UPDATE jobs SET scheduler = $2 WHERE id = $1", row_id,
+                        SchedulerName(job.scheduler()));
+      } else if (path == "allocations") {
+        absl::StatusOr<int64_t> attached = MergeAllocations(
+            txn, row_id, job, ToMs(loaded->first.start_time(), loaded->first.has_start_time()),
+            now_unix_ms);
+        if (!attached.ok()) return attached.status();
+      }
+    }
+    txn.exec_params("UPDATE jobs SET updated_at = now() WHERE id = $1", row_id);
+    absl::StatusOr<std::pair<v1::Job, int64_t>> updated = LoadJob(txn, job.key(), false);
+    if (!updated.ok()) return updated.status();
+    return std::move(updated->first);
+  });
+}
+
+absl::StatusOr<v1::Job> JobStore::End(const v1::JobKey& key, std::optional<int64_t> end_unix_ms,
+                                      v1::JobState final_state, int64_t now_unix_ms) {
+  if (absl::Status s = CheckKey(key); !s.ok()) return s;
+  if (final_state == v1::JOB_STATE_UNSPECIFIED) final_state = v1::JOB_STATE_ENDED;
+  if (final_state == v1::JOB_STATE_PENDING || final_state == v1::JOB_STATE_RUNNING) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("final_state=", v1::JobState_Name(final_state), " is not a final state"));
+  }
+  return pool_->RunTransactionFor<v1::Job>([&](pqxx::work& txn) -> absl::StatusOr<v1::Job> {
+    absl::StatusOr<std::pair<v1::Job, int64_t>> loaded = LoadJob(txn, key, true);
+    if (!loaded.ok()) return loaded.status();
+    const v1::Job& stored = loaded->first;
+    if (stored.has_end_time()) {
+      const int64_t stored_end = *ToMs(stored.end_time(), true);
+      if (!end_unix_ms.has_value() || *end_unix_ms == stored_end) return stored;
+      return absl::FailedPreconditionError(absl::StrCat("job ", JobName(key), " already ended at ",
+                                                        stored_end, " ms, not ", *end_unix_ms,
+                                                        " ms"));
+    }
+    int64_t end = end_unix_ms.value_or(now_unix_ms);
+    if (auto start = ToMs(stored.start_time(), stored.has_start_time()); start && end < *start) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("end_time ", end, " ms is before the job's start_time ", *start, " ms"));
+    }
+    txn.exec_params(
+        "UPDATE jobs SET end_time = to_timestamp($2::bigint / 1000.0), state = $3, "
+        "updated_at = now() WHERE id = $1",
+        loaded->second, end, JobStateName(final_state));
+    txn.exec_params(kCloseAllocations, loaded->second, end);
+    absl::StatusOr<std::pair<v1::Job, int64_t>> updated = LoadJob(txn, key, false);
+    if (!updated.ok()) return updated.status();
+    return std::move(updated->first);
+  });
+}
+
+absl::StatusOr<v1::Job> JobStore::Get(const v1::JobKey& key) {
+  if (absl::Status s = CheckKey(key); !s.ok()) return s;
+  return pool_->RunTransactionFor<v1::Job>([&](pqxx::work& txn) -> absl::StatusOr<v1::Job> {
+    absl::StatusOr<std::pair<v1::Job, int64_t>> loaded = LoadJob(txn, key, false);
+    if (!loaded.ok()) return loaded.status();
+    return std::move(loaded->first);
+  });
+}
+
+absl::StatusOr<ListJobsResult> JobStore::List(const v1::ListJobsRequest& request) {
+  int page_size = request.page_size() <= 0 ? 100 : std::min(request.page_size(), 1000);
+  std::optional<std::pair<std::string, int64_t>> after;
+  if (!request.page_token().empty()) {
+    std::string decoded;
+    std::vector<std::string> parts;
+    if (absl::WebSafeBase64Unescape(request.page_token(), &decoded)) {
+      parts = absl::StrSplit(decoded, absl::MaxSplits('|', 1));
+    }
+    int64_t id = 0;
+    if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &id)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("page_token \"", request.page_token(), "\" is not a token of ListJobs"));
+    }
+    after = std::make_pair(parts[1], id);
+  }
+  return pool_->RunTransactionFor<ListJobsResult>([&](pqxx::work& txn)
+                                                      -> absl::StatusOr<ListJobsResult> {
+    std::vector<std::string> where = {"TRUE"};
+    if (!request.cluster().empty()) where.push_back("cluster = " + txn.quote(request.cluster()));
+    if (!request.user().empty()) where.push_back("user_name = " + txn.quote(request.user()));
+    if (!request.team().empty()) where.push_back("team = " + txn.quote(request.team()));
+    if (!request.workload_fingerprint().empty()) {
+      where.push_back("workload_fingerprint = " + txn.quote(request.workload_fingerprint()));
+    }
+    if (!request.gpu_model().empty()) {
+      where.push_back("gpu_model = " + txn.quote(request.gpu_model()));
+    }
+    if (request.scheduler() != v1::SCHEDULER_KIND_UNSPECIFIED) {
+      where.push_back("scheduler = " + txn.quote(SchedulerName(request.scheduler())));
+    }
+    if (request.states_size() > 0) {
+      std::vector<std::string> states;
+      for (int s : request.states()) {
+        const std::string name = JobStateName(static_cast<v1::JobState>(s));
+        if (name.empty()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("states contains ", s, ", not a job state"));
+        }
+        states.push_back(txn.quote(name));
+      }
+      where.push_back(absl::StrCat("state IN (", absl::StrJoin(states, ", "), ")"));
+    }
+    if (!request.labels().empty()) {
+      where.push_back("labels @> " + txn.quote(LabelsJson(request.labels())) + "::jsonb");
+    }
+    if (request.has_active_in()) {
+      if (request.active_in().has_end_time()) {
+        where.push_back(absl::StrCat("start_time < to_timestamp(",
+                                     *ToMs(request.active_in().end_time(), true), " / 1000.0)"));
+      }
+      if (request.active_in().has_start_time()) {
+        where.push_back(absl::StrCat("(end_time IS NULL OR end_time > to_timestamp(",
+                                     *ToMs(request.active_in().start_time(), true), " / 1000.0))"));
+      }
+    }
+    if (after.has_value()) {
+      where.push_back(absl::StrCat("(COALESCE(start_time, '-infinity'::timestamptz), id) < (",
+                                   txn.quote(after->first), "::timestamptz, ", after->second, ")"));
+    }
+    pqxx::result rows = txn.exec(absl::StrCat(
+        "SELECT ", kJobColumns,
+        ", COALESCE(start_time, '-infinity'::timestamptz)::text "
+        "FROM jobs WHERE ",
+        absl::StrJoin(where, " AND "),
+        " ORDER BY COALESCE(start_time, '-infinity'::timestamptz) DESC, id DESC LIMIT ",
+        page_size + 1));
+    ListJobsResult result;
+    for (int i = 0; i < static_cast<int>(rows.size()) && i < page_size; ++i) {
+      int64_t id = 0;
+      result.jobs.push_back(ReadJob(txn, rows[i], &id));
+      if (i == page_size - 1 && static_cast<int>(rows.size()) > page_size) {
+        result.next_page_token =
+            absl::WebSafeBase64Escape(absl::StrCat(id, "|", rows[i][16].as<std::string>()));
+      }
+    }
+    return result;
+  });
+}
+
+}  // namespace goodput::ingest

@@ -1,0 +1,73 @@
+// The job registry in PostgreSQL (tables `jobs` and `job_gpus`): register, update, end,
+// read and list jobs, keeping GPU allocations consistent.
+//
+// Registration is idempotent on the job key: a second registration merges its allocations
+// into the stored ones (each node's prolog may register its own GPUs) and fills fields that
+// were empty; a field that differs from a stored non-empty value is ALREADY_EXISTS naming
+// the field. An allocation overlapping in time a GPU held by another job is
+// FAILED_PRECONDITION naming both job ids (the table's exclusion constraints keep concurrent
+// registrations honest too). Samples stored before the job was registered whose GPU and time
+// fall in a new allocation, or whose `hpc_job`/Osmo workflow label names the job, are
+// attached to it in the same transaction.
+//
+// This adapter speaks the API's message types (goodput.v1.Job) so that the RPC layer stays a
+// thin translation; times are passed to SQL as milliseconds since the epoch.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "goodput/v1/job.pb.h"
+#include "services/platform/pg_pool.h"
+
+namespace goodput::ingest {
+
+struct RegisterJobResult {
+  v1::Job job;
+  bool created = false;
+  int64_t attached_sample_count = 0;
+};
+
+struct ListJobsResult {
+  std::vector<v1::Job> jobs;
+  std::string next_page_token;
+};
+
+class JobStore {
+ public:
+  // `pool` must outlive the store.
+  explicit JobStore(platform::PgPool* pool) : pool_(pool) {}
+
+  // See the file comment. INVALID_ARGUMENT for a request without key, scheduler, or a start
+  // time (unless PENDING), or with an allocation without host or device.
+  absl::StatusOr<RegisterJobResult> Register(const v1::Job& job, int64_t now_unix_ms);
+
+  // Changes the fields named by `paths` ("user", "team", "name", "workload_fingerprint",
+  // "gpu_model", "labels", "state", "start_time", "end_time", "gpu_count", "scheduler",
+  // "allocations" = merge more allocations). NOT_FOUND for an unknown job.
+  absl::StatusOr<v1::Job> Update(const v1::Job& job, const std::vector<std::string>& paths,
+                                 int64_t now_unix_ms);
+
+  // Sets the end time (`end_unix_ms`, or now) and final state, and closes open allocations.
+  // Ending an ended job again returns it unchanged unless a different end time is given
+  // (FAILED_PRECONDITION naming both). NOT_FOUND for an unknown job.
+  absl::StatusOr<v1::Job> End(const v1::JobKey& key, std::optional<int64_t> end_unix_ms,
+                              v1::JobState final_state, int64_t now_unix_ms);
+
+  // NOT_FOUND naming the job when unknown.
+  absl::StatusOr<v1::Job> Get(const v1::JobKey& key);
+
+  // Jobs matching every filter of `request`, newest start first, paginated.
+  absl::StatusOr<ListJobsResult> List(const v1::ListJobsRequest& request);
+
+ private:
+  platform::PgPool* pool_;
+};
+
+// "completed" etc. for a state; "" for UNSPECIFIED.
+std::string JobStateName(v1::JobState state);
+
+}  // namespace goodput::ingest

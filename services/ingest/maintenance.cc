@@ -1,0 +1,69 @@
+#include "services/ingest/maintenance.h"
+
+#include <utility>
+
+namespace goodput::ingest {
+
+namespace {
+constexpr int64_t kDayMs = 86'400'000;
+}
+
+Maintenance::Maintenance(SampleStore* store, MaintenanceOptions options,
+                         std::function<int64_t()> now_unix_ms, platform::Logger logger)
+    : store_(store),
+      options_(options),
+      now_unix_ms_(std::move(now_unix_ms)),
+      logger_(std::move(logger)) {}
+
+Maintenance::~Maintenance() { Stop(); }
+
+absl::Status Maintenance::RunOnce() {
+  const int64_t now = now_unix_ms_();
+  absl::Status first;
+  absl::StatusOr<int> created =
+      store_->CreatePartitions(now - kDayMs, now + options_.partitions_ahead_days * kDayMs);
+  if (!created.ok()) {
+    first.Update(created.status());
+  } else if (*created > 0) {
+    logger_.Info("samples partitions created", {{"count", static_cast<int64_t>(*created)}});
+  }
+  if (options_.retention_ms > 0) {
+    absl::StatusOr<int> dropped = store_->DropPartitionsBefore(now - options_.retention_ms);
+    if (!dropped.ok()) {
+      first.Update(dropped.status());
+    } else if (*dropped > 0) {
+      logger_.Info("samples partitions dropped by retention",
+                   {{"count", static_cast<int64_t>(*dropped)}});
+    }
+  }
+  if (options_.batch_id_retention_ms > 0) {
+    absl::StatusOr<int64_t> forgotten =
+        store_->ForgetBatchesBefore(now - options_.batch_id_retention_ms);
+    if (!forgotten.ok()) first.Update(forgotten.status());
+  }
+  if (!first.ok()) {
+    logger_.Warn("samples maintenance failed; retrying at the next tick",
+                 {{"error", std::string(first.message())}});
+  }
+  return first;
+}
+
+void Maintenance::Start() {
+  thread_ = std::thread([this] {
+    while (true) {
+      (void)RunOnce();
+      absl::MutexLock lock(&mu_);
+      if (mu_.AwaitWithTimeout(absl::Condition(&stop_), options_.interval)) return;
+    }
+  });
+}
+
+void Maintenance::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    stop_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+}  // namespace goodput::ingest

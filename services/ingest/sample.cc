@@ -1,0 +1,76 @@
+#include "services/ingest/sample.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace goodput::ingest {
+
+absl::string_view SampleFieldName(SampleField field) {
+  switch (field) {
+    case SampleField::kTensorActive:
+      return "tensor_active";
+    case SampleField::kSmClockMhz:
+      return "sm_clock_mhz";
+    case SampleField::kSmActive:
+      return "sm_active";
+    case SampleField::kSmOccupancy:
+      return "sm_occupancy";
+    case SampleField::kDramActive:
+      return "dram_active";
+    case SampleField::kPipeFp16Active:
+      return "pipe_fp16_active";
+    case SampleField::kPipeFp32Active:
+      return "pipe_fp32_active";
+    case SampleField::kPipeFp64Active:
+      return "pipe_fp64_active";
+    case SampleField::kGrEngineActive:
+      return "gr_engine_active";
+    case SampleField::kGpuUtil:
+      return "gpu_util";
+    case SampleField::kFbUsedMib:
+      return "fb_used_mib";
+    case SampleField::kFbFreeMib:
+      return "fb_free_mib";
+    case SampleField::kPowerW:
+      return "power_w";
+    case SampleField::kTotalEnergyMj:
+      return "total_energy_mj";
+    case SampleField::kGpuTempC:
+      return "gpu_temp_c";
+    case SampleField::kNvlinkTxBytesPerS:
+      return "nvlink_tx_bytes_per_s";
+    case SampleField::kNvlinkRxBytesPerS:
+      return "nvlink_rx_bytes_per_s";
+    case SampleField::kPcieTxBytesPerS:
+      return "pcie_tx_bytes_per_s";
+    case SampleField::kPcieRxBytesPerS:
+      return "pcie_rx_bytes_per_s";
+    case SampleField::kClockThrottleReasons:
+      return "clock_throttle_reasons";
+  }
+  return "unknown_field";
+}
+
+std::string GpuKey(const GpuIdentity& gpu) {
+  std::string key = absl::StrCat(gpu.host, "|");
+  if (!gpu.uuid.empty()) {
+    absl::StrAppend(&key, gpu.uuid);
+  } else if (gpu.gpu_index.has_value()) {
+    absl::StrAppend(&key, "#", *gpu.gpu_index);
+  }
+  if (gpu.mig.has_value()) absl::StrAppend(&key, "|mig", gpu.mig->gpu_instance_id);
+  return key;
+}
+
+bool Sample::HasAnyValue() const {
+  for (const auto& v : values) {
+    if (v.has_value()) return true;
+  }
+  return false;
+}
+
+std::string TruncateForRefusal(absl::string_view value) {
+  constexpr size_t kMaxBytes = 200;
+  return std::string(value.substr(0, kMaxBytes));
+}
+
+}  // namespace goodput::ingest

@@ -1,0 +1,115 @@
+// The ingest service's own picture of telemetry: one GPU sample with the DCGM fields it
+// may carry, the GPU it came from, and the refusal a bad sample or line turns into.
+// Plain structs with no protobuf or database types, so validation, exposition parsing and
+// attribution are pure code that tests can drive directly.
+//
+//   Sample s;
+//   s.gpu = {.host = "gpu-node-042", .gpu_index = 3};
+//   s.time_unix_ms = 1714564800000;
+//   s.set(SampleField::kTensorActive, 0.42);
+//   s.set(SampleField::kSmClockMhz, 1755);
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "absl/strings/string_view.h"
+
+namespace goodput::ingest {
+
+// The per-GPU measurements a sample may carry; see GpuSample in goodput/v1/ingest.proto for
+// units and the DCGM field behind each one.
+enum class SampleField {
+  kTensorActive,
+  kSmClockMhz,
+  kSmActive,
+  kSmOccupancy,
+  kDramActive,
+  kPipeFp16Active,
+  kPipeFp32Active,
+  kPipeFp64Active,
+  kGrEngineActive,
+  kGpuUtil,
+  kFbUsedMib,
+  kFbFreeMib,
+  kPowerW,
+  kTotalEnergyMj,
+  kGpuTempC,
+  kNvlinkTxBytesPerS,
+  kNvlinkRxBytesPerS,
+  kPcieTxBytesPerS,
+  kPcieRxBytesPerS,
+  kClockThrottleReasons,
+};
+inline constexpr int kSampleFieldCount = 20;
+
+// The API's field name ("tensor_active", "sm_clock_mhz", ...), used in refusals.
+absl::string_view SampleFieldName(SampleField field);
+
+// One MIG slice of a physical GPU.
+struct MigSlice {
+  int gpu_instance_id = 0;
+  std::optional<int> compute_instance_id = {};
+  std::string profile = {};  // "1g.10gb"
+};
+
+// A GPU within a cluster: host plus index and/or UUID, optionally one MIG slice of it.
+struct GpuIdentity {
+  std::string host = {};
+  std::optional<int> gpu_index = {};
+  std::string uuid = {};
+  std::optional<MigSlice> mig = {};
+};
+
+// A stable text key for one GPU (or MIG slice), used to group and deduplicate samples:
+// "host|uuid-or-#index|mig-instance".
+std::string GpuKey(const GpuIdentity& gpu);
+
+// One sample of one GPU at one instant. Unset fields were not reported.
+struct Sample {
+  GpuIdentity gpu;
+  int64_t time_unix_ms = 0;
+  std::string gpu_model;                      // dcgm-exporter modelName; may be empty
+  std::map<std::string, std::string> labels;  // hpc_job, pod, namespace, driver version, ...
+  std::array<std::optional<double>, kSampleFieldCount> values{};
+
+  const std::optional<double>& get(SampleField field) const {
+    return values[static_cast<int>(field)];
+  }
+  void set(SampleField field, double value) { values[static_cast<int>(field)] = value; }
+  // True when at least one measurement is present.
+  bool HasAnyValue() const;
+};
+
+// Why an item was refused; mirrors goodput.v1.RefusalCode.
+enum class RefusalCode {
+  kMalformed = 1,
+  kMissingField = 2,
+  kNotFinite = 3,
+  kOutOfRange = 4,
+  kUnknownGpuModel = 5,
+  kUnknownValue = 6,
+  kFutureTimestamp = 7,
+  kTooOld = 8,
+  kDuplicate = 9,
+  kInconsistent = 10,
+};
+
+// One refused sample or line: where it was, which field and value, and a sentence.
+struct Refusal {
+  std::string batch_id;
+  int64_t index = 0;        // 0-based position in the batch (or among sample lines)
+  int64_t line_number = 0;  // 1-based line of a text body; 0 for non-text input
+  std::string field;
+  std::string value;  // as received, at most 200 bytes
+  RefusalCode code = RefusalCode::kMalformed;
+  std::string message;
+};
+
+// Truncates a received value to the 200 bytes a refusal may carry.
+std::string TruncateForRefusal(absl::string_view value);
+
+}  // namespace goodput::ingest

@@ -1,0 +1,298 @@
+#include "services/ingest/sample_store.h"
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/time.h"
+#include "nlohmann/json.hpp"
+
+namespace goodput::ingest {
+namespace {
+
+constexpr int64_t kDayMs = 86'400'000;
+
+// Columns written by COPY, in row order.
+const std::vector<std::string>& CopyColumns() {
+  static const auto* const kColumns = new std::vector<std::string>{"sample_time",
+                                                                   "batch_id",
+                                                                   "cluster",
+                                                                   "host",
+                                                                   "gpu_index",
+                                                                   "gpu_uuid",
+                                                                   "gpu_model",
+                                                                   "mig_profile",
+                                                                   "mig_instance_id",
+                                                                   "job",
+                                                                   "tensor_active",
+                                                                   "sm_clock_mhz",
+                                                                   "sm_active",
+                                                                   "sm_occupancy",
+                                                                   "dram_active",
+                                                                   "fp16_active",
+                                                                   "fp32_active",
+                                                                   "fp64_active",
+                                                                   "gr_engine_active",
+                                                                   "gpu_util",
+                                                                   "fb_used_mib",
+                                                                   "fb_free_mib",
+                                                                   "power_w",
+                                                                   "energy_mj",
+                                                                   "temperature_c",
+                                                                   "nvlink_tx_bytes",
+                                                                   "nvlink_rx_bytes",
+                                                                   "pcie_tx_bytes",
+                                                                   "pcie_rx_bytes",
+                                                                   "clock_throttle_reasons",
+                                                                   "labels"};
+  return *kColumns;
+}
+constexpr size_t kCopyColumnCount = 31;
+constexpr size_t kFirstValueColumn = 10;  // tensor_active; SampleField order from here on
+
+std::string FormatDouble(double value) {
+  char buf[32];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), value);
+  return std::string(buf, end);
+}
+
+// "2024-05-01 12:00:00.123+00"
+std::string FormatTimestamp(int64_t unix_ms) {
+  return absl::FormatTime("%Y-%m-%d %H:%M:%E3S+00", absl::FromUnixMillis(unix_ms),
+                          absl::UTCTimeZone());
+}
+
+int64_t DayOf(int64_t unix_ms) {
+  return unix_ms >= 0 ? unix_ms / kDayMs : (unix_ms - kDayMs + 1) / kDayMs;
+}
+
+// A PostgreSQL text[] literal of `values` ("{"a","b"}").
+std::string TextArray(const std::vector<std::string>& values) {
+  std::string out = "{";
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (i > 0) out.push_back(',');
+    out.push_back('"');
+    for (char c : values[i]) {
+      if (c == '"' || c == '\\') out.push_back('\\');
+      out.push_back(c);
+    }
+    out.push_back('"');
+  }
+  out.push_back('}');
+  return out;
+}
+
+std::array<std::optional<std::string>, kCopyColumnCount> Row(const BatchWrite& batch,
+                                                             const Sample& s,
+                                                             std::optional<int64_t> job) {
+  std::array<std::optional<std::string>, kCopyColumnCount> row;
+  row[0] = FormatTimestamp(s.time_unix_ms);
+  row[1] = batch.batch_id;
+  row[2] = batch.cluster;
+  row[3] = s.gpu.host;
+  if (s.gpu.gpu_index) row[4] = absl::StrCat(*s.gpu.gpu_index);
+  if (!s.gpu.uuid.empty()) row[5] = s.gpu.uuid;
+  if (!s.gpu_model.empty()) row[6] = s.gpu_model;
+  if (s.gpu.mig) {
+    row[7] = s.gpu.mig->profile;
+    row[8] = absl::StrCat(s.gpu.mig->gpu_instance_id);
+  }
+  if (job) row[9] = absl::StrCat(*job);
+  for (int f = 0; f < kSampleFieldCount; ++f) {
+    const auto& v = s.values[f];
+    if (!v.has_value()) continue;
+    if (static_cast<SampleField>(f) == SampleField::kClockThrottleReasons) {
+      // bigint column: keep the bit pattern of values above 2^63.
+      row[kFirstValueColumn + f] = absl::StrCat(static_cast<int64_t>(static_cast<uint64_t>(*v)));
+    } else {
+      row[kFirstValueColumn + f] = FormatDouble(*v);
+    }
+  }
+  if (!s.labels.empty() || (s.gpu.mig && s.gpu.mig->compute_instance_id)) {
+    nlohmann::json labels = nlohmann::json::object();
+    for (const auto& [k, v] : s.labels) labels[k] = v;
+    if (s.gpu.mig && s.gpu.mig->compute_instance_id) {
+      labels["mig_compute_instance_id"] = absl::StrCat(*s.gpu.mig->compute_instance_id);
+    }
+    row[30] = labels.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  }
+  return row;
+}
+
+}  // namespace
+
+absl::StatusOr<Attributor> SampleStore::LoadAttributor(const std::string& cluster,
+                                                       const std::vector<const Sample*>& samples) {
+  if (samples.empty()) return Attributor({}, {});
+  absl::flat_hash_set<std::string> hosts;
+  absl::flat_hash_set<std::string> uuids;
+  absl::flat_hash_set<std::string> label_ids;
+  int64_t min_ms = samples.front()->time_unix_ms;
+  int64_t max_ms = min_ms;
+  for (const Sample* s : samples) {
+    hosts.insert(s->gpu.host);
+    if (!s->gpu.uuid.empty()) uuids.insert(s->gpu.uuid);
+    min_ms = std::min(min_ms, s->time_unix_ms);
+    max_ms = std::max(max_ms, s->time_unix_ms);
+    for (std::string& id : LabelJobIds(*s)) label_ids.insert(std::move(id));
+  }
+  const std::string hosts_array = TextArray({hosts.begin(), hosts.end()});
+  const std::string uuids_array = TextArray({uuids.begin(), uuids.end()});
+  const std::string ids_array = TextArray({label_ids.begin(), label_ids.end()});
+  return pool_->RunTransactionFor<Attributor>([&](pqxx::work& txn) -> absl::StatusOr<Attributor> {
+    std::vector<AllocationRecord> allocations;
+    pqxx::result rows = txn.exec_params(
+        "SELECT job, host, gpu_index, gpu_uuid, "
+        "(extract(epoch FROM lower(valid)) * 1000)::bigint, "
+        "CASE WHEN upper_inf(valid) THEN NULL "
+        "ELSE (extract(epoch FROM upper(valid)) * 1000)::bigint END "
+        "FROM job_gpus WHERE cluster = $1 AND (host = ANY($2::text[]) OR gpu_uuid = "
+        "ANY($3::text[])) "
+        "AND valid && tstzrange(to_timestamp($4::bigint / 1000.0), "
+        "to_timestamp($5::bigint / 1000.0), '[]')",
+        cluster, hosts_array, uuids_array, min_ms, max_ms);
+    allocations.reserve(rows.size());
+    for (const auto& r : rows) {
+      AllocationRecord a;
+      a.job_row_id = r[0].as<int64_t>();
+      a.host = r[1].as<std::string>();
+      if (!r[2].is_null()) a.gpu_index = r[2].as<int>();
+      if (!r[3].is_null()) a.uuid = r[3].as<std::string>();
+      a.start_unix_ms = r[4].as<int64_t>();
+      if (!r[5].is_null()) a.end_unix_ms = r[5].as<int64_t>();
+      allocations.push_back(std::move(a));
+    }
+    absl::flat_hash_map<std::string, int64_t> jobs_by_id;
+    if (!label_ids.empty()) {
+      pqxx::result jobs = txn.exec_params(
+          "SELECT job_id, id FROM jobs WHERE cluster = $1 AND job_id = ANY($2::text[])", cluster,
+          ids_array);
+      for (const auto& r : jobs) jobs_by_id[r[0].as<std::string>()] = r[1].as<int64_t>();
+    }
+    return Attributor(std::move(allocations), std::move(jobs_by_id));
+  });
+}
+
+absl::StatusOr<std::optional<BatchWriteResult>> SampleStore::FindBatch(
+    const std::string& batch_id) {
+  return pool_->RunTransactionFor<std::optional<BatchWriteResult>>(
+      [&](pqxx::work& txn) -> absl::StatusOr<std::optional<BatchWriteResult>> {
+        pqxx::result r = txn.exec_params(
+            "SELECT stored_count, refused_count, unattributed_count FROM ingest_batches "
+            "WHERE batch_id = $1",
+            batch_id);
+        if (r.empty()) return std::optional<BatchWriteResult>();
+        return std::optional<BatchWriteResult>(
+            BatchWriteResult{.duplicate = true,
+                             .stored_count = r[0][0].as<int64_t>(),
+                             .refused_count = r[0][1].as<int64_t>(),
+                             .unattributed_count = r[0][2].as<int64_t>()});
+      });
+}
+
+absl::Status SampleStore::EnsurePartitions(int64_t min_unix_ms, int64_t max_unix_ms) {
+  const int64_t first = DayOf(min_unix_ms);
+  const int64_t last = DayOf(max_unix_ms);
+  {
+    absl::MutexLock lock(&mu_);
+    bool all_known = true;
+    for (int64_t d = first; d <= last && all_known; ++d) all_known = known_days_.contains(d);
+    if (all_known) return absl::OkStatus();
+  }
+  absl::StatusOr<int> created = CreatePartitions(min_unix_ms, max_unix_ms);
+  if (!created.ok()) return created.status();
+  absl::MutexLock lock(&mu_);
+  for (int64_t d = first; d <= last; ++d) known_days_.insert(d);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<BatchWriteResult> SampleStore::WriteBatch(const BatchWrite& batch) {
+  if (batch.samples.size() != batch.job_row_ids.size()) {
+    return absl::InternalError("WriteBatch: samples and job_row_ids differ in length");
+  }
+  BatchWriteResult result;
+  result.stored_count = static_cast<int64_t>(batch.samples.size());
+  result.refused_count = batch.refused_count;
+  for (const auto& job : batch.job_row_ids) result.unattributed_count += job.has_value() ? 0 : 1;
+  if (!batch.samples.empty()) {
+    int64_t min_ms = batch.samples.front()->time_unix_ms;
+    int64_t max_ms = min_ms;
+    for (const Sample* s : batch.samples) {
+      min_ms = std::min(min_ms, s->time_unix_ms);
+      max_ms = std::max(max_ms, s->time_unix_ms);
+    }
+    if (absl::Status s = EnsurePartitions(min_ms, max_ms); !s.ok()) return s;
+  }
+  return pool_->RunTransactionFor<BatchWriteResult>(
+      [&](pqxx::work& txn) -> absl::StatusOr<BatchWriteResult> {
+        pqxx::result claimed = txn.exec_params(
+            "INSERT INTO ingest_batches (batch_id, source, sample_count, stored_count, "
+            "refused_count, unattributed_count) VALUES ($1, $2, $3, $4, $5, $6) "
+            "ON CONFLICT (batch_id) DO NOTHING RETURNING batch_id",
+            batch.batch_id, batch.source, result.stored_count + result.refused_count,
+            result.stored_count, result.refused_count, result.unattributed_count);
+        if (claimed.empty()) {
+          pqxx::result r = txn.exec_params(
+              "SELECT stored_count, refused_count, unattributed_count FROM ingest_batches "
+              "WHERE batch_id = $1",
+              batch.batch_id);
+          BatchWriteResult first;
+          first.duplicate = true;
+          if (!r.empty()) {
+            first.stored_count = r[0][0].as<int64_t>();
+            first.refused_count = r[0][1].as<int64_t>();
+            first.unattributed_count = r[0][2].as<int64_t>();
+          }
+          return first;
+        }
+        if (!batch.samples.empty()) {
+          pqxx::stream_to copy(txn, "samples", CopyColumns());
+          for (size_t i = 0; i < batch.samples.size(); ++i) {
+            copy << Row(batch, *batch.samples[i], batch.job_row_ids[i]);
+          }
+          copy.complete();
+        }
+        return result;
+      });
+}
+
+absl::StatusOr<int> SampleStore::CreatePartitions(int64_t from_unix_ms, int64_t to_unix_ms) {
+  return pool_->RunTransactionFor<int>([&](pqxx::work& txn) -> absl::StatusOr<int> {
+    pqxx::result r = txn.exec_params(
+        "SELECT samples_create_partitions(to_timestamp($1::bigint / 1000.0), "
+        "to_timestamp($2::bigint / 1000.0))",
+        from_unix_ms, to_unix_ms);
+    return r[0][0].as<int>();
+  });
+}
+
+absl::StatusOr<int> SampleStore::DropPartitionsBefore(int64_t cutoff_unix_ms) {
+  absl::StatusOr<int> dropped =
+      pool_->RunTransactionFor<int>([&](pqxx::work& txn) -> absl::StatusOr<int> {
+        pqxx::result r = txn.exec_params(
+            "SELECT samples_drop_partitions_before(to_timestamp($1::bigint / 1000.0))",
+            cutoff_unix_ms);
+        return r[0][0].as<int>();
+      });
+  if (dropped.ok() && *dropped > 0) {
+    absl::MutexLock lock(&mu_);
+    known_days_.clear();  // re-checked against the database on the next write
+  }
+  return dropped;
+}
+
+absl::StatusOr<int64_t> SampleStore::ForgetBatchesBefore(int64_t cutoff_unix_ms) {
+  return pool_->RunTransactionFor<int64_t>([&](pqxx::work& txn) -> absl::StatusOr<int64_t> {
+    return static_cast<int64_t>(txn.exec_params("DELETE FROM ingest_batches WHERE received_at < "
+                                                "to_timestamp($1::bigint / 1000.0)",
+                                                cutoff_unix_ms)
+                                    .affected_rows());
+  });
+}
+
+}  // namespace goodput::ingest

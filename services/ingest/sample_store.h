@@ -1,0 +1,81 @@
+// Raw samples in PostgreSQL: the attribution context of a batch, durable batch writes with
+// COPY into the time-partitioned `samples` table, batch-id idempotency, and partition and
+// batch-id maintenance.
+//
+// A batch is written in one transaction: its id goes into `ingest_batches` first (a batch id
+// already there means a retry: nothing is written and the first outcome is returned with
+// `duplicate = true`; two concurrent deliveries of one id serialize on its primary key), then
+// its rows are streamed with COPY, then it commits. Only after WriteBatch returns OK is the
+// batch durable, and only then may the caller acknowledge it.
+//
+//   SampleStore store(pool);
+//   ASSIGN_OR_RETURN(Attributor attributor, store.LoadAttributor("eos", samples));
+//   ...
+//   ASSIGN_OR_RETURN(BatchWriteResult r, store.WriteBatch(batch));
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "services/ingest/attribution.h"
+#include "services/ingest/sample.h"
+#include "services/platform/pg_pool.h"
+
+namespace goodput::ingest {
+
+// One batch ready to store: validated samples with the job each was attributed to.
+struct BatchWrite {
+  std::string batch_id;
+  std::string cluster;
+  std::string source;  // "grpc", "exposition", "scrape", "remote_write"
+  std::vector<const Sample*> samples;
+  std::vector<std::optional<int64_t>> job_row_ids;  // parallel to `samples`
+  int64_t refused_count = 0;                        // refused before storage
+};
+
+struct BatchWriteResult {
+  bool duplicate = false;
+  int64_t stored_count = 0;
+  int64_t refused_count = 0;
+  int64_t unattributed_count = 0;
+};
+
+class SampleStore {
+ public:
+  // `pool` must outlive the store.
+  explicit SampleStore(platform::PgPool* pool) : pool_(pool) {}
+
+  // The allocations of `cluster` covering the samples' hosts and time span, and the jobs
+  // their labels name, ready to attribute them.
+  absl::StatusOr<Attributor> LoadAttributor(const std::string& cluster,
+                                            const std::vector<const Sample*>& samples);
+
+  // The stored outcome of `batch_id`, or nullopt if it was never stored.
+  absl::StatusOr<std::optional<BatchWriteResult>> FindBatch(const std::string& batch_id);
+
+  // Writes the batch as described in the file comment (creating missing daily partitions
+  // first). The result counts refused samples as given by the caller.
+  absl::StatusOr<BatchWriteResult> WriteBatch(const BatchWrite& batch);
+
+  // Creates the daily partitions for [from, to] that do not exist; returns how many.
+  absl::StatusOr<int> CreatePartitions(int64_t from_unix_ms, int64_t to_unix_ms);
+  // Drops the daily partitions that end at or before `cutoff`; returns how many.
+  absl::StatusOr<int> DropPartitionsBefore(int64_t cutoff_unix_ms);
+  // Forgets batch ids received before `cutoff` (their retries are then stored again).
+  absl::StatusOr<int64_t> ForgetBatchesBefore(int64_t cutoff_unix_ms);
+
+ private:
+  absl::Status EnsurePartitions(int64_t min_unix_ms, int64_t max_unix_ms);
+
+  platform::PgPool* pool_;
+  absl::Mutex mu_;
+  std::set<int64_t> known_days_ ABSL_GUARDED_BY(mu_);  // UTC days with a partition
+};
+
+}  // namespace goodput::ingest

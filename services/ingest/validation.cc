@@ -1,0 +1,187 @@
+#include "services/ingest/validation.h"
+
+#include <cmath>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace goodput::ingest {
+namespace {
+
+bool IsFraction(SampleField field) {
+  switch (field) {
+    case SampleField::kTensorActive:
+    case SampleField::kSmActive:
+    case SampleField::kSmOccupancy:
+    case SampleField::kDramActive:
+    case SampleField::kPipeFp16Active:
+    case SampleField::kPipeFp32Active:
+    case SampleField::kPipeFp64Active:
+    case SampleField::kGrEngineActive:
+    case SampleField::kGpuUtil:
+      return true;
+    default:
+      return false;
+  }
+}
+
+std::string FormatValue(double value) { return absl::StrFormat("%g", value); }
+
+Refusal MakeRefusal(const ItemLocation& where, std::string field, std::string value,
+                    RefusalCode code, absl::string_view reason) {
+  Refusal r;
+  r.batch_id = std::string(where.batch_id);
+  r.index = where.index;
+  r.line_number = where.line_number;
+  r.message = absl::StrCat(DescribeLocation(where), ": ", field, value.empty() ? "" : "=", value,
+                           " ", reason);
+  r.field = std::move(field);
+  r.value = TruncateForRefusal(value);
+  r.code = code;
+  return r;
+}
+
+}  // namespace
+
+std::string DescribeLocation(const ItemLocation& where) {
+  if (where.line_number > 0) {
+    return absl::StrCat("line ", where.line_number, " of batch ", where.batch_id);
+  }
+  return absl::StrCat("sample ", where.index, " of batch ", where.batch_id);
+}
+
+std::optional<FieldProblem> CheckFieldValue(SampleField field, double value,
+                                            const core::GpuSpec* spec,
+                                            const ValidationOptions& options) {
+  if (std::isnan(value)) return FieldProblem{RefusalCode::kNotFinite, "is NaN"};
+  if (std::isinf(value)) return FieldProblem{RefusalCode::kNotFinite, "is not finite"};
+  if (IsFraction(field)) {
+    if (value < 0 || value > 1) {
+      return FieldProblem{RefusalCode::kOutOfRange, "is outside [0, 1]"};
+    }
+    return std::nullopt;
+  }
+  switch (field) {
+    case SampleField::kSmClockMhz: {
+      if (value < 0) return FieldProblem{RefusalCode::kOutOfRange, "is negative"};
+      if (spec != nullptr) {
+        const double limit = spec->sm_boost_clock_mhz * options.sm_clock_limit_factor;
+        if (value > limit) {
+          return FieldProblem{
+              RefusalCode::kOutOfRange,
+              absl::StrFormat("is above %g MHz, %g x the %s boost clock of %g MHz", limit,
+                              options.sm_clock_limit_factor, spec->name, spec->sm_boost_clock_mhz)};
+        }
+      } else if (value > options.max_sm_clock_mhz) {
+        return FieldProblem{RefusalCode::kOutOfRange,
+                            absl::StrFormat("is above %g MHz", options.max_sm_clock_mhz)};
+      }
+      return std::nullopt;
+    }
+    case SampleField::kGpuTempC:
+      if (value < -60 || value > 200) {
+        return FieldProblem{RefusalCode::kOutOfRange, "is outside [-60, 200] degrees C"};
+      }
+      return std::nullopt;
+    case SampleField::kClockThrottleReasons:
+      if (value < 0 || value != std::floor(value) || value >= 18446744073709551616.0) {
+        return FieldProblem{RefusalCode::kOutOfRange, "is not an unsigned 64-bit bit mask"};
+      }
+      return std::nullopt;
+    default:
+      // Memory, power, energy and byte rates: non-negative.
+      if (value < 0) return FieldProblem{RefusalCode::kOutOfRange, "is negative"};
+      return std::nullopt;
+  }
+}
+
+std::optional<Refusal> ValidateSampleEnvelope(const Sample& sample, const ItemLocation& where,
+                                              const ValidationOptions& options) {
+  if (sample.gpu.host.empty()) {
+    return MakeRefusal(where, "gpu.host", "", RefusalCode::kMissingField,
+                       "is missing: a sample needs the GPU's host");
+  }
+  if (!sample.gpu.gpu_index.has_value() && sample.gpu.uuid.empty()) {
+    return MakeRefusal(where, "gpu", "", RefusalCode::kMissingField,
+                       "is missing: a sample needs gpu_index or uuid");
+  }
+  if (sample.gpu.gpu_index.has_value() && *sample.gpu.gpu_index < 0) {
+    return MakeRefusal(where, "gpu.gpu_index", absl::StrCat(*sample.gpu.gpu_index),
+                       RefusalCode::kOutOfRange, "is negative");
+  }
+  if (sample.time_unix_ms <= 0) {
+    return MakeRefusal(where, "time_unix_ms", absl::StrCat(sample.time_unix_ms),
+                       RefusalCode::kMissingField, "is missing or not positive");
+  }
+  if (sample.time_unix_ms > options.now_unix_ms + options.max_future_skew_ms) {
+    return MakeRefusal(where, "time_unix_ms", absl::StrCat(sample.time_unix_ms),
+                       RefusalCode::kFutureTimestamp,
+                       absl::StrFormat("is %.1f s in the future (allowed clock skew %.1f s)",
+                                       (sample.time_unix_ms - options.now_unix_ms) / 1000.0,
+                                       options.max_future_skew_ms / 1000.0));
+  }
+  if (options.max_age_ms > 0 && sample.time_unix_ms < options.now_unix_ms - options.max_age_ms) {
+    return MakeRefusal(where, "time_unix_ms", absl::StrCat(sample.time_unix_ms),
+                       RefusalCode::kTooOld,
+                       absl::StrFormat("is %.1f days old, beyond the retention period of %.1f days",
+                                       (options.now_unix_ms - sample.time_unix_ms) / 86400000.0,
+                                       options.max_age_ms / 86400000.0));
+  }
+  if (!sample.gpu_model.empty() && options.catalog != nullptr &&
+      !options.catalog->Find(sample.gpu_model).ok()) {
+    return MakeRefusal(where, "gpu_model", sample.gpu_model, RefusalCode::kUnknownGpuModel,
+                       "is not a GPU model the catalog knows (add it to the catalog overrides)");
+  }
+  return std::nullopt;
+}
+
+std::optional<Refusal> ValidateSample(const Sample& sample, const ItemLocation& where,
+                                      const ValidationOptions& options) {
+  if (auto refusal = ValidateSampleEnvelope(sample, where, options)) return refusal;
+  if (!sample.HasAnyValue()) {
+    return MakeRefusal(where, "samples", "", RefusalCode::kMissingField,
+                       "has no measurement: a sample needs at least one field");
+  }
+  const core::GpuSpec* spec = nullptr;
+  if (!sample.gpu_model.empty() && options.catalog != nullptr) {
+    if (auto found = options.catalog->Find(sample.gpu_model); found.ok()) spec = *found;
+  }
+  for (int i = 0; i < kSampleFieldCount; ++i) {
+    const auto& value = sample.values[i];
+    if (!value.has_value()) continue;
+    const auto field = static_cast<SampleField>(i);
+    if (auto problem = CheckFieldValue(field, *value, spec, options)) {
+      return MakeRefusal(where, std::string(SampleFieldName(field)), FormatValue(*value),
+                         problem->code, problem->reason);
+    }
+  }
+  return std::nullopt;
+}
+
+BatchValidation ValidateBatch(const std::vector<Sample>& samples, absl::string_view batch_id,
+                              const ValidationOptions& options) {
+  BatchValidation result;
+  result.kept.reserve(samples.size());
+  absl::flat_hash_set<std::pair<std::string, int64_t>> seen;
+  seen.reserve(samples.size());
+  for (size_t i = 0; i < samples.size(); ++i) {
+    const ItemLocation where{batch_id, static_cast<int64_t>(i), 0};
+    if (auto refusal = ValidateSample(samples[i], where, options)) {
+      result.refusals.push_back(*std::move(refusal));
+      continue;
+    }
+    if (!seen.emplace(GpuKey(samples[i].gpu), samples[i].time_unix_ms).second) {
+      result.refusals.push_back(MakeRefusal(
+          where, "time_unix_ms", absl::StrCat(samples[i].time_unix_ms), RefusalCode::kDuplicate,
+          absl::StrCat("repeats an earlier sample of GPU ", GpuKey(samples[i].gpu),
+                       " at the same time in this batch")));
+      continue;
+    }
+    result.kept.push_back(i);
+  }
+  return result;
+}
+
+}  // namespace goodput::ingest

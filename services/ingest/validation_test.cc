@@ -1,0 +1,176 @@
+#include "services/ingest/validation.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+namespace goodput::ingest {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+constexpr int64_t kNowMs = 1714564800000;  // 2024-05-01T12:00:00Z
+
+ValidationOptions Options() {
+  return ValidationOptions{.catalog = &core::GpuCatalog::BuiltIn(),
+                           .now_unix_ms = kNowMs,
+                           .max_future_skew_ms = 60'000,
+                           .max_age_ms = 7LL * 86'400'000};
+}
+
+Sample GoodSample() {
+  Sample s;
+  s.gpu = {.host = "gpu-node-042", .gpu_index = 3};
+  s.time_unix_ms = kNowMs - 1000;
+  s.gpu_model = "NVIDIA H100 80GB HBM3";
+  s.set(SampleField::kTensorActive, 0.42);
+  s.set(SampleField::kSmClockMhz, 1755);
+  return s;
+}
+
+TEST(ValidateSample, AcceptsAPlausibleH100Sample) {
+  EXPECT_EQ(ValidateSample(GoodSample(), {"b-3", 0}, Options()), std::nullopt);
+}
+
+TEST(ValidateSample, RefusesTensorActiveAboveOneNamingSampleBatchFieldAndValue) {
+  Sample s = GoodSample();
+  s.set(SampleField::kTensorActive, 1.7);
+  auto refusal = ValidateSample(s, {"b-3", 17}, Options());
+  ASSERT_TRUE(refusal.has_value());
+  EXPECT_EQ(refusal->message, "sample 17 of batch b-3: tensor_active=1.7 is outside [0, 1]");
+  EXPECT_EQ(refusal->field, "tensor_active");
+  EXPECT_EQ(refusal->value, "1.7");
+  EXPECT_EQ(refusal->code, RefusalCode::kOutOfRange);
+  EXPECT_EQ(refusal->index, 17);
+  EXPECT_EQ(refusal->batch_id, "b-3");
+}
+
+TEST(ValidateSample, RefusesNaNAndInfinity) {
+  Sample nan = GoodSample();
+  nan.set(SampleField::kSmActive, std::numeric_limits<double>::quiet_NaN());
+  auto r1 = ValidateSample(nan, {"b", 0}, Options());
+  ASSERT_TRUE(r1.has_value());
+  EXPECT_EQ(r1->code, RefusalCode::kNotFinite);
+  EXPECT_THAT(r1->message, HasSubstr("sm_active=nan is NaN"));
+
+  Sample inf = GoodSample();
+  inf.set(SampleField::kPowerW, std::numeric_limits<double>::infinity());
+  auto r2 = ValidateSample(inf, {"b", 1}, Options());
+  ASSERT_TRUE(r2.has_value());
+  EXPECT_EQ(r2->code, RefusalCode::kNotFinite);
+  EXPECT_EQ(r2->field, "power_w");
+}
+
+TEST(ValidateSample, RefusesNegativeClock) {
+  Sample s = GoodSample();
+  s.set(SampleField::kSmClockMhz, -5);
+  auto r = ValidateSample(s, {"b", 2}, Options());
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->message, "sample 2 of batch b: sm_clock_mhz=-5 is negative");
+}
+
+TEST(ValidateSample, RefusesAnSmClockFarAboveTheModelsBoostClock) {
+  Sample s = GoodSample();
+  s.set(SampleField::kSmClockMhz, 4000);
+  auto r = ValidateSample(s, {"b", 0}, Options());
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->code, RefusalCode::kOutOfRange);
+  EXPECT_THAT(r->message, HasSubstr("boost clock of 1980 MHz"));
+}
+
+TEST(ValidateSample, KeepsAnSmClockSlightlyAboveBoostForOfuToFlag) {
+  Sample s = GoodSample();
+  s.set(SampleField::kSmClockMhz, 2000);
+  EXPECT_EQ(ValidateSample(s, {"b", 0}, Options()), std::nullopt);
+}
+
+TEST(ValidateSample, RefusesUnknownGpuModel) {
+  Sample s = GoodSample();
+  s.gpu_model = "NVIDIA Quantum Abacus 9000";
+  auto r = ValidateSample(s, {"b", 4}, Options());
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->code, RefusalCode::kUnknownGpuModel);
+  EXPECT_THAT(r->message, HasSubstr("gpu_model=NVIDIA Quantum Abacus 9000"));
+}
+
+TEST(ValidateSample, AcceptsAnEmptyModelToBeTakenFromTheJob) {
+  Sample s = GoodSample();
+  s.gpu_model.clear();
+  EXPECT_EQ(ValidateSample(s, {"b", 0}, Options()), std::nullopt);
+}
+
+TEST(ValidateSample, RefusesTimestampsBeyondTheAllowedSkewUsingTheInjectedClock) {
+  Sample s = GoodSample();
+  s.time_unix_ms = kNowMs + 3'600'000;
+  auto r = ValidateSample(s, {"b", 0}, Options());
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->code, RefusalCode::kFutureTimestamp);
+  EXPECT_THAT(r->message, HasSubstr("3600.0 s in the future"));
+
+  s.time_unix_ms = kNowMs + 30'000;  // within 60 s of skew
+  EXPECT_EQ(ValidateSample(s, {"b", 0}, Options()), std::nullopt);
+}
+
+TEST(ValidateSample, RefusesTimestampsOlderThanRetention) {
+  Sample s = GoodSample();
+  s.time_unix_ms = kNowMs - 8LL * 86'400'000;
+  auto r = ValidateSample(s, {"b", 0}, Options());
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->code, RefusalCode::kTooOld);
+}
+
+TEST(ValidateSample, RefusesMissingGpuIdentity) {
+  Sample no_host = GoodSample();
+  no_host.gpu.host.clear();
+  auto r1 = ValidateSample(no_host, {"b", 0}, Options());
+  ASSERT_TRUE(r1.has_value());
+  EXPECT_EQ(r1->code, RefusalCode::kMissingField);
+  EXPECT_EQ(r1->field, "gpu.host");
+
+  Sample no_device = GoodSample();
+  no_device.gpu.gpu_index.reset();
+  auto r2 = ValidateSample(no_device, {"b", 0}, Options());
+  ASSERT_TRUE(r2.has_value());
+  EXPECT_THAT(r2->message, HasSubstr("needs gpu_index or uuid"));
+
+  Sample by_uuid = no_device;
+  by_uuid.gpu.uuid = "GPU-604ac76c-d9cf-fef3-62e9-d92044ab6e52";
+  EXPECT_EQ(ValidateSample(by_uuid, {"b", 0}, Options()), std::nullopt);
+}
+
+TEST(ValidateSample, RefusesASampleWithoutMeasurements) {
+  Sample s = GoodSample();
+  s.values = {};
+  auto r = ValidateSample(s, {"b", 0}, Options());
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->code, RefusalCode::kMissingField);
+}
+
+TEST(ValidateBatch, KeepsGoodSamplesAndRefusesEachBadOneAndRepeats) {
+  std::vector<Sample> samples(4, GoodSample());
+  samples[1].set(SampleField::kTensorActive, 1.7);
+  samples[2].time_unix_ms -= 1000;
+  // samples[3] repeats samples[0]'s GPU and time.
+  BatchValidation v = ValidateBatch(samples, "b-3", Options());
+  EXPECT_THAT(v.kept, ElementsAre(0, 2));
+  ASSERT_EQ(v.refusals.size(), 2u);
+  EXPECT_EQ(v.refusals[0].index, 1);
+  EXPECT_EQ(v.refusals[1].index, 3);
+  EXPECT_EQ(v.refusals[1].code, RefusalCode::kDuplicate);
+}
+
+TEST(CheckFieldValue, UtilizationsAreFractionsAndRatesNonNegative) {
+  const ValidationOptions options = Options();
+  EXPECT_EQ(CheckFieldValue(SampleField::kGpuUtil, 1.0, nullptr, options), std::nullopt);
+  EXPECT_TRUE(CheckFieldValue(SampleField::kGpuUtil, 87, nullptr, options).has_value());
+  EXPECT_TRUE(CheckFieldValue(SampleField::kNvlinkTxBytesPerS, -1, nullptr, options));
+  EXPECT_TRUE(CheckFieldValue(SampleField::kClockThrottleReasons, 1.5, nullptr, options));
+  EXPECT_EQ(CheckFieldValue(SampleField::kClockThrottleReasons, 0x44, nullptr, options),
+            std::nullopt);
+}
+
+}  // namespace
+}  // namespace goodput::ingest
