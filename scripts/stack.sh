@@ -110,7 +110,22 @@ YAML
     done
   done
   [[ $failed -eq 0 ]] || die "some services did not start (logs in $data/logs)"
+
+  local demo_rc=0
+  if [[ "${GOODPUT_DEMO:-1}" != 0 ]]; then
+    local cluster="demo-$(date -u +%Y%m%d-%H%M%S)"
+    say "running a simulated fleet through the platform (cluster $cluster)"
+    local -a addr=()
+    for svc in "${SERVICES[@]}"; do
+      read -r gport _ <"$data/run/$svc.ports"
+      addr+=("--$svc" "127.0.0.1:$gport")
+    done
+    "$build/tools/demo/goodput-demo" "${addr[@]}" --cluster "$cluster" || demo_rc=$?
+    echo
+  fi
   cmd_status "$data"
+  echo "Try: $build/tools/goodputctl/goodputctl jobs list --addr 127.0.0.1:$(cut -d' ' -f1 "$data/run/ingest.ports")"
+  [[ $demo_rc -eq 0 ]] || die "the demo fleet was not delivered completely (exit $demo_rc); services keep running"
 }
 
 cmd_status() {

@@ -220,7 +220,7 @@ bool Reporter::Report(const MfuFigure& figure) {
   for (std::size_t i = first_step_time; i < figure.step_times_s.size(); ++i) {
     report.add_step_times_s(figure.step_times_s[i]);
   }
-  const absl::Time end = absl::Now();
+  const absl::Time end = figure.end_time.value_or(absl::Now());
   std::lock_guard<std::mutex> lock(mu_);
   if (closed_ || queue_.size() >= options_.queue_capacity) {
     ++counts_.dropped;

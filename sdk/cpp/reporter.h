@@ -86,8 +86,10 @@ struct MfuFigure {
   // FLOPs share per precision, summing to 1.
   std::vector<std::pair<goodput::v1::Precision, double>> precision_mix = {};
   std::vector<double> step_times_s = {};
-  // Seconds covered, ending now; unset: since the previous report (or since Create()).
+  // Seconds covered, ending at end_time; unset: since the previous report (or since Create()).
   std::optional<double> interval_s = {};
+  // When the interval ended; unset: now. Set it when replaying figures logged earlier.
+  std::optional<absl::Time> end_time = {};
 };
 
 // Counters since Create(); same meaning as the Python SDK's ReporterStats.

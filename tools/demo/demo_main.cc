@@ -1,0 +1,489 @@
+// goodput-demo: runs a simulated GPU fleet through a running goodput platform's real APIs —
+// jobs registered as a scheduler would (JobService), telemetry pushed as a node agent would
+// (IngestService.PushSamples), framework MFU reported through the C++ SDK — then prints what
+// the platform made of it next to what the simulator injected.
+//
+//   goodput-demo --ingest 127.0.0.1:7101 --ofu 127.0.0.1:7102 --mfu 127.0.0.1:7103
+//                --alerting 127.0.0.1:7104 [--seed 7] [--cluster demo] [--token T]
+//
+// The fleet is placed in the recent past (it ends now), so its samples are inside retention.
+// Exit code 0 when everything was delivered, 1 when the platform refused or lost something.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "goodput/v1/alert.grpc.pb.h"
+#include "goodput/v1/ingest.grpc.pb.h"
+#include "goodput/v1/job.grpc.pb.h"
+#include "goodput/v1/mfu.grpc.pb.h"
+#include "goodput/v1/ofu.grpc.pb.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
+#include "sdk/cpp/reporter.h"
+#include "tools/fleetsim/fleet_sim.h"
+
+namespace goodput::demo {
+namespace {
+
+namespace v1 = ::goodput::v1;
+
+struct Options {
+  std::string ingest = "127.0.0.1:7101";
+  std::string ofu = "127.0.0.1:7102";
+  std::string mfu = "127.0.0.1:7103";
+  std::string alerting = "127.0.0.1:7104";
+  std::string cluster = "demo";
+  std::string token;
+  uint64_t seed = 7;
+  int batch_samples = 5000;
+  bool report_mfu = true;
+};
+
+void SetTimestamp(int64_t unix_s, google::protobuf::Timestamp* ts) {
+  ts->set_seconds(unix_s);
+  ts->set_nanos(0);
+}
+
+std::unique_ptr<grpc::ClientContext> Context(const Options& options, int timeout_s = 60) {
+  auto ctx = std::make_unique<grpc::ClientContext>();
+  ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(timeout_s));
+  if (!options.token.empty()) ctx->AddMetadata("authorization", "Bearer " + options.token);
+  return ctx;
+}
+
+// Progress on one line of stderr: simulated time covered, samples delivered.
+class Progress {
+ public:
+  Progress(int64_t start_s, int64_t end_s) : start_s_(start_s), end_s_(end_s) {}
+  void Update(int64_t now_s, int64_t samples, int64_t jobs) {
+    double fraction = end_s_ > start_s_ ? double(now_s - start_s_) / double(end_s_ - start_s_) : 1;
+    fraction = std::clamp(fraction, 0.0, 1.0);
+    int filled = static_cast<int>(fraction * 30);
+    std::fprintf(stderr, "\r  [%s%s] %3.0f%%  %lld jobs, %lld GPU-samples stored",
+                 std::string(filled, '#').c_str(), std::string(30 - filled, '.').c_str(),
+                 fraction * 100, static_cast<long long>(jobs), static_cast<long long>(samples));
+    std::fflush(stderr);
+  }
+  void Done() { std::fprintf(stderr, "\n"); }
+
+ private:
+  int64_t start_s_, end_s_;
+};
+
+// Streams the simulated fleet into the platform.
+class PlatformSink : public sim::FleetSink {
+ public:
+  explicit PlatformSink(const Options& options) : options_(options) {
+    jobs_ = v1::JobService::NewStub(Channel(options.ingest));
+    ingest_ = v1::IngestService::NewStub(Channel(options.ingest));
+    mfu_channel_ = Channel(options.mfu);
+  }
+
+  void OnJobStart(const sim::JobTruth& job) override {
+    ++jobs_started_;
+    (void)job;
+  }
+
+  void OnSamples(const sim::JobTruth& job, int64_t window_start_s, int64_t window_end_s,
+                 const std::vector<sim::GpuSample>& samples) override {
+    if (!registered_.contains(job.job_id)) Register(job, samples);
+    for (const sim::GpuSample& s : samples) {
+      v1::GpuSample* out = batch_.add_samples();
+      out->mutable_gpu()->set_host(s.hostname);
+      out->mutable_gpu()->set_gpu_index(s.device);
+      out->mutable_gpu()->set_uuid(s.uuid);
+      out->set_time_unix_ms(s.timestamp_ms);
+      out->set_gpu_model(job.gpu_model);
+      out->set_tensor_active(s.tensor_active);
+      out->set_sm_clock_mhz(s.sm_clock_mhz);
+      out->set_sm_active(s.sm_active);
+      out->set_sm_occupancy(s.sm_occupancy);
+      out->set_dram_active(s.dram_active);
+      out->set_pipe_fp16_active(s.fp16_active);
+      out->set_pipe_fp32_active(s.fp32_active);
+      out->set_pipe_fp64_active(s.fp64_active);
+      out->set_gr_engine_active(s.gr_engine_active);
+      out->set_fb_used_mib(s.fb_used_mib);
+      out->set_power_w(s.power_w);
+      out->set_total_energy_mj(s.energy_mj);
+      out->set_gpu_temp_c(s.temperature_c);
+      out->set_clock_throttle_reasons(s.clock_throttle_reasons);
+    }
+    last_window_end_s_ = window_end_s;
+    (void)window_start_s;
+    if (batch_.samples_size() >= options_.batch_samples) Flush();
+  }
+
+  void OnMfuReport(const sim::JobTruth& job, const sim::MfuReport& report) override {
+    if (!options_.report_mfu) return;
+    sdk::Reporter* reporter = ReporterFor(job);
+    if (reporter == nullptr) return;
+    sdk::MfuFigure figure;
+    if (report.form == "tflops_per_gpu") {
+      figure.tflops_per_gpu = report.tflops_per_gpu;
+    } else if (report.form == "total_tflops") {
+      figure.total_tflops = report.total_tflops;
+      figure.gpu_count = report.gpu_count;
+    } else if (report.form == "flops_per_step") {
+      figure.flops_per_step = report.flops_per_step;
+      figure.step_time_s = report.step_time_s;
+      figure.gpu_count = report.gpu_count;
+    } else {
+      figure.mfu = report.mfu;
+    }
+    figure.precision_mix = {{v1::PRECISION_BF16, 1 - report.fp8_share}};
+    if (report.fp8_share > 0) figure.precision_mix.push_back({v1::PRECISION_FP8, report.fp8_share});
+    figure.interval_s = static_cast<double>(report.end_s - report.start_s);
+    figure.end_time = absl::FromUnixSeconds(report.end_s);
+    reporter->Report(figure);
+    ++mfu_reports_;
+  }
+
+  void OnJobEnd(const sim::JobTruth& job) override {
+    Flush();
+    if (auto it = reporters_.find(job.job_id); it != reporters_.end()) {
+      it->second->Close(absl::Seconds(10));
+      sdk::ReporterStats stats = it->second->Stats();
+      mfu_refused_ += stats.refused + stats.failed + stats.abandoned + stats.dropped;
+      if (stats.failed > 0 && mfu_error_.empty()) {
+        mfu_error_ = "the MFU service did not take the reports (see its log)";
+      }
+      reporters_.erase(it);
+    }
+    if (!registered_.contains(job.job_id)) return;
+    v1::EndJobRequest request;
+    request.mutable_key()->set_cluster(options_.cluster);
+    request.mutable_key()->set_job_id(job.job_id);
+    SetTimestamp(job.end_s, request.mutable_end_time());
+    request.set_final_state(v1::JOB_STATE_COMPLETED);
+    v1::EndJobResponse response;
+    grpc::Status status = jobs_->EndJob(Context(options_).get(), request, &response);
+    if (!status.ok()) Error("EndJob " + job.job_id, status);
+  }
+
+  void Flush() {
+    if (batch_.samples_size() == 0) return;
+    batch_.set_batch_id(absl::StrCat(options_.cluster, "/", options_.seed, "/", batch_seq_++));
+    batch_.set_cluster(options_.cluster);
+    batch_.set_source("goodput-demo");
+    // Retry on backpressure or an outage: the batch id makes a retry safe.
+    for (int attempt = 0;; ++attempt) {
+      v1::PushSamplesResponse response;
+      auto ctx = Context(options_);
+      auto writer = ingest_->PushSamples(ctx.get(), &response);
+      writer->Write(batch_);
+      writer->WritesDone();
+      grpc::Status status = writer->Finish();
+      if (status.ok()) {
+        stored_ += response.stored_count();
+        refused_ += response.refused_count();
+        for (const v1::Refusal& r : response.refusals()) {
+          if (refusal_examples_.size() < 3) refusal_examples_.push_back(r.ShortDebugString());
+        }
+        break;
+      }
+      bool retryable = status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED ||
+                       status.error_code() == grpc::StatusCode::UNAVAILABLE;
+      if (!retryable || attempt >= 20) {
+        Error("PushSamples", status);
+        lost_ += batch_.samples_size();
+        break;
+      }
+      absl::SleepFor(absl::Milliseconds(100 * (attempt + 1)));
+    }
+    batch_.clear_samples();
+  }
+
+  int64_t stored() const { return stored_; }
+  int64_t refused() const { return refused_; }
+  int64_t lost() const { return lost_; }
+  int64_t jobs_started() const { return jobs_started_; }
+  int64_t mfu_reports() const { return mfu_reports_; }
+  int64_t mfu_refused() const { return mfu_refused_; }
+  int64_t errors() const { return errors_; }
+  const std::string& mfu_error() const { return mfu_error_; }
+  const std::vector<std::string>& refusal_examples() const { return refusal_examples_; }
+
+ private:
+  static std::shared_ptr<grpc::Channel> Channel(const std::string& addr) {
+    return grpc::CreateChannel(addr, grpc::InsecureChannelCredentials());
+  }
+
+  void Register(const sim::JobTruth& job, const std::vector<sim::GpuSample>& samples) {
+    v1::RegisterJobRequest request;
+    v1::Job* out = request.mutable_job();
+    out->mutable_key()->set_cluster(options_.cluster);
+    out->mutable_key()->set_job_id(job.job_id);
+    out->set_scheduler(v1::SCHEDULER_KIND_SLURM);
+    out->set_user(job.user);
+    out->set_team(job.team);
+    out->set_name(job.workload);
+    out->set_workload_fingerprint(job.workload);
+    out->set_gpu_model(job.gpu_model);
+    out->set_gpu_count(job.gpu_count);
+    out->set_state(v1::JOB_STATE_RUNNING);
+    SetTimestamp(job.start_s, out->mutable_start_time());
+    std::set<std::pair<std::string, int>> gpus;
+    for (const sim::GpuSample& s : samples) gpus.insert({s.hostname, s.device});
+    for (const auto& [host, device] : gpus) {
+      v1::GpuAllocation* a = out->add_allocations();
+      a->mutable_gpu()->set_host(host);
+      a->mutable_gpu()->set_gpu_index(device);
+      SetTimestamp(job.start_s, a->mutable_start_time());
+    }
+    v1::RegisterJobResponse response;
+    grpc::Status status = jobs_->RegisterJob(Context(options_).get(), request, &response);
+    if (!status.ok()) Error("RegisterJob " + job.job_id, status);
+    registered_.insert(job.job_id);
+  }
+
+  sdk::Reporter* ReporterFor(const sim::JobTruth& job) {
+    if (auto it = reporters_.find(job.job_id); it != reporters_.end()) return it->second.get();
+    absl::StatusOr<std::unique_ptr<sdk::Reporter>> reporter =
+        sdk::Reporter::Create({.endpoint = options_.mfu,
+                               .token = options_.token,
+                               .cluster = options_.cluster,
+                               .job_id = job.job_id,
+                               .framework = "megatron-lm",
+                               .flops_formula = "6N + attention"},
+                              mfu_channel_);
+    if (!reporter.ok()) {
+      if (mfu_error_.empty()) mfu_error_ = std::string(reporter.status().message());
+      return nullptr;
+    }
+    return reporters_.emplace(job.job_id, *std::move(reporter)).first->second.get();
+  }
+
+  void Error(const std::string& what, const grpc::Status& status) {
+    ++errors_;
+    if (errors_ <= 5) {
+      std::fprintf(stderr, "\ngoodput-demo: %s: %s\n", what.c_str(),
+                   status.error_message().c_str());
+    }
+  }
+
+  const Options& options_;
+  std::unique_ptr<v1::JobService::Stub> jobs_;
+  std::unique_ptr<v1::IngestService::Stub> ingest_;
+  std::shared_ptr<grpc::Channel> mfu_channel_;
+  std::set<std::string> registered_;
+  std::map<std::string, std::unique_ptr<sdk::Reporter>> reporters_;
+  v1::PushSamplesRequest batch_;
+  int64_t batch_seq_ = 0;
+  int64_t last_window_end_s_ = 0;
+  int64_t stored_ = 0, refused_ = 0, lost_ = 0, jobs_started_ = 0, mfu_reports_ = 0,
+          mfu_refused_ = 0, errors_ = 0;
+  std::string mfu_error_;
+  std::vector<std::string> refusal_examples_;
+};
+
+// True when the server at `addr` reports `service` SERVING within a few seconds.
+bool Serving(const std::string& addr, const std::string& service) {
+  auto stub = grpc::health::v1::Health::NewStub(
+      grpc::CreateChannel(addr, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  ctx.set_wait_for_ready(true);
+  grpc::health::v1::HealthCheckRequest request;
+  request.set_service(service);
+  grpc::health::v1::HealthCheckResponse response;
+  return stub->Check(&ctx, request, &response).ok() &&
+         response.status() == grpc::health::v1::HealthCheckResponse::SERVING;
+}
+
+std::string Pct(double fraction) { return absl::StrFormat("%.1f%%", fraction * 100); }
+
+// What the platform concluded, job by job, next to the simulator's ground truth.
+void PrintSummary(const Options& options, const sim::FleetSimulator& fleet) {
+  auto ofu =
+      v1::OfuService::NewStub(grpc::CreateChannel(options.ofu, grpc::InsecureChannelCredentials()));
+  auto mfu =
+      v1::MfuService::NewStub(grpc::CreateChannel(options.mfu, grpc::InsecureChannelCredentials()));
+  auto alerts = v1::AlertService::NewStub(
+      grpc::CreateChannel(options.alerting, grpc::InsecureChannelCredentials()));
+
+  std::printf("\n%-14s %5s %-22s %8s %8s  %-24s %s\n", "JOB", "GPUS", "GPU MODEL", "OFU",
+              "TRUE OFU", "MFU VERDICT", "INJECTED");
+  std::string ofu_note, mfu_note;
+  double gpu_hours = 0, effective_gpu_hours = 0;
+  for (const sim::JobTruth& job : fleet.jobs()) {
+    std::string measured = "-", verdict = "-";
+    v1::GetJobSummaryRequest request;
+    request.mutable_job()->set_cluster(options.cluster);
+    request.mutable_job()->set_job_id(job.job_id);
+    v1::GetJobSummaryResponse response;
+    grpc::Status status = ofu->GetJobSummary(Context(options, 10).get(), request, &response);
+    if (status.ok()) {
+      measured = Pct(response.summary().ofu());
+      gpu_hours += response.summary().gpu_hours();
+      effective_gpu_hours += response.summary().effective_gpu_hours();
+    } else if (ofu_note.empty()) {
+      ofu_note = status.error_message();
+    }
+    v1::GetReconciliationRequest rec_request;
+    rec_request.mutable_job()->set_cluster(options.cluster);
+    rec_request.mutable_job()->set_job_id(job.job_id);
+    v1::GetReconciliationResponse rec;
+    status = mfu->GetReconciliation(Context(options, 10).get(), rec_request, &rec);
+    if (status.ok()) {
+      std::string name = v1::Verdict_Name(rec.verdict().verdict());
+      verdict = absl::StrCat(
+          absl::AsciiStrToLower(name.substr(name.find('_') + 1)),
+          rec.verdict().ratio() > 0 ? absl::StrFormat(" %.2fx", rec.verdict().ratio()) : "");
+    } else if (mfu_note.empty()) {
+      mfu_note = status.error_message();
+    }
+    std::vector<std::string> injected;
+    if (job.debug_flag) injected.push_back(absl::StrFormat("debug flag %.1fx", job.debug_factor));
+    for (const sim::InjectedDrop& d : job.drops) {
+      injected.push_back(absl::StrFormat("drop %.1fx", d.factor));
+    }
+    if (job.miscount != sim::Miscount::kNone) injected.push_back(sim::MiscountName(job.miscount));
+    if (!job.idle_gpus.empty())
+      injected.push_back(absl::StrCat(job.idle_gpus.size(), " idle GPUs"));
+    if (!job.straggler_gpus.empty()) {
+      injected.push_back(absl::StrCat(job.straggler_gpus.size(), " stragglers"));
+    }
+    std::printf("%-14s %5d %-22s %8s %8s  %-24s %s\n", job.job_id.c_str(), job.gpu_count,
+                job.gpu_model.substr(0, 22).c_str(), measured.c_str(), Pct(job.steady_ofu).c_str(),
+                verdict.c_str(), absl::StrJoin(injected, ", ").c_str());
+  }
+  std::printf(
+      "(TRUE OFU is the simulator's steady level before warm-up, dips and injected drops)\n");
+  if (gpu_hours > 0) {
+    std::printf("\nFleet: %.0f GPU-hours, %.0f effective GPU-hours, fleet OFU %s\n", gpu_hours,
+                effective_gpu_hours, Pct(effective_gpu_hours / gpu_hours).c_str());
+  }
+  if (!ofu_note.empty()) std::printf("OFU: %s\n", ofu_note.c_str());
+  if (!mfu_note.empty()) std::printf("MFU reconciliation: %s\n", mfu_note.c_str());
+
+  v1::ListAlertsRequest alert_request;
+  alert_request.set_cluster(options.cluster);
+  alert_request.set_page_size(100);
+  v1::ListAlertsResponse alert_response;
+  grpc::Status status =
+      alerts->ListAlerts(Context(options, 10).get(), alert_request, &alert_response);
+  if (status.ok()) {
+    std::printf("\nAlerts: %d\n", alert_response.alerts_size());
+    for (const v1::Alert& alert : alert_response.alerts()) {
+      std::printf("  %-10s %-14s %s (%d deliveries)\n",
+                  absl::AsciiStrToLower(v1::AlertState_Name(alert.state())).c_str(),
+                  alert.job().job_id().c_str(), alert.summary().c_str(), alert.deliveries_size());
+    }
+  } else {
+    std::printf("Alerts: %s\n", status.error_message().c_str());
+  }
+}
+
+int Run(const Options& options) {
+  sim::FleetConfig config = sim::SmallFleetConfig(options.seed);
+  // Plan once to learn the fleet's length, then place it so that it ends now.
+  absl::StatusOr<std::unique_ptr<sim::FleetSimulator>> probe = sim::FleetSimulator::Create(config);
+  if (!probe.ok()) {
+    std::cerr << "goodput-demo: " << probe.status().message() << "\n";
+    return 1;
+  }
+  int64_t length_s = (*probe)->end_s() - config.start_unix_s;
+  config.start_unix_s = absl::ToUnixSeconds(absl::Now()) - length_s - 60;
+  absl::StatusOr<std::unique_ptr<sim::FleetSimulator>> fleet = sim::FleetSimulator::Create(config);
+  if (!fleet.ok()) {
+    std::cerr << "goodput-demo: " << fleet.status().message() << "\n";
+    return 1;
+  }
+  std::printf("Simulated fleet (seed %llu): %zu jobs of 8-32 GPUs over %.1f hours, sent to %s\n",
+              static_cast<unsigned long long>(options.seed), (*fleet)->jobs().size(),
+              double(length_s) / 3600, options.ingest.c_str());
+
+  if (!Serving(options.ingest, "goodput.v1.IngestService")) {
+    std::cerr << "goodput-demo: goodput-ingest at " << options.ingest
+              << " is not serving; start the platform first (./goodput up)\n";
+    return 1;
+  }
+  Options run = options;
+  run.report_mfu = Serving(options.mfu, "goodput.v1.MfuService");
+  if (!run.report_mfu) {
+    std::printf("goodput-mfu at %s is not serving: MFU reports are skipped\n", options.mfu.c_str());
+  }
+  PlatformSink sink(run);
+  Progress progress(config.start_unix_s, (*fleet)->end_s());
+  int steps = 0;
+  while ((*fleet)->Step(sink)) {
+    if (++steps % 20 == 0) progress.Update((*fleet)->now_s(), sink.stored(), sink.jobs_started());
+  }
+  sink.Flush();
+  progress.Update((*fleet)->end_s(), sink.stored(), sink.jobs_started());
+  progress.Done();
+
+  std::printf(
+      "Delivered: %lld GPU-samples stored, %lld refused, %lld MFU reports through the SDK\n",
+      static_cast<long long>(sink.stored()), static_cast<long long>(sink.refused()),
+      static_cast<long long>(sink.mfu_reports()));
+  for (const std::string& example : sink.refusal_examples()) {
+    std::printf("  refused: %s\n", example.c_str());
+  }
+  if (!sink.mfu_error().empty()) std::printf("MFU reports: %s\n", sink.mfu_error().c_str());
+  PrintSummary(options, **fleet);
+  bool clean = sink.lost() == 0 && sink.refused() == 0 && sink.errors() == 0;
+  return clean ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace goodput::demo
+
+int main(int argc, char** argv) {
+  goodput::demo::Options options;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::cerr << "goodput-demo: " << arg << " needs a value\n";
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (arg == "--ingest") {
+      options.ingest = next();
+    } else if (arg == "--ofu") {
+      options.ofu = next();
+    } else if (arg == "--mfu") {
+      options.mfu = next();
+    } else if (arg == "--alerting") {
+      options.alerting = next();
+    } else if (arg == "--cluster") {
+      options.cluster = next();
+    } else if (arg == "--token") {
+      options.token = next();
+    } else if (arg == "--seed") {
+      std::string value = next();
+      if (!absl::SimpleAtoi(value, &options.seed)) {
+        std::cerr << "goodput-demo: --seed: \"" << value << "\" is not a number\n";
+        return 2;
+      }
+    } else if (arg == "--help" || arg == "-h") {
+      std::cout << "usage: goodput-demo [--ingest ADDR] [--ofu ADDR] [--mfu ADDR] "
+                   "[--alerting ADDR] [--cluster NAME] [--seed N] [--token T]\n";
+      return 0;
+    } else {
+      std::cerr << "goodput-demo: unknown argument '" << arg << "'\n";
+      return 2;
+    }
+  }
+  return goodput::demo::Run(options);
+}
