@@ -59,9 +59,12 @@ constexpr char kInsertAllocation[] =
     "($1, $2, $3, $4, $5, tstzrange(to_timestamp($6::bigint / 1000.0), "
     "to_timestamp($7::bigint / 1000.0), '[)'))";
 
-// Samples of the allocated GPU within the allocation that no job has yet.
+// Samples of the allocated GPU within the allocation that no job has yet. Attaching one
+// gives it a new seq and transaction id, so that readers following the samples watermark
+// (goodput-ofu) see it again, now with its job (as kAttachByLabel does).
 constexpr char kAttachByAllocation[] =
-    "UPDATE samples SET job = $1 WHERE job IS NULL AND cluster = $2 AND host = $3 "
+    "UPDATE samples SET job = $1, seq = nextval('samples_seq'), ingest_xid = pg_current_xact_id() "
+    "WHERE job IS NULL AND cluster = $2 AND host = $3 "
     "AND sample_time >= to_timestamp($6::bigint / 1000.0) "
     "AND ($7::bigint IS NULL OR sample_time < to_timestamp($7::bigint / 1000.0)) "
     "AND (($5::text IS NOT NULL AND gpu_uuid = $5) OR "
@@ -69,7 +72,8 @@ constexpr char kAttachByAllocation[] =
 
 // Samples whose dcgm-exporter hpc_job or Osmo workflow label names the job.
 constexpr char kAttachByLabel[] =
-    "UPDATE samples SET job = $1 WHERE job IS NULL AND cluster = $2 AND "
+    "UPDATE samples SET job = $1, seq = nextval('samples_seq'), ingest_xid = pg_current_xact_id() "
+    "WHERE job IS NULL AND cluster = $2 AND "
     "(labels ->> 'hpc_job' = $3 OR labels ->> 'osmo_workflow_id' = $3 OR "
     "labels ->> 'osmo.workflow_id' = $3)";
 

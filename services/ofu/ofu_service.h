@@ -1,16 +1,36 @@
-// goodput.v1.OfuService: the gRPC face of goodput-ofu. Every RPC answers UNIMPLEMENTED
-// naming the work that builds it until that work lands; the binary already serves health,
-// reflection, metrics and auth so that deployments and clients can be wired up now.
+// goodput.v1.OfuService: the gRPC face of goodput-ofu. Queries read the windows the
+// consumer (ofu_consumer.h) commits to PostgreSQL; GetLatestOfu reads the Redis cache first;
+// StreamJobOfu replays from PostgreSQL and then follows the consumer's commits;
+// IngestAttributedBatch only wakes the consumer, which reads the same samples from
+// PostgreSQL (the source of truth), so a push can never make a sample count twice.
 #pragma once
 
+#include <memory>
+
 #include "goodput/v1/ofu.grpc.pb.h"
+#include "services/core/gpu_catalog.h"
+#include "services/ofu/ofu_consumer.h"
+#include "services/ofu/ofu_live.h"
+#include "services/ofu/ofu_store.h"
 
 namespace goodput::ofu {
 
 namespace v1 = ::goodput::v1;
 
+struct OfuServiceOptions {
+  int32_t window_s = 60;
+  double low_efficiency_ofu_threshold = 0.2;
+  double straggler_threshold = 0.2;
+  // Wall clock (unix ms) for "now" in summaries; injectable for tests.
+  std::function<int64_t()> clock = {};
+};
+
 class OfuServiceImpl final : public v1::OfuService::CallbackService {
  public:
+  // Every pointer must outlive the service; `consumer` and `cache` may be null.
+  OfuServiceImpl(OfuStore* store, OfuConsumer* consumer, LatestCache* cache, StreamHub* hub,
+                 const core::GpuCatalog* catalog, OfuServiceOptions options);
+
   grpc::ServerUnaryReactor* GetJobOfu(grpc::CallbackServerContext* context,
                                       const v1::GetJobOfuRequest* request,
                                       v1::GetJobOfuResponse* response) override;
@@ -34,6 +54,31 @@ class OfuServiceImpl final : public v1::OfuService::CallbackService {
   grpc::ServerUnaryReactor* IngestAttributedBatch(
       grpc::CallbackServerContext* context, const v1::IngestAttributedBatchRequest* request,
       v1::IngestAttributedBatchResponse* response) override;
+
+  // The logic behind the RPCs, callable without gRPC (tests).
+  absl::Status DoGetJobOfu(const v1::GetJobOfuRequest& request, v1::GetJobOfuResponse* response);
+  absl::Status DoGetJobSummary(const v1::GetJobSummaryRequest& request,
+                               v1::GetJobSummaryResponse* response);
+  absl::Status DoGetLatestOfu(const v1::GetLatestOfuRequest& request,
+                              v1::GetLatestOfuResponse* response);
+  absl::Status DoGetFleetSummary(const v1::GetFleetSummaryRequest& request,
+                                 v1::GetFleetSummaryResponse* response);
+  absl::Status DoListGpuSpecs(const v1::ListGpuSpecsRequest& request,
+                              v1::ListGpuSpecsResponse* response);
+  absl::Status DoEstimateGemmOverhead(const v1::EstimateGemmOverheadRequest& request,
+                                      v1::EstimateGemmOverheadResponse* response);
+
+ private:
+  int64_t NowMs() const;
+
+  OfuStore* store_;
+  OfuConsumer* consumer_;
+  LatestCache* cache_;
+  StreamHub* hub_;
+  const core::GpuCatalog* catalog_;
+  OfuServiceOptions options_;
+  absl::Mutex mu_;
+  absl::flat_hash_map<std::string, int64_t> producer_watermarks_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace goodput::ofu

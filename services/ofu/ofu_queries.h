@@ -1,0 +1,102 @@
+// Query-side arithmetic of goodput-ofu over stored windows, kept apart from storage and RPC
+// glue so that it is unit-testable: downsampling windows into coarser buckets, the whole-job
+// summary (steady state, GPU-hours, effective and idle GPU-hours) and the fleet summary.
+// Pure: no I/O, no clock, no protobuf.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "services/ofu/window_engine.h"
+
+namespace goodput::ofu {
+
+// A stored window as the queries read it.
+struct StoredWindow {
+  WindowResult result;
+  int32_t window_s = 0;
+  int32_t revision = 0;
+};
+
+// Job identity and figures for summaries.
+struct JobRow {
+  int64_t id = 0;
+  std::string cluster = {};
+  std::string job_id = {};
+  std::string gpu_model = {};
+  std::string team = {};
+  std::string scheduler = {};
+  std::string workload_fingerprint = {};
+  std::string state = {};
+  int gpus_allocated = 0;
+  std::optional<int64_t> start_ms = {};
+  std::optional<int64_t> end_ms = {};
+  int64_t late_sample_count = 0;
+};
+
+// Effective bucket length for a requested resolution: the native window when resolution_s is
+// 0 or at most native_s, otherwise resolution_s rounded up to a multiple of native_s.
+int32_t EffectiveResolutionS(int32_t resolution_s, int32_t native_s);
+
+// Merges windows (of one job and one GPU, or of the job level) into buckets of `bucket_s`
+// aligned to the epoch: sample-weighted OFU mean with the CI recomputed from the merged
+// moments (core MergeOfuStats), flags united, min/max of the GPU spread, means of coverage,
+// median (approximation: mean of the window medians) and SI, max of TI and HBM, energy summed.
+// Input in time order (per GPU for per-GPU windows); output in the same order.
+std::vector<StoredWindow> Downsample(const std::vector<StoredWindow>& windows, int32_t bucket_s);
+
+struct PerGpuFigure {
+  std::string gpu;
+  double ofu = 0;     // sample-weighted mean over the job
+  bool idle = false;  // idle in every window it reported
+};
+
+struct JobSummaryFigures {
+  std::optional<int64_t> first_start_ms, last_end_ms;
+  int64_t sample_count = 0;
+  std::optional<double> ofu, ofu_ci95_half_width;
+  std::optional<double> steady_state_ofu;
+  std::optional<int64_t> steady_state_start_ms;
+  double gpu_coverage = 0;
+  double gpu_hours = 0, effective_gpu_hours = 0, idle_gpu_hours = 0;
+  std::optional<double> spatial_imbalance, temporal_imbalance;
+  std::vector<StragglerResult> stragglers;
+  std::vector<std::string> idle_gpus;
+  Roofline roofline = Roofline::kUnspecified;
+  std::optional<double> hbm_peak_fraction, energy_j, energy_kwh_per_gpu_hour;
+  uint32_t flags = 0;
+  bool all_final = true;
+};
+
+// Steady state starts at the first window whose OFU reaches `steady_fraction` of the median
+// window OFU of the job (warm-up is the ramp before it); unset when that is the first window
+// with data and the job has fewer than three windows.
+JobSummaryFigures SummarizeJob(const JobRow& job, const std::vector<StoredWindow>& job_windows,
+                               const std::vector<PerGpuFigure>& gpus, int64_t now_ms,
+                               double steady_fraction = 0.9, double straggler_threshold = 0.2);
+
+struct FleetFilter {
+  // Empty: all.
+  std::string cluster = {};
+  std::string gpu_model = {};
+  std::string team = {};
+  std::string scheduler = {};
+};
+enum class FleetDimension { kCluster, kGpuModel, kTeam, kScheduler };
+struct FleetGroupFigures {
+  std::string cluster, gpu_model, team, scheduler;
+  int64_t job_count = 0;
+  double gpu_hours = 0, effective_gpu_hours = 0, ofu_mean = 0, idle_gpu_hours = 0,
+         low_efficiency_gpu_hours = 0;
+  std::vector<double> gpu_hours_by_ofu_decile = std::vector<double>(10, 0.0);
+};
+// Groups job-level windows by the dimensions (none: one group), largest GPU-hours first;
+// the second value is the total over all groups.
+std::pair<std::vector<FleetGroupFigures>, FleetGroupFigures> SummarizeFleet(
+    const std::vector<std::pair<JobRow, StoredWindow>>& windows, const FleetFilter& filter,
+    const std::vector<FleetDimension>& group_by, double low_efficiency_threshold);
+
+}  // namespace goodput::ofu

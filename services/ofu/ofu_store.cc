@@ -1,0 +1,574 @@
+#include "services/ofu/ofu_store.h"
+
+#include <cmath>
+#include <limits>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "nlohmann/json.hpp"
+
+namespace goodput::ofu {
+namespace {
+
+constexpr int64_t kNoTime = std::numeric_limits<int64_t>::min();
+
+// Milliseconds since the epoch of a timestamptz expression.
+#define GOODPUT_MS(expr) "(extract(epoch FROM " expr ") * 1000)::bigint"
+
+constexpr char kShardFilter[] =
+    "((hashtextextended(j.cluster || '/' || j.job_id, 0) % $SC) + $SC) % $SC = $SI";
+
+// The highest seq handed out so far (a fresh sequence has handed out none: last_value is
+// then the first value to come).
+constexpr char kSequenceValue[] =
+    "SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM samples_seq";
+constexpr char kSnapshot[] =
+    "SELECT pg_snapshot_xmin(pg_current_snapshot())::text, "
+    "pg_snapshot_xmax(pg_current_snapshot())::text";
+
+constexpr char kSampleColumns[] =
+    "s.seq, s.job, s.host, s.gpu_index, coalesce(s.gpu_uuid, ''), coalesce(s.gpu_model, ''), " GOODPUT_MS(
+        "s.sample_time") ", s.tensor_active, s.sm_clock_mhz, s.dram_active, s.gr_engine_active, "
+                         "s.fb_used_mib, s.power_w, s.energy_mj";
+
+constexpr char kLoadState[] =
+    "SELECT xid_done::text, xid_round_end::text, seq_cursor, seq_floor, samples_consumed, "
+    "commit_seq "
+    "FROM ofu_consumer_state WHERE shard_index = $1 AND shard_count = $2";
+
+constexpr char kSaveState[] =
+    "INSERT INTO ofu_consumer_state (shard_index, shard_count, xid_done, xid_round_end, "
+    "seq_cursor, seq_floor, samples_consumed, commit_seq, updated_at) "
+    "VALUES ($1, $2, $3::xid8, $4::xid8, $5, $6, $7, $8, now()) "
+    "ON CONFLICT (shard_index, shard_count) DO UPDATE SET xid_done = EXCLUDED.xid_done, "
+    "xid_round_end = EXCLUDED.xid_round_end, seq_cursor = EXCLUDED.seq_cursor, "
+    "seq_floor = EXCLUDED.seq_floor, samples_consumed = EXCLUDED.samples_consumed, "
+    "commit_seq = EXCLUDED.commit_seq, "
+    "updated_at = now()";
+
+constexpr char kJobColumns[] =
+    "j.id, j.cluster, j.job_id, j.gpu_model, j.team, j.scheduler, j.workload_fingerprint, "
+    "j.state, greatest((SELECT count(*) FROM (SELECT DISTINCT g.host, g.gpu_index, g.gpu_uuid "
+    "FROM job_gpus g WHERE g.job = j.id) x), coalesce((to_jsonb(j) ->> 'gpu_count')::int, 0)), "
+    "" GOODPUT_MS("j.start_time") ", " GOODPUT_MS("j.end_time") ", " GOODPUT_MS(
+        "st.final_before") ", " GOODPUT_MS("st.max_event_time") ", coalesce(st.late_sample_count, 0)";
+
+constexpr char kWindowColumns[] =
+    "w.job, w.gpu, " GOODPUT_MS(
+        "w.start_time") ", w.window_s, w.gpu_model, w.ofu, w.ofu_stddev, w.ofu_ci95_half_width, "
+                        "w.sample_count, w.gpus_reporting, w.gpus_allocated, w.gpu_coverage, "
+                        "w.gpu_ofu_min, w.gpu_ofu_median, w.gpu_ofu_max, w.tensor_active_mean, "
+                        "w.sm_clock_mhz_mean, w.flags, w.spatial_imbalance, w.temporal_imbalance, "
+                        "w.stragglers::text, array_to_json(w.idle_gpus)::text, w.roofline_class, "
+                        "w.hbm_peak_fraction, w.energy_j, w.power_w_mean, w.late_sample_count, "
+                        "w.revision, w.finalized";
+
+std::string Replace(std::string s, const std::string& from, const std::string& to) {
+  size_t pos = 0;
+  while ((pos = s.find(from, pos)) != std::string::npos) {
+    s.replace(pos, from.size(), to);
+    pos += to.size();
+  }
+  return s;
+}
+
+std::string ShardFilter(const ShardConfig& shard) {
+  return Replace(Replace(kShardFilter, "$SC", std::to_string(shard.count)), "$SI",
+                 std::to_string(shard.index));
+}
+
+double D(const pqxx::field& f) { return f.is_null() ? kNoValue : f.as<double>(); }
+std::optional<double> OptD(const pqxx::field& f) {
+  if (f.is_null()) return std::nullopt;
+  return f.as<double>();
+}
+int64_t Ms(const pqxx::field& f) { return f.is_null() ? kNoTime : f.as<int64_t>(); }
+
+std::string Num(std::optional<double> v) {
+  if (!v.has_value() || !std::isfinite(*v)) return "NULL";
+  return absl::StrFormat("%.17g", *v);
+}
+std::string Num(double v) { return Num(std::optional<double>(v)); }
+std::string TimeSql(int64_t ms) {
+  if (ms == kNoTime) return "NULL";
+  return absl::StrCat("(timestamptz 'epoch' + ", ms, " * interval '1 millisecond')");
+}
+
+uint64_t XidValue(const std::string& s) {
+  uint64_t v = 0;
+  if (!absl::SimpleAtoi(s, &v)) return 0;
+  return v;
+}
+
+JobRow ParseJob(const pqxx::row& r) {
+  JobRow j;
+  j.id = r[0].as<int64_t>();
+  j.cluster = r[1].as<std::string>();
+  j.job_id = r[2].as<std::string>();
+  j.gpu_model = r[3].as<std::string>();
+  j.team = r[4].as<std::string>();
+  j.scheduler = r[5].as<std::string>();
+  j.workload_fingerprint = r[6].as<std::string>();
+  j.state = r[7].as<std::string>();
+  j.gpus_allocated = r[8].as<int>();
+  if (!r[9].is_null()) j.start_ms = r[9].as<int64_t>();
+  if (!r[10].is_null()) j.end_ms = r[10].as<int64_t>();
+  j.late_sample_count = r[13].as<int64_t>();
+  return j;
+}
+
+StoredWindow ParseWindow(const pqxx::row& r, int o) {
+  StoredWindow s;
+  WindowResult& w = s.result;
+  w.job = r[o + 0].as<int64_t>();
+  w.gpu = r[o + 1].as<std::string>();
+  w.start_ms = r[o + 2].as<int64_t>();
+  s.window_s = r[o + 3].as<int32_t>();
+  w.end_ms = w.start_ms + int64_t{s.window_s} * 1000;
+  w.gpu_model = r[o + 4].as<std::string>();
+  w.ofu = OptD(r[o + 5]);
+  w.ofu_stddev = r[o + 6].as<double>();
+  w.ofu_ci95_half_width = OptD(r[o + 7]);
+  w.sample_count = r[o + 8].as<int64_t>();
+  w.gpus_reporting = r[o + 9].as<int>();
+  w.gpus_allocated = r[o + 10].as<int>();
+  w.gpu_coverage = r[o + 11].as<double>();
+  w.gpu_ofu_min = OptD(r[o + 12]);
+  w.gpu_ofu_median = OptD(r[o + 13]);
+  w.gpu_ofu_max = OptD(r[o + 14]);
+  w.tensor_active_mean = OptD(r[o + 15]);
+  w.sm_clock_mhz_mean = OptD(r[o + 16]);
+  w.flags = static_cast<uint32_t>(r[o + 17].as<int64_t>());
+  w.spatial_imbalance = OptD(r[o + 18]);
+  w.temporal_imbalance = OptD(r[o + 19]);
+  nlohmann::json stragglers = nlohmann::json::parse(r[o + 20].as<std::string>(), nullptr, false);
+  if (stragglers.is_array()) {
+    for (const auto& s : stragglers) {
+      w.stragglers.push_back(
+          {.gpu = s.value("gpu", ""), .ofu = s.value("ofu", 0.0), .score = s.value("score", 0.0)});
+    }
+  }
+  nlohmann::json idle = nlohmann::json::parse(r[o + 21].as<std::string>(), nullptr, false);
+  if (idle.is_array()) {
+    for (const auto& g : idle) w.idle_gpus.push_back(g.get<std::string>());
+  }
+  w.roofline = static_cast<Roofline>(r[o + 22].as<int>());
+  w.hbm_peak_fraction = OptD(r[o + 23]);
+  w.energy_j = OptD(r[o + 24]);
+  w.power_w_mean = OptD(r[o + 25]);
+  w.late_sample_count = r[o + 26].as<int64_t>();
+  s.revision = r[o + 27].as<int32_t>();
+  w.finalized = r[o + 28].as<bool>();
+  return s;
+}
+
+ConsumedSample ParseSample(const pqxx::row& r) {
+  ConsumedSample c;
+  c.seq = r[0].as<int64_t>();
+  c.job = r[1].as<int64_t>();
+  std::optional<int> index;
+  if (!r[3].is_null()) index = r[3].as<int>();
+  c.sample.gpu = GpuKey(r[2].as<std::string>(), index, r[4].as<std::string>());
+  c.sample_gpu_model = r[5].as<std::string>();
+  c.sample.timestamp_ms = r[6].as<int64_t>();
+  c.sample.tensor_active = D(r[7]);
+  c.sample.sm_clock_mhz = D(r[8]);
+  c.sample.dram_active = D(r[9]);
+  c.sample.gr_engine_active = D(r[10]);
+  c.sample.fb_used_mib = D(r[11]);
+  c.sample.power_w = D(r[12]);
+  c.sample.energy_mj = D(r[13]);
+  return c;
+}
+
+std::string WindowValues(pqxx::work& txn, const WindowResult& w, int64_t window_s,
+                         const std::string& producer, int64_t commit_seq) {
+  nlohmann::json stragglers = nlohmann::json::array();
+  for (const StragglerResult& s : w.stragglers) {
+    stragglers.push_back({{"gpu", s.gpu}, {"ofu", s.ofu}, {"score", s.score}});
+  }
+  std::vector<std::string> idle;
+  for (const std::string& g : w.idle_gpus) idle.push_back(txn.quote(g));
+  std::optional<double> ci = w.ofu_ci95_half_width;
+  return absl::StrCat(
+      "(", w.job, ",", txn.quote(w.gpu), ",", TimeSql(w.start_ms), ",", window_s, ",",
+      txn.quote(w.gpu_model), ",", Num(w.ofu), ",", Num(w.ofu_stddev), ",", Num(ci), ",",
+      w.sample_count, ",", w.gpus_reporting, ",", w.gpus_allocated, ",", Num(w.gpu_coverage), ",",
+      Num(w.gpu_ofu_min), ",", Num(w.gpu_ofu_median), ",", Num(w.gpu_ofu_max), ",",
+      Num(w.tensor_active_mean), ",", Num(w.sm_clock_mhz_mean), ",", w.flags, ",",
+      Num(w.spatial_imbalance), ",", Num(w.temporal_imbalance), ",", txn.quote(stragglers.dump()),
+      "::jsonb,", "ARRAY[", absl::StrJoin(idle, ","), "]::text[],", w.idle_gpus.size(), ",",
+      static_cast<int>(w.roofline), ",", Num(w.hbm_peak_fraction), ",", Num(w.energy_j), ",",
+      Num(w.power_w_mean), ",", w.finalized ? "true" : "false", ",",
+      txn.quote(w.gpu.empty() ? producer : ""), ",", w.gpu.empty() ? commit_seq : 0, ")");
+}
+
+constexpr char kUpsertWindowsHead[] =
+    "INSERT INTO ofu_windows AS w (job, gpu, start_time, window_s, gpu_model, ofu, ofu_stddev, "
+    "ofu_ci95_half_width, sample_count, gpus_reporting, gpus_allocated, gpu_coverage, "
+    "gpu_ofu_min, gpu_ofu_median, gpu_ofu_max, tensor_active_mean, sm_clock_mhz_mean, flags, "
+    "spatial_imbalance, temporal_imbalance, stragglers, idle_gpus, idle_gpu_count, "
+    "roofline_class, hbm_peak_fraction, energy_j, power_w_mean, finalized, producer, commit_seq) "
+    "VALUES ";
+constexpr char kUpsertWindowsTail[] =
+    " ON CONFLICT (job, gpu, start_time) DO UPDATE SET window_s = EXCLUDED.window_s, "
+    "gpu_model = EXCLUDED.gpu_model, ofu = EXCLUDED.ofu, ofu_stddev = EXCLUDED.ofu_stddev, "
+    "ofu_ci95_half_width = EXCLUDED.ofu_ci95_half_width, sample_count = EXCLUDED.sample_count, "
+    "gpus_reporting = EXCLUDED.gpus_reporting, gpus_allocated = EXCLUDED.gpus_allocated, "
+    "gpu_coverage = EXCLUDED.gpu_coverage, gpu_ofu_min = EXCLUDED.gpu_ofu_min, "
+    "gpu_ofu_median = EXCLUDED.gpu_ofu_median, gpu_ofu_max = EXCLUDED.gpu_ofu_max, "
+    "tensor_active_mean = EXCLUDED.tensor_active_mean, "
+    "sm_clock_mhz_mean = EXCLUDED.sm_clock_mhz_mean, "
+    "flags = EXCLUDED.flags | (w.flags & 128), spatial_imbalance = EXCLUDED.spatial_imbalance, "
+    "temporal_imbalance = EXCLUDED.temporal_imbalance, stragglers = EXCLUDED.stragglers, "
+    "idle_gpus = EXCLUDED.idle_gpus, idle_gpu_count = EXCLUDED.idle_gpu_count, "
+    "roofline_class = EXCLUDED.roofline_class, hbm_peak_fraction = EXCLUDED.hbm_peak_fraction, "
+    "energy_j = EXCLUDED.energy_j, power_w_mean = EXCLUDED.power_w_mean, "
+    "finalized = EXCLUDED.finalized, producer = EXCLUDED.producer, "
+    "commit_seq = EXCLUDED.commit_seq, revision = w.revision + 1, updated_at = now() "
+    "WHERE NOT w.finalized";
+
+constexpr char kAddLate[] =
+    "UPDATE ofu_windows SET late_sample_count = late_sample_count + $3, flags = flags | 128, "
+    "producer = $4, commit_seq = $5 WHERE job = $1 AND gpu = '' AND start_time = timestamptz "
+    "'epoch' + $2 * interval '1 "
+    "millisecond'";
+constexpr char kAddLateToJob[] =
+    "INSERT INTO ofu_job_state (job, late_sample_count) VALUES ($1, $2) ON CONFLICT (job) DO "
+    "UPDATE SET late_sample_count = ofu_job_state.late_sample_count + EXCLUDED.late_sample_count, "
+    "updated_at = now()";
+
+}  // namespace
+
+#undef GOODPUT_MS
+
+std::string GpuKey(const std::string& host, std::optional<int> gpu_index, const std::string& uuid) {
+  return absl::StrCat(host, "/", gpu_index.has_value() ? std::to_string(*gpu_index) : "", "/",
+                      uuid);
+}
+
+GpuKeyParts ParseGpuKey(const std::string& key) {
+  std::vector<std::string> parts = absl::StrSplit(key, absl::MaxSplits('/', 2));
+  GpuKeyParts out;
+  if (parts.size() != 3) {
+    out.uuid = key;
+    return out;
+  }
+  out.host = parts[0];
+  int index = 0;
+  if (!parts[1].empty() && absl::SimpleAtoi(parts[1], &index)) out.gpu_index = index;
+  out.uuid = parts[2];
+  return out;
+}
+
+absl::StatusOr<ConsumerState> OfuStore::LoadState() {
+  return pool_->RunTransactionFor<ConsumerState>(
+      [&](pqxx::work& txn) -> absl::StatusOr<ConsumerState> {
+        ConsumerState s;
+        pqxx::result r = txn.exec_params(kLoadState, shard_.index, shard_.count);
+        if (!r.empty()) {
+          s.xid_done = r[0][0].as<std::string>();
+          s.xid_round_end = r[0][1].as<std::string>();
+          s.seq_cursor = r[0][2].as<int64_t>();
+          s.seq_floor = r[0][3].as<int64_t>();
+          s.samples_consumed = r[0][4].as<int64_t>();
+          s.commit_seq = r[0][5].as<int64_t>();
+        }
+        return s;
+      });
+}
+
+absl::Status OfuStore::BeginRound(ConsumerState& state) {
+  if (state.in_round()) return absl::OkStatus();
+  // The sequence value is read in a statement before the snapshot's: see the header.
+  absl::StatusOr<int64_t> seq =
+      pool_->RunTransactionFor<int64_t>([&](pqxx::work& txn) -> absl::StatusOr<int64_t> {
+        return txn.exec(kSequenceValue)[0][0].as<int64_t>();
+      });
+  if (!seq.ok()) return seq.status();
+  absl::StatusOr<std::pair<std::string, std::string>> snap =
+      pool_->RunTransactionFor<std::pair<std::string, std::string>>(
+          [&](pqxx::work& txn) -> absl::StatusOr<std::pair<std::string, std::string>> {
+            pqxx::result r = txn.exec(kSnapshot);
+            return std::make_pair(r[0][0].as<std::string>(), r[0][1].as<std::string>());
+          });
+  if (!snap.ok()) return snap.status();
+  // Pair this snapshot's xmax with the sequence value of the previous round start, so that a
+  // writer that drew its first seq just before taking its transaction id is still above it.
+  if (last_seq_read_.has_value()) floor_candidates_.emplace_back(snap->second, *last_seq_read_);
+  last_seq_read_ = *seq;
+  if (XidValue(snap->first) <= XidValue(state.xid_done)) return absl::OkStatus();  // nothing new
+  state.xid_round_end = snap->first;
+  state.seq_cursor = std::max(state.seq_cursor, state.seq_floor);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<ConsumedSample>> OfuStore::ReadPage(const ConsumerState& state,
+                                                               int limit) {
+  if (!state.in_round()) return std::vector<ConsumedSample>{};
+  const std::string sql = absl::StrCat(
+      "SELECT ", kSampleColumns, " FROM samples s JOIN jobs j ON j.id = s.job WHERE s.seq > $1 ",
+      "AND s.ingest_xid >= $2::xid8 AND s.ingest_xid < $3::xid8 AND s.job IS NOT NULL AND ",
+      ShardFilter(shard_), " ORDER BY s.seq LIMIT $4");
+  return pool_->RunTransactionFor<std::vector<ConsumedSample>>(
+      [&](pqxx::work& txn) -> absl::StatusOr<std::vector<ConsumedSample>> {
+        pqxx::result r = txn.exec_params(sql, std::max(state.seq_cursor, state.seq_floor),
+                                         state.xid_done, state.xid_round_end, limit);
+        std::vector<ConsumedSample> out;
+        out.reserve(r.size());
+        for (const pqxx::row& row : r) out.push_back(ParseSample(row));
+        return out;
+      });
+}
+
+void OfuStore::AdvanceState(ConsumerState& state, const std::vector<ConsumedSample>& page,
+                            int limit) {
+  state.samples_consumed += static_cast<int64_t>(page.size());
+  if (!page.empty()) state.seq_cursor = std::max(state.seq_cursor, page.back().seq);
+  if (static_cast<int>(page.size()) >= limit) return;
+  state.xid_done = state.xid_round_end;
+  const uint64_t done = XidValue(state.xid_done);
+  while (!floor_candidates_.empty() && XidValue(floor_candidates_.front().first) <= done) {
+    state.seq_floor = std::max(state.seq_floor, floor_candidates_.front().second);
+    floor_candidates_.pop_front();
+  }
+  state.seq_cursor = state.seq_floor;
+}
+
+absl::StatusOr<absl::flat_hash_map<int64_t, JobRecord>> OfuStore::LoadJobs(
+    const std::vector<int64_t>& ids) {
+  const std::string sql = absl::StrCat("SELECT ", kJobColumns,
+                                       " FROM jobs j LEFT JOIN ofu_job_state st ON st.job = j.id "
+                                       "WHERE j.id = ANY($1::bigint[])");
+  const std::string array = absl::StrCat("{", absl::StrJoin(ids, ","), "}");
+  return pool_->RunTransactionFor<absl::flat_hash_map<int64_t, JobRecord>>(
+      [&](pqxx::work& txn) -> absl::StatusOr<absl::flat_hash_map<int64_t, JobRecord>> {
+        absl::flat_hash_map<int64_t, JobRecord> out;
+        for (const pqxx::row& r : txn.exec_params(sql, array)) {
+          JobRow row = ParseJob(r);
+          JobRecord rec;
+          rec.info.job = row.id;
+          rec.info.gpu_model = row.gpu_model;
+          rec.info.gpus_allocated = row.gpus_allocated;
+          rec.info.final_before_ms = Ms(r[11]);
+          rec.info.max_event_ms = Ms(r[12]);
+          rec.cluster = row.cluster;
+          rec.job_id = row.job_id;
+          out[row.id] = std::move(rec);
+        }
+        return out;
+      });
+}
+
+absl::StatusOr<std::vector<std::pair<JobRecord, std::vector<Sample>>>> OfuStore::LoadOpenJobs(
+    const ConsumerState& state, int64_t lookback_ms) {
+  const std::string jobs_sql = absl::StrCat(
+      "SELECT j.id FROM ofu_job_state st JOIN jobs j ON j.id = st.job WHERE st.max_event_time IS "
+      "NOT NULL AND (st.final_before IS NULL OR st.final_before <= st.max_event_time) AND ",
+      ShardFilter(shard_));
+  absl::StatusOr<std::vector<int64_t>> ids = pool_->RunTransactionFor<std::vector<int64_t>>(
+      [&](pqxx::work& txn) -> absl::StatusOr<std::vector<int64_t>> {
+        std::vector<int64_t> out;
+        for (const pqxx::row& r : txn.exec(jobs_sql)) out.push_back(r[0].as<int64_t>());
+        return out;
+      });
+  if (!ids.ok()) return ids.status();
+  std::vector<std::pair<JobRecord, std::vector<Sample>>> out;
+  if (ids->empty()) return out;
+  absl::StatusOr<absl::flat_hash_map<int64_t, JobRecord>> jobs = LoadJobs(*ids);
+  if (!jobs.ok()) return jobs.status();
+  const std::string samples_sql = absl::StrCat(
+      "SELECT ", kSampleColumns,
+      " FROM samples s WHERE s.job = $1 AND s.sample_time >= coalesce(timestamptz 'epoch' + $2 "
+      "* interval '1 millisecond', '-infinity') AND (s.ingest_xid < $3::xid8 OR "
+      "(s.ingest_xid < $4::xid8 AND s.seq <= $5)) ORDER BY s.seq");
+  for (auto& [id, rec] : *jobs) {
+    absl::StatusOr<std::vector<Sample>> samples = pool_->RunTransactionFor<std::vector<Sample>>(
+        [&](pqxx::work& txn) -> absl::StatusOr<std::vector<Sample>> {
+          std::optional<int64_t> from;
+          if (rec.info.final_before_ms != kNoTime) from = rec.info.final_before_ms - lookback_ms;
+          std::vector<Sample> v;
+          for (const pqxx::row& r : txn.exec_params(samples_sql, id, from, state.xid_done,
+                                                    state.xid_round_end, state.seq_cursor)) {
+            v.push_back(ParseSample(r).sample);
+          }
+          return v;
+        });
+    if (!samples.ok()) return samples.status();
+    out.emplace_back(rec, *std::move(samples));
+  }
+  return out;
+}
+
+absl::Status OfuStore::Commit(const std::vector<WindowResult>& results,
+                              const std::vector<LateCount>& late,
+                              const std::vector<JobProgress>& progress, const ConsumerState& state,
+                              int64_t window_s) {
+  return pool_->RunTransaction([&](pqxx::work& txn) -> absl::Status {
+    constexpr size_t kChunk = 500;
+    for (size_t i = 0; i < results.size(); i += kChunk) {
+      std::string sql = kUpsertWindowsHead;
+      for (size_t k = i; k < std::min(results.size(), i + kChunk); ++k) {
+        if (k > i) sql += ",";
+        sql += WindowValues(txn, results[k], window_s, ProducerId(), state.commit_seq);
+      }
+      sql += kUpsertWindowsTail;
+      txn.exec(sql);
+    }
+    for (const LateCount& l : late) {
+      txn.exec_params(kAddLate, l.job, l.window_start_ms, l.count, ProducerId(), state.commit_seq);
+      txn.exec_params(kAddLateToJob, l.job, l.count);
+    }
+    for (const JobProgress& p : progress) {
+      txn.exec(
+          absl::StrCat("INSERT INTO ofu_job_state (job, final_before, max_event_time) VALUES (",
+                       p.job, ",", TimeSql(p.final_before_ms), ",", TimeSql(p.max_event_ms),
+                       ") ON CONFLICT (job) DO UPDATE SET final_before = EXCLUDED.final_before, "
+                       "max_event_time = EXCLUDED.max_event_time, updated_at = now()"));
+    }
+    txn.exec_params(kSaveState, shard_.index, shard_.count, state.xid_done, state.xid_round_end,
+                    state.seq_cursor, state.seq_floor, state.samples_consumed, state.commit_seq);
+    return absl::OkStatus();
+  });
+}
+
+absl::StatusOr<JobRow> OfuStore::FindJob(const std::string& cluster, const std::string& job_id) {
+  const std::string sql = absl::StrCat("SELECT ", kJobColumns,
+                                       " FROM jobs j LEFT JOIN ofu_job_state st ON st.job = j.id "
+                                       "WHERE j.cluster = $1 AND j.job_id = $2");
+  return pool_->RunTransactionFor<JobRow>([&](pqxx::work& txn) -> absl::StatusOr<JobRow> {
+    pqxx::result r = txn.exec_params(sql, cluster, job_id);
+    if (r.empty()) {
+      return absl::NotFoundError(
+          absl::StrCat("job cluster=\"", cluster, "\" job_id=\"", job_id, "\" is not known"));
+    }
+    return ParseJob(r[0]);
+  });
+}
+
+absl::StatusOr<std::vector<StoredWindow>> OfuStore::Windows(int64_t job, bool per_gpu,
+                                                            int64_t from_ms, int64_t to_ms,
+                                                            int limit) {
+  std::string sql =
+      absl::StrCat("SELECT ", kWindowColumns, " FROM ofu_windows w WHERE w.job = $1 AND ",
+                   per_gpu ? "w.gpu <> ''" : "w.gpu = ''",
+                   " AND w.start_time >= timestamptz 'epoch' + $2 * interval '1 millisecond'"
+                   " AND w.start_time < timestamptz 'epoch' + $3 * interval '1 millisecond'"
+                   " ORDER BY w.start_time, w.gpu");
+  if (limit > 0) absl::StrAppend(&sql, " LIMIT ", limit);
+  return pool_->RunTransactionFor<std::vector<StoredWindow>>(
+      [&](pqxx::work& txn) -> absl::StatusOr<std::vector<StoredWindow>> {
+        std::vector<StoredWindow> out;
+        for (const pqxx::row& r : txn.exec_params(sql, job, from_ms, to_ms)) {
+          out.push_back(ParseWindow(r, 0));
+        }
+        return out;
+      });
+}
+
+absl::StatusOr<std::vector<std::pair<JobRow, StoredWindow>>> OfuStore::FleetWindows(int64_t from_ms,
+                                                                                    int64_t to_ms) {
+  const std::string sql = absl::StrCat(
+      "SELECT ", kJobColumns, ", ", kWindowColumns,
+      " FROM ofu_windows w JOIN jobs j ON j.id = w.job LEFT JOIN ofu_job_state st ON st.job = "
+      "j.id WHERE w.gpu = '' AND w.start_time >= timestamptz 'epoch' + $1 * interval '1 "
+      "millisecond' AND w.start_time < timestamptz 'epoch' + $2 * interval '1 millisecond'");
+  return pool_->RunTransactionFor<std::vector<std::pair<JobRow, StoredWindow>>>(
+      [&](pqxx::work& txn) -> absl::StatusOr<std::vector<std::pair<JobRow, StoredWindow>>> {
+        std::vector<std::pair<JobRow, StoredWindow>> out;
+        for (const pqxx::row& r : txn.exec_params(sql, from_ms, to_ms)) {
+          out.emplace_back(ParseJob(r), ParseWindow(r, 14));
+        }
+        return out;
+      });
+}
+
+absl::StatusOr<std::vector<PerGpuFigure>> OfuStore::GpuFigures(int64_t job) {
+  constexpr char kSql[] =
+      "SELECT gpu, sum(ofu * sample_count) / nullif(sum(sample_count) FILTER (WHERE ofu IS NOT "
+      "NULL), 0), bool_and(roofline_class = 3) FROM ofu_windows WHERE job = $1 AND gpu <> '' "
+      "GROUP BY gpu ORDER BY gpu";
+  return pool_->RunTransactionFor<std::vector<PerGpuFigure>>(
+      [&](pqxx::work& txn) -> absl::StatusOr<std::vector<PerGpuFigure>> {
+        std::vector<PerGpuFigure> out;
+        for (const pqxx::row& r : txn.exec_params(kSql, job)) {
+          if (r[1].is_null()) continue;
+          out.push_back({.gpu = r[0].as<std::string>(),
+                         .ofu = r[1].as<double>(),
+                         .idle = !r[2].is_null() && r[2].as<bool>()});
+        }
+        return out;
+      });
+}
+
+absl::StatusOr<std::optional<int64_t>> OfuStore::LatestWindowStart(int64_t job) {
+  constexpr char kSql[] =
+      "SELECT (extract(epoch FROM max(start_time)) * 1000)::bigint FROM ofu_windows "
+      "WHERE job = $1 AND gpu = ''";
+  return pool_->RunTransactionFor<std::optional<int64_t>>(
+      [&](pqxx::work& txn) -> absl::StatusOr<std::optional<int64_t>> {
+        pqxx::result r = txn.exec_params(kSql, job);
+        if (r.empty() || r[0][0].is_null()) return std::optional<int64_t>();
+        return std::optional<int64_t>(r[0][0].as<int64_t>());
+      });
+}
+
+std::string OfuStore::ProducerId() const {
+  return absl::StrCat("ofu-", shard_.index, "-of-", shard_.count);
+}
+
+absl::StatusOr<int64_t> OfuStore::AckedSequence(const std::string& target) {
+  return pool_->RunTransactionFor<int64_t>([&](pqxx::work& txn) -> absl::StatusOr<int64_t> {
+    pqxx::result r = txn.exec_params(
+        "SELECT acked_seq FROM ofu_forward_state WHERE target = $1 AND producer = $2", target,
+        ProducerId());
+    return r.empty() ? int64_t{0} : r[0][0].as<int64_t>();
+  });
+}
+
+absl::Status OfuStore::SetAckedSequence(const std::string& target, int64_t seq) {
+  return pool_->RunTransaction([&](pqxx::work& txn) {
+    txn.exec_params(
+        "INSERT INTO ofu_forward_state (target, producer, acked_seq) VALUES ($1, $2, $3) "
+        "ON CONFLICT (target, producer) DO UPDATE SET acked_seq = EXCLUDED.acked_seq, "
+        "updated_at = now()",
+        target, ProducerId(), seq);
+    return absl::OkStatus();
+  });
+}
+
+absl::StatusOr<std::vector<int64_t>> OfuStore::PendingCommits(int64_t after, int limit) {
+  return pool_->RunTransactionFor<std::vector<int64_t>>(
+      [&](pqxx::work& txn) -> absl::StatusOr<std::vector<int64_t>> {
+        std::vector<int64_t> out;
+        for (const pqxx::row& r : txn.exec_params(
+                 "SELECT DISTINCT commit_seq FROM ofu_windows WHERE gpu = '' AND producer = $1 "
+                 "AND commit_seq > $2 ORDER BY commit_seq LIMIT $3",
+                 ProducerId(), after, limit)) {
+          out.push_back(r[0].as<int64_t>());
+        }
+        return out;
+      });
+}
+
+absl::StatusOr<std::vector<std::pair<JobRow, StoredWindow>>> OfuStore::CommitWindows(
+    int64_t commit_seq) {
+  const std::string sql = absl::StrCat(
+      "SELECT ", kJobColumns, ", ", kWindowColumns,
+      " FROM ofu_windows w JOIN jobs j ON j.id = w.job LEFT JOIN ofu_job_state st ON st.job = "
+      "j.id WHERE w.gpu = '' AND w.producer = $1 AND w.commit_seq = $2 ORDER BY w.start_time, "
+      "w.job");
+  return pool_->RunTransactionFor<std::vector<std::pair<JobRow, StoredWindow>>>(
+      [&](pqxx::work& txn) -> absl::StatusOr<std::vector<std::pair<JobRow, StoredWindow>>> {
+        std::vector<std::pair<JobRow, StoredWindow>> out;
+        for (const pqxx::row& r : txn.exec_params(sql, ProducerId(), commit_seq)) {
+          out.emplace_back(ParseJob(r), ParseWindow(r, 14));
+        }
+        return out;
+      });
+}
+
+}  // namespace goodput::ofu

@@ -1,0 +1,133 @@
+// PostgreSQL storage of goodput-ofu: reading attributed samples by watermark, persisting
+// windows, late counts, job progress and the watermark in one transaction, and the reads
+// behind the queries. SQL lives in ofu_store.cc as named constants.
+//
+// Watermark (exactly once, nothing skipped). `samples.seq` is drawn before commit, so
+// concurrent writers commit out of seq order and "seq > last seen" alone could skip rows.
+// The consumer works in rounds on transaction ids instead: a round takes the oldest running
+// transaction id X (samples_safe_xid(): every transaction below it has ended) and consumes
+// the rows with xid_done <= ingest_xid < X, in seq order and in pages (seq_cursor), then
+// sets xid_done = X. To keep the scan on the seq index it also keeps seq_floor, a seq below
+// which every row is consumed: the sequence value read one round before a snapshot whose
+// xmax is at most xid_done bounds the seqs of all later transactions from below.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "services/ofu/ofu_queries.h"
+#include "services/ofu/window_engine.h"
+#include "services/platform/pg_pool.h"
+
+namespace goodput::ofu {
+
+// "host/index/uuid" with empty parts where unknown: the GPU key of windows.
+std::string GpuKey(const std::string& host, std::optional<int> gpu_index, const std::string& uuid);
+struct GpuKeyParts {
+  std::string host;
+  std::optional<int> gpu_index;
+  std::string uuid;
+};
+GpuKeyParts ParseGpuKey(const std::string& key);
+
+struct ShardConfig {
+  int index = 0;
+  int count = 1;
+};
+
+struct ConsumerState {
+  std::string xid_done = "0";
+  std::string xid_round_end = "0";
+  int64_t seq_cursor = 0;
+  int64_t seq_floor = 0;
+  int64_t samples_consumed = 0;
+  // Commits that wrote job-level windows so far (the forwarding sequence; see 0011).
+  int64_t commit_seq = 0;
+  bool in_round() const { return xid_round_end != xid_done; }
+};
+
+// A job as the consumer needs it.
+struct JobRecord {
+  JobInfo info;
+  std::string cluster;
+  std::string job_id;
+};
+
+struct ConsumedSample {
+  int64_t seq = 0;
+  int64_t job = 0;
+  std::string sample_gpu_model;
+  Sample sample;
+};
+
+class OfuStore {
+ public:
+  OfuStore(platform::PgPool* pool, ShardConfig shard) : pool_(pool), shard_(shard) {}
+
+  absl::StatusOr<ConsumerState> LoadState();
+  // Starts a round if none is in progress (state is updated in memory, persisted with the
+  // next page's commit).
+  absl::Status BeginRound(ConsumerState& state);
+  // The next page of the round (at most `limit` rows, seq order), only jobs of this shard.
+  absl::StatusOr<std::vector<ConsumedSample>> ReadPage(const ConsumerState& state, int limit);
+  // Moves the cursor past `page`; ends the round when the page was short.
+  void AdvanceState(ConsumerState& state, const std::vector<ConsumedSample>& page, int limit);
+
+  // Jobs by id (with their persisted progress).
+  absl::StatusOr<absl::flat_hash_map<int64_t, JobRecord>> LoadJobs(const std::vector<int64_t>& ids);
+  // Jobs with windows not yet final, and the consumed samples of those windows and of the
+  // `lookback_ms` before them (seq order).
+  absl::StatusOr<std::vector<std::pair<JobRecord, std::vector<Sample>>>> LoadOpenJobs(
+      const ConsumerState& state, int64_t lookback_ms);
+
+  // Everything one page produced, with the new watermark, in one transaction.
+  absl::Status Commit(const std::vector<WindowResult>& results, const std::vector<LateCount>& late,
+                      const std::vector<JobProgress>& progress, const ConsumerState& state,
+                      int64_t window_s);
+
+  // --- Queries ---
+  // NOT_FOUND naming the job.
+  absl::StatusOr<JobRow> FindJob(const std::string& cluster, const std::string& job_id);
+  // Job-level (gpu == false) or per-GPU windows of a job with start in [from, to), time
+  // order (then GPU); at most `limit` rows when limit > 0.
+  absl::StatusOr<std::vector<StoredWindow>> Windows(int64_t job, bool per_gpu, int64_t from_ms,
+                                                    int64_t to_ms, int limit);
+  // Job-level windows of all jobs with start in [from, to), with their job rows.
+  absl::StatusOr<std::vector<std::pair<JobRow, StoredWindow>>> FleetWindows(int64_t from_ms,
+                                                                            int64_t to_ms);
+
+  // Per-GPU OFU over the whole job (sample-weighted) and whether the GPU was idle in every
+  // window it reported.
+  absl::StatusOr<std::vector<PerGpuFigure>> GpuFigures(int64_t job);
+  // Start of the job's newest job-level window; nullopt if it has none.
+  absl::StatusOr<std::optional<int64_t>> LatestWindowStart(int64_t job);
+
+  // --- Forwarding (ofu_forwarder.h) ---
+  // DeliverySequence.producer_id of this shard: "ofu-<index>-of-<count>".
+  std::string ProducerId() const;
+  // The highest commit sequence `target` acknowledged (0: none).
+  absl::StatusOr<int64_t> AckedSequence(const std::string& target);
+  absl::Status SetAckedSequence(const std::string& target, int64_t seq);
+  // Commit sequences above `after` that still own job-level windows, ascending.
+  absl::StatusOr<std::vector<int64_t>> PendingCommits(int64_t after, int limit);
+  // The job-level windows a commit owns, with their jobs.
+  absl::StatusOr<std::vector<std::pair<JobRow, StoredWindow>>> CommitWindows(int64_t commit_seq);
+
+  const ShardConfig& shard() const { return shard_; }
+
+ private:
+  platform::PgPool* pool_;
+  ShardConfig shard_;
+  // (snapshot xmax, seq bound) of earlier round starts; see the header comment.
+  std::deque<std::pair<std::string, int64_t>> floor_candidates_;
+  std::optional<int64_t> last_seq_read_;
+  std::string round_xmax_;
+};
+
+}  // namespace goodput::ofu

@@ -1,0 +1,540 @@
+#include "services/ofu/window_engine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+namespace goodput::ofu {
+namespace {
+
+constexpr int64_t kNoTime = std::numeric_limits<int64_t>::min();
+
+int64_t FloorDiv(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
+  return q;
+}
+
+double Finite(float v) { return std::isfinite(v) ? static_cast<double>(v) : kNoValue; }
+
+uint32_t MapCoreFlags(uint32_t core_flags) {
+  uint32_t out = 0;
+  if (core_flags & core::kOfuFlagCoarseSampling) out |= kFlagSparseSampling;
+  if (core_flags & core::kOfuFlagTensorActiveOutOfRange) out |= kFlagTensorActiveOutOfRange;
+  if (core_flags & core::kOfuFlagSmClockAboveBoost) out |= kFlagSmClockAboveBoost;
+  if (core_flags & core::kOfuFlagGap) out |= kFlagGap;
+  if (core_flags & core::kOfuFlagDuplicateTimestamp) out |= kFlagDuplicateTimestamp;
+  return out;
+}
+
+Roofline MapRoofline(core::RooflineClass c) {
+  switch (c) {
+    case core::RooflineClass::kComputeBound:
+      return Roofline::kComputeBound;
+    case core::RooflineClass::kMemoryBound:
+      return Roofline::kMemoryBound;
+    case core::RooflineClass::kIdle:
+      return Roofline::kIdle;
+    case core::RooflineClass::kUnknown:
+      break;
+  }
+  return Roofline::kUnspecified;
+}
+
+// Mean of the finite values; nullopt if none.
+template <class Get>
+std::optional<double> MeanOf(const core::GpuTelemetrySeries& series, Get get) {
+  double sum = 0;
+  int64_t n = 0;
+  for (const core::GpuTelemetrySample& s : series.samples) {
+    const double v = get(s);
+    if (std::isfinite(v)) {
+      sum += v;
+      ++n;
+    }
+  }
+  if (n == 0) return std::nullopt;
+  return sum / static_cast<double>(n);
+}
+
+}  // namespace
+
+int64_t WindowStart(int64_t timestamp_ms, int64_t window_ms) {
+  return FloorDiv(timestamp_ms, window_ms) * window_ms;
+}
+
+std::vector<WindowResult> ComputeWindow(const WindowInput& input, const EngineOptions& options) {
+  using Packed = WindowInput::Packed;
+  const size_t gpu_count = input.gpu_names.size();
+  // Counting sort by GPU, then by time within a GPU.
+  std::vector<uint32_t> begin(gpu_count + 1, 0);
+  for (const Packed& p : input.samples) ++begin[p.gpu + 1];
+  for (size_t g = 0; g < gpu_count; ++g) begin[g + 1] += begin[g];
+  std::vector<const Packed*> ordered(input.samples.size());
+  {
+    std::vector<uint32_t> fill(begin.begin(), begin.end() - 1);
+    for (const Packed& p : input.samples) ordered[fill[p.gpu]++] = &p;
+  }
+
+  std::vector<core::GpuOfuSeries> ofu_series;
+  std::vector<core::GpuTelemetrySeries> telemetry;
+  std::vector<uint32_t> gpu_of_series;
+  bool any_gr_engine = false;
+  for (size_t g = 0; g < gpu_count; ++g) {
+    if (begin[g] == begin[g + 1]) continue;
+    std::stable_sort(ordered.begin() + begin[g], ordered.begin() + begin[g + 1],
+                     [](const Packed* a, const Packed* b) { return a->offset_ms < b->offset_ms; });
+    core::GpuOfuSeries os{.gpu_id = input.gpu_names[g], .samples = {}};
+    core::GpuTelemetrySeries ts{.gpu_id = input.gpu_names[g], .samples = {}};
+    os.samples.reserve(begin[g + 1] - begin[g]);
+    ts.samples.reserve(begin[g + 1] - begin[g]);
+    for (uint32_t i = begin[g]; i < begin[g + 1]; ++i) {
+      const Packed& p = *ordered[i];
+      const int64_t t = input.start_ms + p.offset_ms;
+      if (!std::isnan(p.tensor_active) && !std::isnan(p.sm_clock_mhz)) {
+        os.samples.push_back(
+            {.timestamp_ms = t, .tensor_active = p.tensor_active, .sm_clock_mhz = p.sm_clock_mhz});
+      }
+      core::GpuTelemetrySample s;
+      s.timestamp_ms = t;
+      s.tensor_active = Finite(p.tensor_active);
+      s.sm_clock_mhz = Finite(p.sm_clock_mhz);
+      s.dram_active = Finite(p.dram_active);
+      s.gr_engine_active = Finite(p.gr_engine_active);
+      s.fb_used_mib = Finite(p.fb_used_mib);
+      s.total_energy_mj = std::isfinite(p.energy_mj) ? p.energy_mj : kNoValue;
+      if (std::isfinite(s.gr_engine_active)) any_gr_engine = true;
+      ts.samples.push_back(s);
+    }
+    ofu_series.push_back(std::move(os));
+    telemetry.push_back(std::move(ts));
+    gpu_of_series.push_back(static_cast<uint32_t>(g));
+  }
+
+  // Energy series: the previous reading (if any) in front, so the window's energy covers the
+  // interval from the last reading before it.
+  auto energy_series = [&](size_t k) {
+    core::GpuTelemetrySeries e{.gpu_id = telemetry[k].gpu_id, .samples = {}};
+    const uint32_t g = gpu_of_series[k];
+    if (g < input.previous_energy.size() && input.previous_energy[g].first != kNoTime) {
+      core::GpuTelemetrySample s;
+      s.timestamp_ms = input.previous_energy[g].first;
+      s.total_energy_mj = input.previous_energy[g].second;
+      e.samples.push_back(s);
+    }
+    for (const core::GpuTelemetrySample& s : telemetry[k].samples) {
+      if (std::isfinite(s.total_energy_mj)) {
+        core::GpuTelemetrySample t;
+        t.timestamp_ms = s.timestamp_ms;
+        t.total_energy_mj = s.total_energy_mj;
+        e.samples.push_back(t);
+      }
+    }
+    return e;
+  };
+
+  const int reporting_gpus = static_cast<int>(telemetry.size());
+  const int allocated = std::max(input.gpus_allocated, reporting_gpus);
+  WindowResult job;
+  job.job = input.job;
+  job.start_ms = input.start_ms;
+  job.end_ms = input.end_ms;
+  job.gpu_model = input.gpu_model;
+  job.gpus_allocated = allocated;
+  std::vector<WindowResult> per_gpu(telemetry.size());
+
+  std::vector<core::GpuOfuWindow> gpu_ofu(telemetry.size());
+  if (input.spec == nullptr) {
+    job.flags |= kFlagUnknownGpuModel;
+  } else if (!ofu_series.empty()) {
+    core::JobOfuWindowInput in;
+    in.window_start_ms = input.start_ms;
+    in.window_end_ms = input.end_ms;
+    in.allocated_gpu_count = allocated;
+    in.gpus = std::move(ofu_series);
+    in.options = options.ofu;
+    absl::StatusOr<core::JobOfuWindow> w = core::ComputeJobOfuWindow(*input.spec, in);
+    if (w.ok()) {
+      job.sample_count = w->stats.sample_count;
+      job.ofu = w->stats.mean_ofu;
+      job.ofu_stddev = w->stats.stddev_ofu;
+      job.ofu_ci95_half_width = w->stats.ci95_half_width;
+      job.gpus_reporting = w->gpus_reporting;
+      job.gpu_ofu_min = w->min_gpu_ofu;
+      job.gpu_ofu_median = w->median_gpu_ofu;
+      job.gpu_ofu_max = w->max_gpu_ofu;
+      job.flags |= MapCoreFlags(w->flags);
+      for (size_t k = 0; k < w->per_gpu.size(); ++k) gpu_ofu[k] = std::move(w->per_gpu[k]);
+    }
+  }
+  job.gpu_coverage = allocated > 0 ? static_cast<double>(job.gpus_reporting) / allocated : 0;
+  if (job.gpu_coverage < options.low_coverage_fraction) job.flags |= kFlagLowGpuCoverage;
+  if (job.sample_count == 1) job.flags |= kFlagSingleSample;
+
+  if (!telemetry.empty()) {
+    job.tensor_active_mean = std::nullopt;
+    double tensor_sum = 0, clock_sum = 0, power_sum = 0;
+    int64_t tensor_n = 0, clock_n = 0;
+    bool any_power = false;
+    double energy_sum = 0;
+    bool any_energy = false;
+    std::vector<std::pair<std::string, double>> gpu_means;
+    for (size_t k = 0; k < telemetry.size(); ++k) {
+      WindowResult& r = per_gpu[k];
+      r.job = input.job;
+      r.gpu = telemetry[k].gpu_id;
+      r.start_ms = input.start_ms;
+      r.end_ms = input.end_ms;
+      r.gpu_model = input.gpu_model;
+      r.gpus_allocated = 1;
+      r.sample_count = gpu_ofu[k].stats.sample_count;
+      r.ofu = gpu_ofu[k].stats.mean_ofu;
+      r.ofu_stddev = gpu_ofu[k].stats.stddev_ofu;
+      r.ofu_ci95_half_width = gpu_ofu[k].stats.ci95_half_width;
+      r.gpus_reporting = r.ofu.has_value() ? 1 : 0;
+      r.gpu_coverage = r.gpus_reporting;
+      r.flags = MapCoreFlags(gpu_ofu[k].flags);
+      if (input.spec == nullptr) r.flags |= kFlagUnknownGpuModel;
+      if (r.sample_count == 1) r.flags |= kFlagSingleSample;
+      if (r.ofu.has_value()) gpu_means.emplace_back(r.gpu, *r.ofu);
+      for (const core::GpuTelemetrySample& s : telemetry[k].samples) {
+        if (std::isfinite(s.tensor_active)) {
+          tensor_sum += s.tensor_active;
+          ++tensor_n;
+        }
+        if (std::isfinite(s.sm_clock_mhz)) {
+          clock_sum += s.sm_clock_mhz;
+          ++clock_n;
+        }
+      }
+      r.tensor_active_mean =
+          MeanOf(telemetry[k], [](const core::GpuTelemetrySample& s) { return s.tensor_active; });
+      r.sm_clock_mhz_mean =
+          MeanOf(telemetry[k], [](const core::GpuTelemetrySample& s) { return s.sm_clock_mhz; });
+      // Power is not part of the core's telemetry sample; take it from the packed samples.
+      double p_sum = 0;
+      int64_t p_n = 0;
+      const uint32_t g = gpu_of_series[k];
+      for (uint32_t i = begin[g]; i < begin[g + 1]; ++i) {
+        if (std::isfinite(ordered[i]->power_w)) {
+          p_sum += ordered[i]->power_w;
+          ++p_n;
+        }
+      }
+      if (p_n > 0) {
+        r.power_w_mean = p_sum / static_cast<double>(p_n);
+        power_sum += *r.power_w_mean;
+        any_power = true;
+      }
+      const std::vector<core::GpuTelemetrySeries> one = {energy_series(k)};
+      const core::EnergySummary e = core::ComputeEnergy(one);
+      if (one[0].samples.size() >= 2) {
+        r.energy_j = e.energy_j;
+        energy_sum += e.energy_j;
+        any_energy = true;
+        if (e.counter_resets > 0) {
+          r.flags |= kFlagEnergyCounterReset;
+          job.flags |= kFlagEnergyCounterReset;
+        }
+      }
+      if (input.spec != nullptr) {
+        const std::vector<core::GpuTelemetrySeries> single = {telemetry[k]};
+        r.roofline = MapRoofline(
+            core::SummarizeRoofline(*input.spec, options.roofline_precision, single).job_class);
+        absl::StatusOr<std::optional<double>> hbm = core::PeakHbmFraction(*input.spec, single);
+        if (hbm.ok()) r.hbm_peak_fraction = *hbm;
+        absl::StatusOr<core::TemporalImbalance> ti =
+            core::ComputeTemporalImbalance(single, core::ActivityCounter::kTensorActive);
+        if (ti.ok()) r.temporal_imbalance = ti->ti;
+      }
+    }
+    if (tensor_n > 0) job.tensor_active_mean = tensor_sum / static_cast<double>(tensor_n);
+    if (clock_n > 0) job.sm_clock_mhz_mean = clock_sum / static_cast<double>(clock_n);
+    if (any_power) job.power_w_mean = power_sum;
+    if (any_energy) job.energy_j = energy_sum;
+
+    // Job-level characterization over the window.
+    absl::StatusOr<core::SpatialImbalance> si =
+        core::ComputeSpatialImbalance(telemetry, core::ActivityCounter::kTensorActive,
+                                      input.start_ms, input.end_ms - input.start_ms);
+    if (si.ok()) job.spatial_imbalance = si->si;
+    absl::StatusOr<core::TemporalImbalance> ti =
+        core::ComputeTemporalImbalance(telemetry, core::ActivityCounter::kTensorActive);
+    if (ti.ok()) job.temporal_imbalance = ti->ti;
+    absl::StatusOr<std::vector<core::GpuStraggler>> stragglers =
+        core::ScoreStragglers(gpu_means, options.straggler_threshold);
+    if (stragglers.ok()) {
+      for (const core::GpuStraggler& s : *stragglers) {
+        if (!s.straggler || !s.score.has_value()) continue;
+        job.stragglers.push_back({.gpu = s.gpu_id, .ofu = s.ofu_fraction, .score = 1 - *s.score});
+      }
+      std::sort(job.stragglers.begin(), job.stragglers.end(),
+                [](const StragglerResult& a, const StragglerResult& b) { return a.ofu < b.ofu; });
+    }
+    job.idle_gpus = core::FindIdleGpus(telemetry,
+                                       any_gr_engine ? core::ActivityCounter::kGrEngineActive
+                                                     : core::ActivityCounter::kTensorActive,
+                                       options.idle_threshold);
+    if (input.spec != nullptr) {
+      job.roofline = MapRoofline(
+          core::SummarizeRoofline(*input.spec, options.roofline_precision, telemetry).job_class);
+      absl::StatusOr<std::optional<double>> hbm = core::PeakHbmFraction(*input.spec, telemetry);
+      if (hbm.ok()) job.hbm_peak_fraction = *hbm;
+    }
+  }
+
+  std::vector<WindowResult> out;
+  out.reserve(per_gpu.size() + 1);
+  out.push_back(std::move(job));
+  for (WindowResult& r : per_gpu) out.push_back(std::move(r));
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------
+
+struct WindowEngine::OpenWindow {
+  int64_t start_ms = 0;
+  std::vector<WindowInput::Packed> samples;
+  bool closed = false;  // emitted at least once
+  bool dirty = false;   // samples added since the last emission
+};
+
+struct WindowEngine::JobState {
+  JobInfo info;
+  const core::GpuSpec* spec = nullptr;
+  std::vector<std::string> gpu_names;
+  absl::flat_hash_map<std::string, uint32_t> gpu_index;
+  // Last energy reading of each GPU in windows already final.
+  std::vector<std::pair<int64_t, double>> last_energy;
+  std::map<int64_t, OpenWindow> windows;
+  int64_t final_before_ms = kNoTime;
+  int64_t max_event_ms = kNoTime;
+  int64_t last_arrival_ms = kNoTime;
+};
+
+WindowEngine::WindowEngine(const core::GpuCatalog* catalog, EngineOptions options)
+    : catalog_(catalog), options_(std::move(options)) {}
+
+WindowEngine::~WindowEngine() = default;
+
+bool WindowEngine::Knows(int64_t job) const { return jobs_.contains(job); }
+
+WindowEngine::JobState& WindowEngine::StateFor(const JobInfo& info) {
+  auto [it, inserted] = jobs_.try_emplace(info.job);
+  if (inserted) {
+    it->second = std::make_unique<JobState>();
+    JobState& s = *it->second;
+    s.info = info;
+    absl::StatusOr<const core::GpuSpec*> spec = catalog_->Find(info.gpu_model);
+    s.spec = spec.ok() ? *spec : nullptr;
+    s.final_before_ms = info.final_before_ms;
+    s.max_event_ms = info.max_event_ms;
+  }
+  return *it->second;
+}
+
+namespace {
+WindowInput::Packed Pack(const Sample& s, int64_t window_start_ms, uint32_t gpu) {
+  return {.offset_ms = static_cast<int32_t>(s.timestamp_ms - window_start_ms),
+          .gpu = gpu,
+          .tensor_active = static_cast<float>(s.tensor_active),
+          .sm_clock_mhz = static_cast<float>(s.sm_clock_mhz),
+          .dram_active = static_cast<float>(s.dram_active),
+          .gr_engine_active = static_cast<float>(s.gr_engine_active),
+          .fb_used_mib = static_cast<float>(s.fb_used_mib),
+          .power_w = static_cast<float>(s.power_w),
+          .energy_mj = s.energy_mj};
+}
+}  // namespace
+
+AddOutcome WindowEngine::Add(const JobInfo& info, const Sample& sample, int64_t arrival_ms) {
+  JobState& job = StateFor(info);
+  const int64_t ws = WindowStart(sample.timestamp_ms, options_.window_ms);
+  job.last_arrival_ms = std::max(job.last_arrival_ms, arrival_ms);
+  if (ws < job.final_before_ms) {
+    if (!late_.empty() && late_.back().job == info.job && late_.back().window_start_ms == ws) {
+      ++late_.back().count;
+    } else {
+      late_.push_back({.job = info.job, .window_start_ms = ws, .count = 1});
+    }
+    return AddOutcome::kLate;
+  }
+  auto [git, inserted] =
+      job.gpu_index.try_emplace(sample.gpu, static_cast<uint32_t>(job.gpu_names.size()));
+  if (inserted) {
+    job.gpu_names.push_back(sample.gpu);
+    job.last_energy.emplace_back(kNoTime, 0.0);
+  }
+  OpenWindow& w = job.windows[ws];
+  w.start_ms = ws;
+  w.samples.push_back(Pack(sample, ws, git->second));
+  w.dirty = true;
+  job.max_event_ms = std::max(job.max_event_ms, sample.timestamp_ms);
+  progress_[info.job] = {
+      .job = info.job, .final_before_ms = job.final_before_ms, .max_event_ms = job.max_event_ms};
+  return AddOutcome::kAccepted;
+}
+
+void WindowEngine::Restore(const JobInfo& info, const Sample& sample) {
+  JobState& job = StateFor(info);
+  const int64_t ws = WindowStart(sample.timestamp_ms, options_.window_ms);
+  auto [git, inserted] =
+      job.gpu_index.try_emplace(sample.gpu, static_cast<uint32_t>(job.gpu_names.size()));
+  if (inserted) {
+    job.gpu_names.push_back(sample.gpu);
+    job.last_energy.emplace_back(kNoTime, 0.0);
+  }
+  if (ws < job.final_before_ms) {
+    // A final window: only its last energy reading matters (the next window starts there).
+    std::pair<int64_t, double>& last = job.last_energy[git->second];
+    if (std::isfinite(sample.energy_mj) && sample.timestamp_ms >= last.first) {
+      last = {sample.timestamp_ms, sample.energy_mj};
+    }
+    return;
+  }
+  OpenWindow& w = job.windows[ws];
+  w.start_ms = ws;
+  w.samples.push_back(Pack(sample, ws, git->second));
+}
+
+void WindowEngine::RestoreDone(int64_t job_id) {
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return;
+  JobState& job = *it->second;
+  for (auto& [start, w] : job.windows) {
+    w.closed = start + options_.window_ms <= job.max_event_ms;
+    w.dirty = false;
+  }
+}
+
+void WindowEngine::Emit(JobState& job, OpenWindow& window, bool finalize) {
+  WindowInput in;
+  in.job = job.info.job;
+  in.gpu_model = job.info.gpu_model;
+  in.spec = job.spec;
+  in.gpus_allocated = job.info.gpus_allocated;
+  in.start_ms = window.start_ms;
+  in.end_ms = window.start_ms + options_.window_ms;
+  // Borrow the names and samples for the computation (no copies); they go back below.
+  in.gpu_names = std::move(job.gpu_names);
+  in.samples = std::move(window.samples);
+  in.previous_energy = job.last_energy;
+  // A previous window still open holds the freshest readings before this one.
+  auto prev = job.windows.find(window.start_ms - options_.window_ms);
+  if (prev != job.windows.end()) {
+    for (const WindowInput::Packed& p : prev->second.samples) {
+      const int64_t t = prev->second.start_ms + p.offset_ms;
+      if (std::isfinite(p.energy_mj) && t >= in.previous_energy[p.gpu].first) {
+        in.previous_energy[p.gpu] = {t, p.energy_mj};
+      }
+    }
+  }
+  std::vector<WindowResult> results = ComputeWindow(in, options_);
+  job.gpu_names = std::move(in.gpu_names);
+  window.samples = std::move(in.samples);
+  for (WindowResult& r : results) {
+    r.finalized = finalize;
+    results_.push_back(std::move(r));
+  }
+  window.closed = true;
+  window.dirty = false;
+}
+
+void WindowEngine::CloseAndFinalize(JobState& job, bool everything) {
+  const int64_t W = options_.window_ms;
+  int64_t final_before = job.final_before_ms;
+  if (job.max_event_ms != kNoTime) {
+    const int64_t by_event = WindowStart(job.max_event_ms - options_.allowed_lateness_ms, W);
+    final_before = std::max(final_before, by_event);
+  }
+  if (everything) {
+    if (!job.windows.empty()) {
+      final_before = std::max(final_before, job.windows.rbegin()->first + W);
+    }
+  }
+  for (auto it = job.windows.begin(); it != job.windows.end();) {
+    OpenWindow& w = it->second;
+    const bool final_now = w.start_ms < final_before;
+    const bool close_now = everything || w.start_ms + W <= job.max_event_ms;
+    if (final_now) {
+      Emit(job, w, /*finalize=*/true);
+      for (const WindowInput::Packed& p : w.samples) {
+        const int64_t t = w.start_ms + p.offset_ms;
+        if (std::isfinite(p.energy_mj) && t >= job.last_energy[p.gpu].first) {
+          job.last_energy[p.gpu] = {t, p.energy_mj};
+        }
+      }
+      it = job.windows.erase(it);
+      continue;
+    }
+    if (close_now && (!w.closed || w.dirty)) Emit(job, w, /*finalize=*/false);
+    ++it;
+  }
+  if (final_before != job.final_before_ms) {
+    job.final_before_ms = final_before;
+    progress_[job.info.job] = {.job = job.info.job,
+                               .final_before_ms = job.final_before_ms,
+                               .max_event_ms = job.max_event_ms};
+  }
+}
+
+void WindowEngine::Advance(std::optional<int64_t> now_ms) {
+  for (auto it = jobs_.begin(); it != jobs_.end();) {
+    JobState& job = *it->second;
+    const bool idle = now_ms.has_value() && job.last_arrival_ms != kNoTime &&
+                      job.last_arrival_ms + options_.idle_flush_ms <= *now_ms;
+    CloseAndFinalize(job, idle);
+    if (idle) {
+      jobs_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void WindowEngine::FlushJob(int64_t job_id) {
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return;
+  CloseAndFinalize(*it->second, /*everything=*/true);
+  jobs_.erase(it);
+}
+
+std::vector<WindowResult> WindowEngine::TakeResults() { return std::exchange(results_, {}); }
+
+std::vector<LateCount> WindowEngine::TakeLateCounts() { return std::exchange(late_, {}); }
+
+std::vector<JobProgress> WindowEngine::TakeProgress() {
+  std::vector<JobProgress> out;
+  out.reserve(progress_.size());
+  for (auto& [job, p] : progress_) out.push_back(p);
+  progress_.clear();
+  std::sort(out.begin(), out.end(),
+            [](const JobProgress& a, const JobProgress& b) { return a.job < b.job; });
+  return out;
+}
+
+size_t WindowEngine::MemoryBytes() const {
+  size_t bytes = 0;
+  for (const auto& [id, job] : jobs_) {
+    bytes += sizeof(JobState);
+    for (const std::string& n : job->gpu_names) {
+      bytes += sizeof(std::string) + (n.capacity() > 15 ? n.capacity() + 1 : 0);
+    }
+    // Hash map slots: key string + value + control byte.
+    bytes += job->gpu_index.capacity() * (sizeof(std::string) + sizeof(uint32_t) + 1);
+    bytes += job->last_energy.capacity() * sizeof(std::pair<int64_t, double>);
+    for (const auto& [start, w] : job->windows) {
+      bytes += sizeof(OpenWindow) + 4 * sizeof(void*);  // map node
+      bytes += w.samples.capacity() * sizeof(WindowInput::Packed);
+    }
+  }
+  return bytes;
+}
+
+size_t WindowEngine::ActiveGpuCount() const {
+  size_t n = 0;
+  for (const auto& [id, job] : jobs_) n += job->gpu_names.size();
+  return n;
+}
+
+}  // namespace goodput::ofu

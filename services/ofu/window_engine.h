@@ -1,0 +1,232 @@
+// The OFU window engine: turns a stream of attributed per-GPU samples into per-job and
+// per-GPU windows of fixed length aligned to the Unix epoch, with the core library's math
+// (OFU mean and 95% CI, coverage, min/median/max GPU, flags, SI/TI, stragglers, idle GPUs,
+// roofline class, HBM peak fraction, energy).
+//
+// Event time and lateness: each job keeps the highest sample timestamp it has seen. A window
+// closes (is emitted, revision 0) once that timestamp reaches the window's end; it stays
+// revisable until the timestamp passes end + allowed lateness, when it is finalized. Samples
+// that reach a closed window revise it (emitted again, revision + 1); samples for a
+// finalized window are counted as late (reported through LateCount results) and left out.
+// A job that sends nothing for `idle_flush_ms` of arrival time has all its windows closed
+// and finalized and its memory released.
+//
+// Memory: only the samples of windows that are not final are kept, packed (40 bytes per
+// sample, one GPU name per GPU); everything else lives in the results. With 10 s sampling,
+// 60 s windows and 120 s lateness that is about 1.4 KiB per active GPU (see MemoryBytes()).
+//
+// Pure: no I/O, no clock (arrival times are passed in), no protobuf.
+//
+//   WindowEngine engine(&GpuCatalog::BuiltIn(), {});
+//   engine.Add(job, sample, arrival_ms);
+//   engine.Advance();
+//   for (const WindowResult& w : engine.TakeResults()) Store(w);
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "services/core/characterization.h"
+#include "services/core/gpu_catalog.h"
+#include "services/core/ofu.h"
+
+namespace goodput::ofu {
+
+inline constexpr double kNoValue = std::numeric_limits<double>::quiet_NaN();
+
+// Data-quality flags of a window, a bitmask: bit (1 << n) is goodput.v1.DataQualityFlag n.
+enum WindowFlag : uint32_t {
+  kFlagSparseSampling = 1u << 1,
+  kFlagTensorActiveOutOfRange = 1u << 2,
+  kFlagSmClockAboveBoost = 1u << 3,
+  kFlagGap = 1u << 4,
+  kFlagDuplicateTimestamp = 1u << 5,
+  kFlagLowGpuCoverage = 1u << 6,
+  kFlagLateSamplesDropped = 1u << 7,
+  kFlagEnergyCounterReset = 1u << 8,
+  kFlagUnknownGpuModel = 1u << 9,
+  kFlagSingleSample = 1u << 10,
+};
+
+// Roofline classes, numbered as goodput.v1.RooflineClass.
+enum class Roofline : int { kUnspecified = 0, kComputeBound = 1, kMemoryBound = 2, kIdle = 3 };
+
+struct EngineOptions {
+  int64_t window_ms = 60'000;
+  // How long after a window's end (in event time) late samples still revise it.
+  int64_t allowed_lateness_ms = 120'000;
+  // A job without new samples for this long (arrival time) is flushed: all windows final.
+  int64_t idle_flush_ms = 300'000;
+  core::OfuWindowOptions ofu;
+  double idle_threshold = 0.01;        // GR engine (else tensor) activity of an idle GPU
+  double straggler_threshold = 0.2;    // score (median - ofu) / median at or above
+  double low_coverage_fraction = 0.9;  // coverage below this sets kFlagLowGpuCoverage
+  core::Precision roofline_precision = core::Precision::kBf16;
+};
+
+// What the engine must know of a job when it first sees it (or again after a flush).
+struct JobInfo {
+  int64_t job = 0;         // stable job id (the jobs table's id)
+  std::string gpu_model;   // dcgm-exporter model string
+  int gpus_allocated = 0;  // coverage denominator; 0: the GPUs seen
+  // Windows starting before this are final (from an earlier run); samples for them are late.
+  int64_t final_before_ms = std::numeric_limits<int64_t>::min();
+  // Highest sample time already seen for the job (from an earlier run).
+  int64_t max_event_ms = std::numeric_limits<int64_t>::min();
+};
+
+// One attributed sample. Missing fields are NaN.
+struct Sample {
+  std::string gpu;  // stable GPU key (see GpuKey in ofu_store.h)
+  int64_t timestamp_ms = 0;
+  double tensor_active = kNoValue;
+  double sm_clock_mhz = kNoValue;
+  double dram_active = kNoValue;
+  double gr_engine_active = kNoValue;
+  double fb_used_mib = kNoValue;
+  double power_w = kNoValue;
+  double energy_mj = kNoValue;
+};
+
+struct StragglerResult {
+  std::string gpu;
+  double ofu = 0;
+  double score = 0;  // GPU OFU / median GPU OFU (the API's score: 1 typical, lower slower)
+};
+
+// One window of one job (gpu empty) or one GPU of it.
+struct WindowResult {
+  int64_t job = 0;
+  std::string gpu;  // empty for the job-level window
+  int64_t start_ms = 0;
+  int64_t end_ms = 0;
+  std::string gpu_model;
+  int64_t sample_count = 0;
+  std::optional<double> ofu;
+  double ofu_stddev = 0;
+  std::optional<double> ofu_ci95_half_width;
+  int gpus_reporting = 0;
+  int gpus_allocated = 0;
+  double gpu_coverage = 0;
+  std::optional<double> gpu_ofu_min, gpu_ofu_median, gpu_ofu_max;
+  std::optional<double> tensor_active_mean, sm_clock_mhz_mean;
+  uint32_t flags = 0;
+  std::optional<double> spatial_imbalance, temporal_imbalance;
+  std::vector<StragglerResult> stragglers;  // worst first
+  std::vector<std::string> idle_gpus;
+  Roofline roofline = Roofline::kUnspecified;
+  std::optional<double> hbm_peak_fraction;
+  std::optional<double> energy_j;
+  std::optional<double> power_w_mean;  // job level: summed over GPUs
+  int64_t late_sample_count = 0;
+  bool finalized = false;
+};
+
+// Late samples counted against a window that was already final.
+struct LateCount {
+  int64_t job = 0;
+  int64_t window_start_ms = 0;
+  int64_t count = 0;
+};
+
+// Where a job stands, for persisting next to the results.
+struct JobProgress {
+  int64_t job = 0;
+  int64_t final_before_ms = 0;
+  int64_t max_event_ms = 0;
+};
+
+enum class AddOutcome { kAccepted, kLate, kRefused };
+
+class WindowEngine {
+ public:
+  // `catalog` must outlive the engine.
+  WindowEngine(const core::GpuCatalog* catalog, EngineOptions options);
+  ~WindowEngine();
+  WindowEngine(const WindowEngine&) = delete;
+  WindowEngine& operator=(const WindowEngine&) = delete;
+
+  // Whether the engine holds state for `job` (if not, the caller passes its JobInfo).
+  bool Knows(int64_t job) const;
+
+  // Adds a sample of `info.job` that arrived at `arrival_ms`. `info` is read only when the
+  // job is new to the engine. kLate: its window is final (counted, reported by
+  // TakeLateCounts). kRefused: no usable timestamp.
+  AddOutcome Add(const JobInfo& info, const Sample& sample, int64_t arrival_ms);
+
+  // Like Add for samples being restored after a restart: never late, never emitted on its
+  // own. Samples of final windows only provide the last energy reading before the first open
+  // window (restore the window before `final_before_ms` too). Call RestoreDone(job) after
+  // the last one.
+  void Restore(const JobInfo& info, const Sample& sample);
+  void RestoreDone(int64_t job);
+
+  // Closes and finalizes windows by each job's event time and emits what changed; flushes
+  // jobs idle since before now_ms - idle_flush_ms (pass nullopt to skip the idle flush).
+  void Advance(std::optional<int64_t> now_ms = std::nullopt);
+
+  // Closes and finalizes every window of `job` (job ended) and forgets it.
+  void FlushJob(int64_t job);
+
+  // Results emitted since the last call: job-level then per-GPU windows, time order.
+  std::vector<WindowResult> TakeResults();
+  std::vector<LateCount> TakeLateCounts();
+  // Progress of the jobs touched since the last call.
+  std::vector<JobProgress> TakeProgress();
+
+  // Bytes held for open windows and GPU names (approximate, allocator overhead excluded).
+  size_t MemoryBytes() const;
+  // GPUs with samples in some open window.
+  size_t ActiveGpuCount() const;
+
+  const EngineOptions& options() const { return options_; }
+
+ private:
+  struct JobState;
+  struct OpenWindow;
+  JobState& StateFor(const JobInfo& info);
+  void Emit(JobState& job, OpenWindow& window, bool finalize);
+  void CloseAndFinalize(JobState& job, bool everything);
+
+  const core::GpuCatalog* catalog_;
+  EngineOptions options_;
+  absl::flat_hash_map<int64_t, std::unique_ptr<JobState>> jobs_;
+  std::vector<WindowResult> results_;
+  std::vector<LateCount> late_;
+  absl::flat_hash_map<int64_t, JobProgress> progress_;
+};
+
+// Computes the job-level and per-GPU windows of one window's samples with the core library.
+// `previous_energy` holds, per GPU, the last energy reading before the window (timestamp,
+// mJ) so energy spans the window boundary. Exposed for the benchmark and tests.
+struct WindowInput {
+  int64_t job = 0;
+  std::string gpu_model;
+  const core::GpuSpec* spec = nullptr;  // null: unknown model (flagged, no OFU)
+  int gpus_allocated = 0;
+  int64_t start_ms = 0;
+  int64_t end_ms = 0;
+  std::vector<std::string> gpu_names;  // index -> GPU key
+  struct Packed {
+    int32_t offset_ms;
+    uint32_t gpu;
+    float tensor_active, sm_clock_mhz, dram_active, gr_engine_active, fb_used_mib, power_w;
+    double energy_mj;
+  };
+  std::vector<Packed> samples;                              // any order
+  std::vector<std::pair<int64_t, double>> previous_energy;  // by GPU index; ts < 0: none
+};
+std::vector<WindowResult> ComputeWindow(const WindowInput& input, const EngineOptions& options);
+
+// The epoch-aligned start of the window holding `timestamp_ms`.
+int64_t WindowStart(int64_t timestamp_ms, int64_t window_ms);
+
+}  // namespace goodput::ofu

@@ -1,0 +1,255 @@
+#include "services/ofu/window_engine.h"
+
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace goodput::ofu {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::Field;
+using ::testing::SizeIs;
+
+constexpr char kH100[] = "NVIDIA H100 80GB HBM3";
+constexpr int64_t kT0 = 1'767'225'600'000;  // a minute boundary
+
+JobInfo Job(int gpus = 1) { return {.job = 7, .gpu_model = kH100, .gpus_allocated = gpus}; }
+
+Sample S(std::string gpu, int64_t t_ms, double tensor, double clock = 1830) {
+  Sample s;
+  s.gpu = std::move(gpu);
+  s.timestamp_ms = t_ms;
+  s.tensor_active = tensor;
+  s.sm_clock_mhz = clock;
+  s.gr_engine_active = tensor > 0 ? 0.9 : 0.0;
+  return s;
+}
+
+std::vector<WindowResult> JobLevel(std::vector<WindowResult> all) {
+  std::vector<WindowResult> out;
+  for (WindowResult& r : all) {
+    if (r.gpu.empty()) out.push_back(std::move(r));
+  }
+  return out;
+}
+
+TEST(WindowStart, AlignsToTheEpochIncludingNegativeTimes) {
+  EXPECT_EQ(WindowStart(kT0 + 59'999, 60'000), kT0);
+  EXPECT_EQ(WindowStart(kT0 + 60'000, 60'000), kT0 + 60'000);
+  EXPECT_EQ(WindowStart(-1, 60'000), -60'000);
+}
+
+TEST(WindowEngine, EmitsAWindowOnceEventTimeReachesItsEndAndFinalizesAfterLateness) {
+  WindowEngine engine(&core::GpuCatalog::BuiltIn(), {});
+  for (int i = 0; i < 6; ++i) engine.Add(Job(), S("g0", kT0 + i * 10'000, 0.5), 0);
+  engine.Advance();
+  EXPECT_THAT(engine.TakeResults(), SizeIs(0));  // window still open
+
+  engine.Add(Job(), S("g0", kT0 + 60'000, 0.5), 0);
+  engine.Advance();
+  std::vector<WindowResult> w = JobLevel(engine.TakeResults());
+  ASSERT_THAT(w, SizeIs(1));
+  EXPECT_EQ(w[0].start_ms, kT0);
+  EXPECT_EQ(w[0].sample_count, 6);
+  EXPECT_NEAR(*w[0].ofu, 0.5, 1e-9);
+  EXPECT_FALSE(w[0].finalized);
+
+  engine.Add(Job(), S("g0", kT0 + 180'000, 0.5), 0);  // end + 120 s lateness passed
+  engine.Advance();
+  w = JobLevel(engine.TakeResults());
+  ASSERT_GE(w.size(), 1u);
+  EXPECT_EQ(w[0].start_ms, kT0);
+  EXPECT_TRUE(w[0].finalized);
+}
+
+TEST(WindowEngine, OfuUsesTheTensorMaxClockNotTheSmBoostClock) {
+  WindowEngine engine(&core::GpuCatalog::BuiltIn(), {});
+  for (int i = 0; i < 6; ++i) engine.Add(Job(), S("g0", kT0 + i * 10'000, 0.6, 1500), 0);
+  engine.FlushJob(7);
+  std::vector<WindowResult> w = JobLevel(engine.TakeResults());
+  ASSERT_THAT(w, SizeIs(1));
+  EXPECT_NEAR(*w[0].ofu, 0.6 * 1500 / 1830.0, 1e-6);
+  EXPECT_TRUE(w[0].finalized);
+}
+
+TEST(WindowEngine, LateSampleWithinLatenessRevisesItsWindow) {
+  WindowEngine engine(&core::GpuCatalog::BuiltIn(), {});
+  for (int i = 0; i < 5; ++i) engine.Add(Job(), S("g0", kT0 + i * 10'000, 0.4), 0);
+  engine.Add(Job(), S("g0", kT0 + 70'000, 0.4), 0);
+  engine.Advance();
+  ASSERT_EQ(JobLevel(engine.TakeResults())[0].sample_count, 5);
+
+  engine.Add(Job(), S("g0", kT0 + 50'000, 1.0), 0);  // late but within lateness
+  engine.Advance();
+  std::vector<WindowResult> w = JobLevel(engine.TakeResults());
+  ASSERT_THAT(w, SizeIs(1));
+  EXPECT_EQ(w[0].sample_count, 6);
+  EXPECT_NEAR(*w[0].ofu, (5 * 0.4 + 1.0) / 6, 1e-6);
+  EXPECT_THAT(engine.TakeLateCounts(), SizeIs(0));
+}
+
+TEST(WindowEngine, SampleForAFinalWindowIsCountedLateAndLeftOut) {
+  WindowEngine engine(&core::GpuCatalog::BuiltIn(), {});
+  engine.Add(Job(), S("g0", kT0, 0.4), 0);
+  engine.Add(Job(), S("g0", kT0 + 300'000, 0.4), 0);
+  engine.Advance();
+  engine.TakeResults();
+  EXPECT_EQ(engine.Add(Job(), S("g0", kT0 + 5'000, 0.9), 0), AddOutcome::kLate);
+  EXPECT_EQ(engine.Add(Job(), S("g0", kT0 + 6'000, 0.9), 0), AddOutcome::kLate);
+  EXPECT_THAT(engine.TakeLateCounts(), ElementsAre(AllOf(Field(&LateCount::window_start_ms, kT0),
+                                                         Field(&LateCount::count, 2))));
+  engine.Advance();
+  EXPECT_THAT(engine.TakeResults(), SizeIs(0));
+}
+
+TEST(WindowEngine, CoverageCountsGpusReportingAgainstGpusAllocated) {
+  WindowEngine engine(&core::GpuCatalog::BuiltIn(), {});
+  for (int i = 0; i < 6; ++i) {
+    engine.Add(Job(4), S("g0", kT0 + i * 10'000, 0.5), 0);
+    engine.Add(Job(4), S("g1", kT0 + i * 10'000, 0.3), 0);
+  }
+  engine.FlushJob(7);
+  std::vector<WindowResult> all = engine.TakeResults();
+  std::vector<WindowResult> w = JobLevel(all);
+  ASSERT_THAT(w, SizeIs(1));
+  EXPECT_EQ(w[0].gpus_reporting, 2);
+  EXPECT_EQ(w[0].gpus_allocated, 4);
+  EXPECT_DOUBLE_EQ(w[0].gpu_coverage, 0.5);
+  EXPECT_TRUE(w[0].flags & kFlagLowGpuCoverage);
+  EXPECT_NEAR(*w[0].gpu_ofu_min, 0.3, 1e-6);
+  EXPECT_NEAR(*w[0].gpu_ofu_max, 0.5, 1e-6);
+  EXPECT_NEAR(*w[0].ofu, 0.4, 1e-6);
+  EXPECT_EQ(all.size(), 3u);  // job + two GPUs
+}
+
+TEST(WindowEngine, FindsIdleGpusAndStragglers) {
+  WindowEngine engine(&core::GpuCatalog::BuiltIn(), {});
+  for (int i = 0; i < 6; ++i) {
+    for (int g = 0; g < 4; ++g)
+      engine.Add(Job(5), S("g" + std::to_string(g), kT0 + i * 10'000, 0.5), 0);
+    engine.Add(Job(5), S("slow", kT0 + i * 10'000, 0.2), 0);
+    engine.Add(Job(5), S("idle", kT0 + i * 10'000, 0.0), 0);
+  }
+  engine.FlushJob(7);
+  std::vector<WindowResult> w = JobLevel(engine.TakeResults());
+  ASSERT_THAT(w, SizeIs(1));
+  EXPECT_THAT(w[0].idle_gpus, ElementsAre("idle"));
+  ASSERT_GE(w[0].stragglers.size(), 2u);
+  EXPECT_EQ(w[0].stragglers[0].gpu, "idle");
+  EXPECT_EQ(w[0].stragglers[1].gpu, "slow");
+  EXPECT_NEAR(w[0].stragglers[1].score, 0.4, 1e-6);
+  ASSERT_TRUE(w[0].spatial_imbalance.has_value());
+  EXPECT_GT(*w[0].spatial_imbalance, 0.2);
+}
+
+TEST(WindowEngine, EnergySpansTheWindowBoundaryFromThePreviousReading) {
+  WindowEngine engine(&core::GpuCatalog::BuiltIn(), {});
+  for (int i = 0; i < 13; ++i) {
+    Sample s = S("g0", kT0 + i * 10'000, 0.5);
+    s.energy_mj = 700.0 * 10.0 * 1000.0 * i;  // 700 W
+    engine.Add(Job(), s, 0);
+  }
+  engine.FlushJob(7);
+  std::vector<WindowResult> w = JobLevel(engine.TakeResults());
+  ASSERT_THAT(w, SizeIs(3));
+  EXPECT_NEAR(*w[1].energy_j, 700.0 * 60, 1e-6);  // 6 intervals of 10 s
+}
+
+TEST(WindowEngine, UnknownGpuModelIsFlaggedWithoutOfu) {
+  WindowEngine engine(&core::GpuCatalog::BuiltIn(), {});
+  JobInfo info = Job();
+  info.gpu_model = "Imaginary GPU 9000";
+  engine.Add(info, S("g0", kT0, 0.5), 0);
+  engine.FlushJob(7);
+  std::vector<WindowResult> w = JobLevel(engine.TakeResults());
+  ASSERT_THAT(w, SizeIs(1));
+  EXPECT_FALSE(w[0].ofu.has_value());
+  EXPECT_TRUE(w[0].flags & kFlagUnknownGpuModel);
+}
+
+TEST(WindowEngine, IdleJobIsFlushedByArrivalTime) {
+  EngineOptions options;
+  options.idle_flush_ms = 1000;
+  WindowEngine engine(&core::GpuCatalog::BuiltIn(), options);
+  engine.Add(Job(), S("g0", kT0, 0.5), /*arrival_ms=*/100);
+  engine.Advance(500);
+  EXPECT_THAT(engine.TakeResults(), SizeIs(0));
+  engine.Advance(1100);
+  std::vector<WindowResult> w = JobLevel(engine.TakeResults());
+  ASSERT_THAT(w, SizeIs(1));
+  EXPECT_TRUE(w[0].finalized);
+  EXPECT_FALSE(engine.Knows(7));
+}
+
+TEST(WindowEngine, RestoringOpenWindowsReproducesTheUninterruptedResult) {
+  auto feed = [](WindowEngine& e, int from, int to) {
+    for (int i = from; i < to; ++i) {
+      for (int g = 0; g < 3; ++g) {
+        e.Add(Job(3), S("g" + std::to_string(g), kT0 + i * 10'000, 0.1 * g + 0.01 * (i % 7)), 0);
+      }
+      e.Advance();
+    }
+  };
+  WindowEngine straight(&core::GpuCatalog::BuiltIn(), {});
+  feed(straight, 0, 60);
+  straight.FlushJob(7);
+  std::vector<WindowResult> expected = straight.TakeResults();
+
+  WindowEngine first(&core::GpuCatalog::BuiltIn(), {});
+  feed(first, 0, 31);
+  std::vector<WindowResult> got = first.TakeResults();
+  std::vector<JobProgress> progress = first.TakeProgress();
+  ASSERT_THAT(progress, SizeIs(1));
+  // A new engine restores the samples of the windows that were not final.
+  WindowEngine second(&core::GpuCatalog::BuiltIn(), {});
+  JobInfo info = Job(3);
+  info.final_before_ms = progress[0].final_before_ms;
+  info.max_event_ms = progress[0].max_event_ms;
+  for (int i = 0; i < 31; ++i) {
+    for (int g = 0; g < 3; ++g) {
+      second.Restore(info, S("g" + std::to_string(g), kT0 + i * 10'000, 0.1 * g + 0.01 * (i % 7)));
+    }
+  }
+  second.RestoreDone(7);
+  feed(second, 31, 60);
+  second.FlushJob(7);
+  for (WindowResult& r : second.TakeResults()) got.push_back(std::move(r));
+
+  // Compare the final version of each window.
+  auto finals = [](const std::vector<WindowResult>& all) {
+    std::map<std::pair<int64_t, std::string>, WindowResult> m;
+    for (const WindowResult& r : all) m[{r.start_ms, r.gpu}] = r;
+    return m;
+  };
+  auto a = finals(expected), b = finals(got);
+  ASSERT_EQ(a.size(), b.size());
+  for (const auto& [key, r] : a) {
+    ASSERT_TRUE(b.contains(key));
+    EXPECT_EQ(b[key].sample_count, r.sample_count);
+    EXPECT_DOUBLE_EQ(b[key].ofu.value_or(-1), r.ofu.value_or(-1));
+    EXPECT_TRUE(b[key].finalized);
+  }
+}
+
+TEST(WindowEngine, MemoryPerActiveGpuStaysUnderTwoKibAtTenSecondSampling) {
+  WindowEngine engine(&core::GpuCatalog::BuiltIn(), {});
+  const int gpus = 512;
+  for (int i = 0; i < 60; ++i) {  // ten minutes
+    for (int g = 0; g < gpus; ++g) {
+      engine.Add(Job(gpus),
+                 S("node" + std::to_string(g / 8) + "/" + std::to_string(g % 8) + "/",
+                   kT0 + i * 10'000, 0.5),
+                 0);
+    }
+    engine.Advance();
+    engine.TakeResults();
+  }
+  EXPECT_EQ(engine.ActiveGpuCount(), static_cast<size_t>(gpus));
+  EXPECT_LT(engine.MemoryBytes() / gpus, 2048u);
+}
+
+}  // namespace
+}  // namespace goodput::ofu
