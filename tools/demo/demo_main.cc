@@ -127,6 +127,7 @@ class PlatformSink : public sim::FleetSink {
       out->set_clock_throttle_reasons(s.clock_throttle_reasons);
     }
     last_window_end_s_ = window_end_s;
+    pushed_per_job_[job.job_id] += static_cast<int64_t>(samples.size());
     (void)window_start_s;
     if (batch_.samples_size() >= options_.batch_samples) Flush();
   }
@@ -220,6 +221,7 @@ class PlatformSink : public sim::FleetSink {
   int64_t errors() const { return errors_; }
   const std::string& mfu_error() const { return mfu_error_; }
   const std::vector<std::string>& refusal_examples() const { return refusal_examples_; }
+  const std::map<std::string, int64_t>& pushed_per_job() const { return pushed_per_job_; }
 
  private:
   static std::shared_ptr<grpc::Channel> Channel(const std::string& addr) {
@@ -292,7 +294,38 @@ class PlatformSink : public sim::FleetSink {
           mfu_refused_ = 0, errors_ = 0;
   std::string mfu_error_;
   std::vector<std::string> refusal_examples_;
+  std::map<std::string, int64_t> pushed_per_job_;
 };
+
+// Waits until goodput-ofu has turned every pushed sample into windows (its job summaries
+// count them all), showing progress; gives up after `timeout`. False on time-out.
+bool WaitForOfu(const Options& options, const std::map<std::string, int64_t>& pushed,
+                absl::Duration timeout) {
+  auto ofu =
+      v1::OfuService::NewStub(grpc::CreateChannel(options.ofu, grpc::InsecureChannelCredentials()));
+  int64_t total = 0;
+  for (const auto& [job, count] : pushed) total += count;
+  absl::Time deadline = absl::Now() + timeout;
+  while (true) {
+    int64_t counted = 0;
+    for (const auto& [job_id, count] : pushed) {
+      v1::GetJobSummaryRequest request;
+      request.mutable_job()->set_cluster(options.cluster);
+      request.mutable_job()->set_job_id(job_id);
+      v1::GetJobSummaryResponse response;
+      grpc::Status status = ofu->GetJobSummary(Context(options, 10).get(), request, &response);
+      if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) return false;
+      if (status.ok()) counted += std::min(count, response.summary().sample_count());
+    }
+    std::fprintf(stderr, "\r  goodput-ofu has computed windows over %lld of %lld GPU-samples",
+                 static_cast<long long>(counted), static_cast<long long>(total));
+    if (counted >= total || absl::Now() >= deadline) {
+      std::fprintf(stderr, "\n");
+      return counted >= total;
+    }
+    absl::SleepFor(absl::Milliseconds(500));
+  }
+}
 
 // True when the server at `addr` reports `service` SERVING within a few seconds.
 bool Serving(const std::string& addr, const std::string& service) {
@@ -319,8 +352,8 @@ void PrintSummary(const Options& options, const sim::FleetSimulator& fleet) {
   auto alerts = v1::AlertService::NewStub(
       grpc::CreateChannel(options.alerting, grpc::InsecureChannelCredentials()));
 
-  std::printf("\n%-14s %5s %-22s %8s %8s  %-24s %s\n", "JOB", "GPUS", "GPU MODEL", "OFU",
-              "TRUE OFU", "MFU VERDICT", "INJECTED");
+  std::printf("\n%-14s %5s %-22s %8s %8s  %-24s %s\n", "JOB", "GPUS", "GPU MODEL", "OFU", "SIM OFU",
+              "MFU VERDICT", "INJECTED");
   std::string ofu_note, mfu_note;
   double gpu_hours = 0, effective_gpu_hours = 0;
   for (const sim::JobTruth& job : fleet.jobs()) {
@@ -331,7 +364,8 @@ void PrintSummary(const Options& options, const sim::FleetSimulator& fleet) {
     v1::GetJobSummaryResponse response;
     grpc::Status status = ofu->GetJobSummary(Context(options, 10).get(), request, &response);
     if (status.ok()) {
-      measured = Pct(response.summary().ofu());
+      const v1::JobOfuSummary& summary = response.summary();
+      measured = Pct(summary.has_steady_state_ofu() ? summary.steady_state_ofu() : summary.ofu());
       gpu_hours += response.summary().gpu_hours();
       effective_gpu_hours += response.summary().effective_gpu_hours();
     } else if (ofu_note.empty()) {
@@ -366,7 +400,8 @@ void PrintSummary(const Options& options, const sim::FleetSimulator& fleet) {
                 verdict.c_str(), absl::StrJoin(injected, ", ").c_str());
   }
   std::printf(
-      "(TRUE OFU is the simulator's steady level before warm-up, dips and injected drops)\n");
+      "(OFU: steady-state OFU measured by goodput; SIM OFU: the simulator's steady level before\n"
+      " checkpoints, evaluation passes, stalls, stragglers, idle GPUs and injected drops)\n");
   if (gpu_hours > 0) {
     std::printf("\nFleet: %.0f GPU-hours, %.0f effective GPU-hours, fleet OFU %s\n", gpu_hours,
                 effective_gpu_hours, Pct(effective_gpu_hours / gpu_hours).c_str());
@@ -439,6 +474,9 @@ int Run(const Options& options) {
     std::printf("  refused: %s\n", example.c_str());
   }
   if (!sink.mfu_error().empty()) std::printf("MFU reports: %s\n", sink.mfu_error().c_str());
+  if (!WaitForOfu(options, sink.pushed_per_job(), absl::Minutes(3))) {
+    std::printf("goodput-ofu has not processed every sample yet; figures below are partial\n");
+  }
   PrintSummary(options, **fleet);
   bool clean = sink.lost() == 0 && sink.refused() == 0 && sink.errors() == 0;
   return clean ? 0 : 1;
