@@ -18,6 +18,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "services/api/api_convert.h"
 #include "services/ofu/ofu_consumer.h"
 #include "services/ofu/ofu_live.h"
 #include "services/ofu/ofu_store.h"
@@ -390,13 +391,16 @@ TEST_F(OfuIntegration, QueriesPaginateDownsampleAndRefuseUnknownJobs) {
     *sreq.mutable_job() = Key(sim.job_id);
     v1::GetJobSummaryResponse sresp;
     ASSERT_TRUE(h.service->DoGetJobSummary(sreq, &sresp).ok());
-    const int64_t steady_ms = ToUnixMs(sresp.summary().steady_state_start_time());
-    for (const auto& w : all) EXPECT_EQ(w.warmup(), ToUnixMs(w.start_time()) < steady_ms);
+    const int64_t steady_ms = api::TimestampToUnixMs(sresp.summary().steady_state_start_time());
+    for (const auto& w : all)
+      EXPECT_EQ(w.warmup(), api::TimestampToUnixMs(w.start_time()) < steady_ms);
     EXPECT_FALSE(all.back().warmup());
   }
   EXPECT_EQ(pages, static_cast<int>((all.size() + 6) / 7));
   for (size_t i = 1; i < all.size(); ++i) {
-    EXPECT_EQ(ToUnixMs(all[i].start_time()) - ToUnixMs(all[i - 1].start_time()), 60'000);
+    EXPECT_EQ(api::TimestampToUnixMs(all[i].start_time()) -
+                  api::TimestampToUnixMs(all[i - 1].start_time()),
+              60'000);
   }
 
   // 5-minute buckets: sample-weighted means of the native windows, paginated too.
@@ -422,12 +426,12 @@ TEST_F(OfuIntegration, QueriesPaginateDownsampleAndRefuseUnknownJobs) {
   for (const auto& w : all) native_samples += w.sample_count();
   for (const auto& b : buckets) {
     bucket_samples += b.sample_count();
-    EXPECT_EQ(ToUnixMs(b.start_time()) % 300'000, 0);
+    EXPECT_EQ(api::TimestampToUnixMs(b.start_time()) % 300'000, 0);
     double weighted = 0;
     int64_t n = 0;
     for (const auto& w : all) {
-      if (ToUnixMs(w.start_time()) >= ToUnixMs(b.start_time()) &&
-          ToUnixMs(w.start_time()) < ToUnixMs(b.end_time())) {
+      if (api::TimestampToUnixMs(w.start_time()) >= api::TimestampToUnixMs(b.start_time()) &&
+          api::TimestampToUnixMs(w.start_time()) < api::TimestampToUnixMs(b.end_time())) {
         weighted += w.ofu() * w.sample_count();
         n += w.sample_count();
       }
@@ -459,8 +463,9 @@ TEST_F(OfuIntegration, QueriesPaginateDownsampleAndRefuseUnknownJobs) {
 
   // Fleet view.
   v1::GetFleetSummaryRequest fleet;
-  *fleet.mutable_time_range()->mutable_start_time() = FromUnixMs(sim.start_ms - 3'600'000);
-  *fleet.mutable_time_range()->mutable_end_time() = FromUnixMs(sim.end_ms + 3'600'000);
+  *fleet.mutable_time_range()->mutable_start_time() =
+      api::UnixMsToTimestamp(sim.start_ms - 3'600'000);
+  *fleet.mutable_time_range()->mutable_end_time() = api::UnixMsToTimestamp(sim.end_ms + 3'600'000);
   fleet.add_group_by(v1::FLEET_GROUP_BY_TEAM);
   v1::GetFleetSummaryResponse fleet_resp;
   ASSERT_TRUE(h.service->DoGetFleetSummary(fleet, &fleet_resp).ok());
@@ -501,8 +506,8 @@ TEST_F(OfuIntegration, LatestWindowComesFromRedisAndFromPostgresWhenRedisIsDown)
   v1::GetLatestOfuResponse from_pg;
   ASSERT_TRUE(h.service->DoGetLatestOfu(req, &from_pg).ok());
   ASSERT_TRUE(from_pg.jobs(0).has_window());
-  EXPECT_EQ(ToUnixMs(from_pg.jobs(0).window().start_time()),
-            ToUnixMs(from_redis.jobs(0).window().start_time()));
+  EXPECT_EQ(api::TimestampToUnixMs(from_pg.jobs(0).window().start_time()),
+            api::TimestampToUnixMs(from_redis.jobs(0).window().start_time()));
   EXPECT_NEAR(from_pg.jobs(0).window().ofu(), from_redis.jobs(0).window().ofu(), 1e-9);
 }
 

@@ -1,5 +1,7 @@
 #include "services/ingest/job_store.h"
 
+#include "services/api/api_convert.h"
+
 // GCC 12 reports a false maybe-uninitialized inside libpqxx's handling of std::optional
 // statement parameters (type_utils.hxx) at -O2; the optional is always engaged there.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -84,48 +86,23 @@ constexpr char kCloseAllocations[] =
 
 std::optional<int64_t> ToMs(const google::protobuf::Timestamp& t, bool present) {
   if (!present) return std::nullopt;
-  return t.seconds() * 1000 + t.nanos() / 1000000;
+  return api::TimestampToUnixMs(t);
 }
 
-void SetMs(int64_t ms, google::protobuf::Timestamp* t) {
-  int64_t seconds = ms / 1000;
-  int64_t rem = ms % 1000;
-  if (rem < 0) {
-    rem += 1000;
-    --seconds;
-  }
-  t->set_seconds(seconds);
-  t->set_nanos(static_cast<int32_t>(rem * 1000000));
-}
+void SetMs(int64_t ms, google::protobuf::Timestamp* t) { *t = api::UnixMsToTimestamp(ms); }
 
+// The stored name; a job registered without a scheduler kind is stored as "other".
 std::string SchedulerName(v1::SchedulerKind kind) {
-  switch (kind) {
-    case v1::SCHEDULER_KIND_SLURM:
-      return "slurm";
-    case v1::SCHEDULER_KIND_OSMO:
-      return "osmo";
-    case v1::SCHEDULER_KIND_KUBERNETES:
-      return "kubernetes";
-    default:
-      return "other";
-  }
+  std::string name = api::SchedulerKindName(kind);
+  return name.empty() ? "other" : name;
 }
 
 v1::SchedulerKind SchedulerFromName(const std::string& name) {
-  if (name == "slurm") return v1::SCHEDULER_KIND_SLURM;
-  if (name == "osmo") return v1::SCHEDULER_KIND_OSMO;
-  if (name == "kubernetes") return v1::SCHEDULER_KIND_KUBERNETES;
-  return v1::SCHEDULER_KIND_OTHER;
+  v1::SchedulerKind kind = api::SchedulerKindFromName(name);
+  return kind == v1::SCHEDULER_KIND_UNSPECIFIED ? v1::SCHEDULER_KIND_OTHER : kind;
 }
 
-v1::JobState StateFromName(const std::string& name) {
-  for (int s = v1::JobState_MIN; s <= v1::JobState_MAX; ++s) {
-    if (v1::JobState_IsValid(s) && JobStateName(static_cast<v1::JobState>(s)) == name) {
-      return static_cast<v1::JobState>(s);
-    }
-  }
-  return v1::JOB_STATE_UNSPECIFIED;
-}
+v1::JobState StateFromName(const std::string& name) { return api::JobStateFromName(name); }
 
 std::string LabelsJson(const google::protobuf::Map<std::string, std::string>& labels) {
   nlohmann::json j = nlohmann::json::object();
@@ -286,29 +263,6 @@ absl::StatusOr<std::string> Merged(absl::string_view field, const std::string& s
 
 }  // namespace
 
-std::string JobStateName(v1::JobState state) {
-  switch (state) {
-    case v1::JOB_STATE_PENDING:
-      return "pending";
-    case v1::JOB_STATE_RUNNING:
-      return "running";
-    case v1::JOB_STATE_COMPLETED:
-      return "completed";
-    case v1::JOB_STATE_FAILED:
-      return "failed";
-    case v1::JOB_STATE_CANCELLED:
-      return "cancelled";
-    case v1::JOB_STATE_TIMED_OUT:
-      return "timed_out";
-    case v1::JOB_STATE_PREEMPTED:
-      return "preempted";
-    case v1::JOB_STATE_ENDED:
-      return "ended";
-    default:
-      return "";
-  }
-}
-
 absl::StatusOr<RegisterJobResult> JobStore::Register(const v1::Job& job, int64_t now_unix_ms) {
   if (absl::Status s = CheckKey(job.key()); !s.ok()) return s;
   if (!job.has_start_time() && job.state() != v1::JOB_STATE_PENDING) {
@@ -326,7 +280,7 @@ absl::StatusOr<RegisterJobResult> JobStore::Register(const v1::Job& job, int64_t
   if (start_ms && end_ms && *end_ms < *start_ms) {
     return absl::InvalidArgumentError("job.end_time is before job.start_time");
   }
-  std::string state = JobStateName(job.state());
+  std::string state = api::JobStateName(job.state());
   if (state.empty()) state = end_ms ? "ended" : (start_ms ? "running" : "pending");
 
   return pool_->RunTransactionFor<RegisterJobResult>([&](pqxx::work& txn)
@@ -464,7 +418,7 @@ absl::StatusOr<v1::Job> JobStore::Update(const v1::Job& job, const std::vector<s
         txn.exec_params("UPDATE jobs SET labels = $2::jsonb WHERE id = $1", row_id,
                         LabelsJson(job.labels()));
       } else if (path == "state") {
-        const std::string state = JobStateName(job.state());
+        const std::string state = api::JobStateName(job.state());
         if (state.empty()) return absl::InvalidArgumentError("job.state is unspecified");
         txn.exec_params("UPDATE jobs SET state = $2 WHERE id = $1", row_id, state);
       } else if (path == "start_time" || path == "end_time") {
@@ -520,7 +474,7 @@ absl::StatusOr<v1::Job> JobStore::End(const v1::JobKey& key, std::optional<int64
     txn.exec_params(
         "UPDATE jobs SET end_time = to_timestamp($2::bigint / 1000.0), state = $3, "
         "updated_at = now() WHERE id = $1",
-        loaded->second, end, JobStateName(final_state));
+        loaded->second, end, api::JobStateName(final_state));
     txn.exec_params(kCloseAllocations, loaded->second, end);
     absl::StatusOr<std::pair<v1::Job, int64_t>> updated = LoadJob(txn, key, false);
     if (!updated.ok()) return updated.status();
@@ -571,7 +525,7 @@ absl::StatusOr<ListJobsResult> JobStore::List(const v1::ListJobsRequest& request
     if (request.states_size() > 0) {
       std::vector<std::string> states;
       for (int s : request.states()) {
-        const std::string name = JobStateName(static_cast<v1::JobState>(s));
+        const std::string name = api::JobStateName(static_cast<v1::JobState>(s));
         if (name.empty()) {
           return absl::InvalidArgumentError(
               absl::StrCat("states contains ", s, ", not a job state"));

@@ -67,7 +67,4 @@ class JobStore {
   platform::PgPool* pool_;
 };
 
-// "completed" etc. for a state; "" for UNSPECIFIED.
-std::string JobStateName(v1::JobState state);
-
 }  // namespace goodput::ingest

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "services/api/api_convert.h"
 #include "services/core/tile_quantization.h"
 #include "services/ofu/proto_convert.h"
 #include "services/platform/status_convert.h"
@@ -34,54 +35,11 @@ absl::Status CheckJobKey(const v1::JobKey& key, absl::string_view field) {
   return absl::OkStatus();
 }
 
-v1::Precision ToProtoPrecision(core::Precision p) {
-  switch (p) {
-    case core::Precision::kFp64:
-      return v1::PRECISION_FP64;
-    case core::Precision::kTf32:
-      return v1::PRECISION_TF32;
-    case core::Precision::kFp16:
-      return v1::PRECISION_FP16;
-    case core::Precision::kBf16:
-      return v1::PRECISION_BF16;
-    case core::Precision::kFp8:
-      return v1::PRECISION_FP8;
-    case core::Precision::kFp4:
-      return v1::PRECISION_FP4;
-    case core::Precision::kInt8:
-      return v1::PRECISION_INT8;
-  }
-  return v1::PRECISION_UNSPECIFIED;
-}
-
-std::string SchedulerName(v1::SchedulerKind k) {
-  switch (k) {
-    case v1::SCHEDULER_KIND_SLURM:
-      return "slurm";
-    case v1::SCHEDULER_KIND_OSMO:
-      return "osmo";
-    case v1::SCHEDULER_KIND_KUBERNETES:
-      return "kubernetes";
-    case v1::SCHEDULER_KIND_OTHER:
-      return "other";
-    default:
-      return "";
-  }
-}
-
-v1::SchedulerKind SchedulerKindOf(const std::string& s) {
-  if (s == "slurm") return v1::SCHEDULER_KIND_SLURM;
-  if (s == "osmo") return v1::SCHEDULER_KIND_OSMO;
-  if (s == "kubernetes") return v1::SCHEDULER_KIND_KUBERNETES;
-  if (s == "other") return v1::SCHEDULER_KIND_OTHER;
-  return v1::SCHEDULER_KIND_UNSPECIFIED;
-}
-
 void FillGroup(const FleetGroupFigures& g, v1::FleetGroup* out) {
   out->set_cluster(g.cluster);
   out->set_gpu_model(g.gpu_model);
   out->set_team(g.team);
-  out->set_scheduler(SchedulerKindOf(g.scheduler));
+  out->set_scheduler(api::SchedulerKindFromName(g.scheduler));
   out->set_job_count(g.job_count);
   out->set_gpu_hours(g.gpu_hours);
   out->set_effective_gpu_hours(g.effective_gpu_hours);
@@ -227,10 +185,11 @@ absl::Status OfuServiceImpl::DoGetJobOfu(const v1::GetJobOfuRequest& request,
   const int64_t bucket_ms = int64_t{bucket_s} * 1000;
   const int page_size = request.page_size() == 0 ? 100 : std::min(request.page_size(), 1000);
   int64_t from_ms = request.time_range().has_start_time()
-                        ? ToUnixMs(request.time_range().start_time())
+                        ? api::TimestampToUnixMs(request.time_range().start_time())
                         : kEarliestMs;
-  const int64_t to_ms =
-      request.time_range().has_end_time() ? ToUnixMs(request.time_range().end_time()) : kLatestMs;
+  const int64_t to_ms = request.time_range().has_end_time()
+                            ? api::TimestampToUnixMs(request.time_range().end_time())
+                            : kLatestMs;
   from_ms = std::max(from_ms, kEarliestMs);
   if (!request.page_token().empty()) {
     int64_t token_ms = 0;
@@ -310,8 +269,8 @@ absl::Status OfuServiceImpl::DoGetJobSummary(const v1::GetJobSummaryRequest& req
                                                                : job->gpu_model);
   s->set_gpus_allocated(job->gpus_allocated);
   if (f.first_start_ms.has_value()) {
-    *s->mutable_time_range()->mutable_start_time() = FromUnixMs(*f.first_start_ms);
-    *s->mutable_time_range()->mutable_end_time() = FromUnixMs(*f.last_end_ms);
+    *s->mutable_time_range()->mutable_start_time() = api::UnixMsToTimestamp(*f.first_start_ms);
+    *s->mutable_time_range()->mutable_end_time() = api::UnixMsToTimestamp(*f.last_end_ms);
   }
   s->set_finalized(job->end_ms.has_value() && f.all_final);
   if (f.ofu.has_value()) {
@@ -321,7 +280,7 @@ absl::Status OfuServiceImpl::DoGetJobSummary(const v1::GetJobSummaryRequest& req
   }
   if (f.steady_state_ofu.has_value()) s->set_steady_state_ofu(*f.steady_state_ofu);
   if (f.steady_state_start_ms.has_value()) {
-    *s->mutable_steady_state_start_time() = FromUnixMs(*f.steady_state_start_ms);
+    *s->mutable_steady_state_start_time() = api::UnixMsToTimestamp(*f.steady_state_start_ms);
   }
   s->set_sample_count(f.sample_count);
   s->set_gpu_coverage(f.gpu_coverage);
@@ -426,13 +385,14 @@ absl::Status OfuServiceImpl::DoGetFleetSummary(const v1::GetFleetSummaryRequest&
         return absl::InvalidArgumentError(absl::StrCat("group_by=", g, " is not a dimension"));
     }
   }
-  absl::StatusOr<std::vector<std::pair<JobRow, StoredWindow>>> windows = store_->FleetWindows(
-      ToUnixMs(request.time_range().start_time()), ToUnixMs(request.time_range().end_time()));
+  absl::StatusOr<std::vector<std::pair<JobRow, StoredWindow>>> windows =
+      store_->FleetWindows(api::TimestampToUnixMs(request.time_range().start_time()),
+                           api::TimestampToUnixMs(request.time_range().end_time()));
   if (!windows.ok()) return windows.status();
   FleetFilter filter{.cluster = request.cluster(),
                      .gpu_model = request.gpu_model(),
                      .team = request.team(),
-                     .scheduler = SchedulerName(request.scheduler())};
+                     .scheduler = api::SchedulerKindName(request.scheduler())};
   auto [groups, total] = SummarizeFleet(*windows, filter, dims, threshold);
   for (const FleetGroupFigures& g : groups) FillGroup(g, response->add_groups());
   FillGroup(total, response->mutable_total());
@@ -463,7 +423,7 @@ absl::Status OfuServiceImpl::DoListGpuSpecs(const v1::ListGpuSpecsRequest& reque
       std::optional<double> flops = s->FlopsPerCyclePerSm(p);
       if (!flops.has_value()) continue;
       v1::PrecisionPeak* peak = out->add_peaks();
-      peak->set_precision(ToProtoPrecision(p));
+      peak->set_precision(api::PrecisionToProto(p));
       peak->set_flops_per_cycle_per_sm(*flops);
       absl::StatusOr<double> tflops = s->PeakTflops(p);
       if (tflops.ok()) peak->set_peak_tflops(*tflops);
@@ -563,7 +523,7 @@ grpc::ServerWriteReactor<v1::StreamJobOfuResponse>* OfuServiceImpl::StreamJobOfu
   // Replay: windows from replay_from, or the latest one.
   int64_t from_ms = 0;
   if (request->has_replay_from()) {
-    from_ms = ToUnixMs(request->replay_from());
+    from_ms = api::TimestampToUnixMs(request->replay_from());
   } else {
     absl::StatusOr<std::optional<int64_t>> latest = store_->LatestWindowStart(job->id);
     if (!latest.ok()) return new Failed(latest.status());

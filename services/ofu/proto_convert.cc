@@ -1,5 +1,7 @@
 #include "services/ofu/proto_convert.h"
 
+#include "services/api/api_convert.h"
+
 namespace goodput::ofu {
 
 v1::GpuRef GpuRefFromKey(const std::string& key) {
@@ -17,23 +19,6 @@ std::string GpuKeyFromRef(const v1::GpuRef& gpu) {
                 gpu.uuid());
 }
 
-int64_t ToUnixMs(const google::protobuf::Timestamp& t) {
-  return t.seconds() * 1000 + t.nanos() / 1'000'000;
-}
-
-google::protobuf::Timestamp FromUnixMs(int64_t ms) {
-  google::protobuf::Timestamp t;
-  int64_t s = ms / 1000;
-  int64_t rem = ms % 1000;
-  if (rem < 0) {
-    rem += 1000;
-    --s;
-  }
-  t.set_seconds(s);
-  t.set_nanos(static_cast<int32_t>(rem * 1'000'000));
-  return t;
-}
-
 v1::OfuWindow WindowToProto(const WindowResult& w, int32_t window_s, int32_t revision,
                             const std::string& cluster, const std::string& job_id,
                             const std::string& workload_fingerprint, bool warmup) {
@@ -41,8 +26,8 @@ v1::OfuWindow WindowToProto(const WindowResult& w, int32_t window_s, int32_t rev
   p.mutable_job()->set_cluster(cluster);
   p.mutable_job()->set_job_id(job_id);
   if (!w.gpu.empty()) *p.mutable_gpu() = GpuRefFromKey(w.gpu);
-  *p.mutable_start_time() = FromUnixMs(w.start_ms);
-  *p.mutable_end_time() = FromUnixMs(w.end_ms);
+  *p.mutable_start_time() = api::UnixMsToTimestamp(w.start_ms);
+  *p.mutable_end_time() = api::UnixMsToTimestamp(w.end_ms);
   p.set_window_s(window_s);
   p.set_gpu_model(w.gpu_model);
   p.set_workload_fingerprint(workload_fingerprint);

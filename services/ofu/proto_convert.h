@@ -19,8 +19,4 @@ v1::OfuWindow WindowToProto(const WindowResult& w, int32_t window_s, int32_t rev
                             const std::string& cluster, const std::string& job_id,
                             const std::string& workload_fingerprint, bool warmup = false);
 
-// Unix milliseconds of a Timestamp, and back.
-int64_t ToUnixMs(const google::protobuf::Timestamp& t);
-google::protobuf::Timestamp FromUnixMs(int64_t ms);
-
 }  // namespace goodput::ofu

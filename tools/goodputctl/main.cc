@@ -34,6 +34,7 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "nlohmann/json.hpp"
+#include "services/api/api_convert.h"
 #include "services/platform/migrations.h"
 #include "services/platform/status_convert.h"
 
@@ -253,33 +254,12 @@ absl::StatusOr<v1::JobKey> KeyFlags(const Args& args) {
   return key;
 }
 
-const std::map<std::string, v1::JobState>& JobStates() {
-  static const auto* states = new std::map<std::string, v1::JobState>{
-      {"pending", v1::JOB_STATE_PENDING},     {"running", v1::JOB_STATE_RUNNING},
-      {"completed", v1::JOB_STATE_COMPLETED}, {"failed", v1::JOB_STATE_FAILED},
-      {"cancelled", v1::JOB_STATE_CANCELLED}, {"timed_out", v1::JOB_STATE_TIMED_OUT},
-      {"preempted", v1::JOB_STATE_PREEMPTED}, {"ended", v1::JOB_STATE_ENDED}};
-  return *states;
-}
-
 absl::StatusOr<v1::JobState> ParseJobState(const std::string& value) {
-  auto it = JobStates().find(absl::AsciiStrToLower(value));
-  if (it == JobStates().end()) {
+  v1::JobState state = api::JobStateFromName(value);
+  if (state == v1::JOB_STATE_UNSPECIFIED) {
     return absl::InvalidArgumentError(absl::StrCat("--state: \"", value, "\" is not a job state"));
   }
-  return it->second;
-}
-
-std::string JobStateName(v1::JobState state) {
-  for (const auto& [name, value] : JobStates()) {
-    if (value == state) return name;
-  }
-  return "unknown";
-}
-
-std::string SchedulerName(v1::SchedulerKind kind) {
-  std::string name = absl::AsciiStrToLower(v1::SchedulerKind_Name(kind));
-  return std::string(absl::StripPrefix(name, "scheduler_kind_"));
+  return state;
 }
 
 std::string FormatTime(const google::protobuf::Timestamp& ts) {
@@ -305,8 +285,8 @@ std::string GpuText(const v1::GpuRef& gpu) {
 
 void PrintJob(const v1::Job& job) {
   std::cout << "job        " << job.key().cluster() << "/" << job.key().job_id() << "\n"
-            << "state      " << JobStateName(job.state()) << "\n"
-            << "scheduler  " << SchedulerName(job.scheduler()) << "\n"
+            << "state      " << api::JobStateName(job.state()) << "\n"
+            << "scheduler  " << api::SchedulerKindName(job.scheduler()) << "\n"
             << "user/team  " << (job.user().empty() ? "-" : job.user()) << " / "
             << (job.team().empty() ? "-" : job.team()) << "\n"
             << "name       " << (job.name().empty() ? "-" : job.name()) << "\n"
@@ -348,9 +328,9 @@ int RegisterJob(const Args& args) {
   v1::RegisterJobRequest request;
   v1::Job* job = request.mutable_job();
   *job->mutable_key() = *key;
-  std::string scheduler = absl::AsciiStrToUpper(Flag(args, "scheduler").value_or("other"));
-  v1::SchedulerKind kind;
-  if (!v1::SchedulerKind_Parse(absl::StrCat("SCHEDULER_KIND_", scheduler), &kind)) {
+  v1::SchedulerKind kind =
+      api::SchedulerKindFromName(absl::AsciiStrToLower(Flag(args, "scheduler").value_or("other")));
+  if (kind == v1::SCHEDULER_KIND_UNSPECIFIED) {
     return UsageError(absl::StrCat("--scheduler: \"", *Flag(args, "scheduler"),
                                    "\" is not slurm, osmo, kubernetes or other"));
   }
@@ -416,7 +396,7 @@ int EndJob(const Args& args) {
     PrintJson(response);
   } else {
     std::cout << "ended " << key->cluster() << "/" << key->job_id() << " ("
-              << JobStateName(response.job().state()) << ")\n";
+              << api::JobStateName(response.job().state()) << ")\n";
   }
   return 0;
 }
@@ -458,8 +438,9 @@ int ListJobs(const Args& args) {
               "TEAM", "GPUS", "START (UTC)", "WORKLOAD");
   for (const v1::Job& job : jobs) {
     std::printf("%-12s %-16s %-10s %-12s %-12s %5d  %-19s  %s\n", job.key().cluster().c_str(),
-                job.key().job_id().c_str(), JobStateName(job.state()).c_str(), job.user().c_str(),
-                job.team().c_str(), job.gpu_count() > 0 ? job.gpu_count() : job.allocations_size(),
+                job.key().job_id().c_str(), api::JobStateName(job.state()).c_str(),
+                job.user().c_str(), job.team().c_str(),
+                job.gpu_count() > 0 ? job.gpu_count() : job.allocations_size(),
                 FormatTime(job.start_time()).c_str(), job.workload_fingerprint().c_str());
   }
   std::cout << jobs.size() << " jobs\n";

@@ -1,0 +1,93 @@
+#include "services/api/api_convert.h"
+
+#include <array>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "google/protobuf/util/time_util.h"
+
+namespace goodput::api {
+namespace {
+
+constexpr std::array<std::pair<v1::SchedulerKind, absl::string_view>, 4> kSchedulers = {{
+    {v1::SCHEDULER_KIND_SLURM, "slurm"},
+    {v1::SCHEDULER_KIND_OSMO, "osmo"},
+    {v1::SCHEDULER_KIND_KUBERNETES, "kubernetes"},
+    {v1::SCHEDULER_KIND_OTHER, "other"},
+}};
+
+constexpr std::array<std::pair<v1::JobState, absl::string_view>, 8> kJobStates = {{
+    {v1::JOB_STATE_PENDING, "pending"},
+    {v1::JOB_STATE_RUNNING, "running"},
+    {v1::JOB_STATE_COMPLETED, "completed"},
+    {v1::JOB_STATE_FAILED, "failed"},
+    {v1::JOB_STATE_CANCELLED, "cancelled"},
+    {v1::JOB_STATE_TIMED_OUT, "timed_out"},
+    {v1::JOB_STATE_PREEMPTED, "preempted"},
+    {v1::JOB_STATE_ENDED, "ended"},
+}};
+
+constexpr std::array<std::pair<core::Precision, v1::Precision>, 7> kPrecisions = {{
+    {core::Precision::kFp64, v1::PRECISION_FP64},
+    {core::Precision::kTf32, v1::PRECISION_TF32},
+    {core::Precision::kFp16, v1::PRECISION_FP16},
+    {core::Precision::kBf16, v1::PRECISION_BF16},
+    {core::Precision::kFp8, v1::PRECISION_FP8},
+    {core::Precision::kFp4, v1::PRECISION_FP4},
+    {core::Precision::kInt8, v1::PRECISION_INT8},
+}};
+
+}  // namespace
+
+std::string SchedulerKindName(v1::SchedulerKind kind) {
+  for (const auto& [value, name] : kSchedulers) {
+    if (value == kind) return std::string(name);
+  }
+  return "";
+}
+
+v1::SchedulerKind SchedulerKindFromName(absl::string_view name) {
+  for (const auto& [value, text] : kSchedulers) {
+    if (text == name) return value;
+  }
+  return v1::SCHEDULER_KIND_UNSPECIFIED;
+}
+
+std::string JobStateName(v1::JobState state) {
+  for (const auto& [value, name] : kJobStates) {
+    if (value == state) return std::string(name);
+  }
+  return "";
+}
+
+v1::JobState JobStateFromName(absl::string_view name) {
+  std::string lower = absl::AsciiStrToLower(name);
+  for (const auto& [value, text] : kJobStates) {
+    if (text == lower) return value;
+  }
+  return v1::JOB_STATE_UNSPECIFIED;
+}
+
+v1::Precision PrecisionToProto(core::Precision precision) {
+  for (const auto& [core_value, proto_value] : kPrecisions) {
+    if (core_value == precision) return proto_value;
+  }
+  return v1::PRECISION_UNSPECIFIED;
+}
+
+std::optional<core::Precision> PrecisionFromProto(v1::Precision precision) {
+  for (const auto& [core_value, proto_value] : kPrecisions) {
+    if (proto_value == precision) return core_value;
+  }
+  return std::nullopt;
+}
+
+int64_t TimestampToUnixMs(const google::protobuf::Timestamp& t) {
+  return google::protobuf::util::TimeUtil::TimestampToMilliseconds(t);
+}
+
+google::protobuf::Timestamp UnixMsToTimestamp(int64_t unix_ms) {
+  return google::protobuf::util::TimeUtil::MillisecondsToTimestamp(unix_ms);
+}
+
+}  // namespace goodput::api

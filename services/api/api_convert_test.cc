@@ -1,0 +1,45 @@
+#include "services/api/api_convert.h"
+
+#include "gtest/gtest.h"
+
+namespace goodput::api {
+namespace {
+
+TEST(ApiConvert, SchedulerNamesRoundTrip) {
+  for (v1::SchedulerKind kind : {v1::SCHEDULER_KIND_SLURM, v1::SCHEDULER_KIND_OSMO,
+                                 v1::SCHEDULER_KIND_KUBERNETES, v1::SCHEDULER_KIND_OTHER}) {
+    EXPECT_EQ(SchedulerKindFromName(SchedulerKindName(kind)), kind);
+  }
+  EXPECT_EQ(SchedulerKindName(v1::SCHEDULER_KIND_SLURM), "slurm");
+  EXPECT_EQ(SchedulerKindFromName("pbs"), v1::SCHEDULER_KIND_UNSPECIFIED);
+}
+
+TEST(ApiConvert, JobStateNamesRoundTripAndIgnoreCase) {
+  EXPECT_EQ(JobStateName(v1::JOB_STATE_TIMED_OUT), "timed_out");
+  EXPECT_EQ(JobStateFromName("Completed"), v1::JOB_STATE_COMPLETED);
+  EXPECT_EQ(JobStateFromName("finished"), v1::JOB_STATE_UNSPECIFIED);
+  EXPECT_EQ(JobStateName(v1::JOB_STATE_UNSPECIFIED), "");
+}
+
+TEST(ApiConvert, EveryCorePrecisionHasAnApiValue) {
+  for (core::Precision p : {core::Precision::kFp64, core::Precision::kTf32, core::Precision::kFp16,
+                            core::Precision::kBf16, core::Precision::kFp8, core::Precision::kFp4,
+                            core::Precision::kInt8}) {
+    v1::Precision proto = PrecisionToProto(p);
+    EXPECT_NE(proto, v1::PRECISION_UNSPECIFIED);
+    EXPECT_EQ(PrecisionFromProto(proto), p);
+  }
+  EXPECT_EQ(PrecisionFromProto(v1::PRECISION_UNSPECIFIED), std::nullopt);
+}
+
+TEST(ApiConvert, MillisecondsRoundTripIncludingBeforeTheEpoch) {
+  for (int64_t ms : {0LL, 1767225600123LL, -1LL, -1500LL}) {
+    EXPECT_EQ(TimestampToUnixMs(UnixMsToTimestamp(ms)), ms);
+  }
+  google::protobuf::Timestamp t = UnixMsToTimestamp(-1500);
+  EXPECT_EQ(t.seconds(), -2);
+  EXPECT_EQ(t.nanos(), 500000000);
+}
+
+}  // namespace
+}  // namespace goodput::api
