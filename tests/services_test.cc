@@ -95,6 +95,18 @@ TEST(ServiceBinaries, RefuseAnOutOfRangePortFromTheConfigFile) {
   EXPECT_NE(ofu.status().message().find("70000"), std::string::npos) << ofu.status();
 }
 
+TEST(ServiceBinaries, RefuseABadGpuCatalogOverrideNamingTheEntryAndField) {
+  absl::StatusOr<std::unique_ptr<ServiceProcess>> ofu = ServiceProcess::Start(
+      {.binary = BuiltBinary("services/ofu/goodput-ofu"),
+       .config_yaml = "postgres:\n  dsn: \"host=127.0.0.1 port=1 dbname=x\"\n"
+                      "gpu_catalog:\n  overrides:\n    - name: \"NVIDIA H100 80GB HBM3\"\n"
+                      "      tensor_max_clock_mhz: -5\n"});
+  ASSERT_FALSE(ofu.ok());
+  EXPECT_NE(ofu.status().message().find("gpu_catalog.overrides[0].tensor_max_clock_mhz"),
+            std::string::npos)
+      << ofu.status();
+}
+
 TEST(ServiceBinaries, RefuseToStartWithoutAPostgresDsn) {
   absl::StatusOr<ProgramResult> result = RunProgram({BuiltBinary("services/mfu/goodput-mfu")});
   ASSERT_TRUE(result.ok()) << result.status();

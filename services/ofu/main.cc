@@ -9,12 +9,14 @@
 #include "services/ofu/ofu_live.h"
 #include "services/ofu/ofu_service.h"
 #include "services/ofu/ofu_store.h"
+#include "services/platform/gpu_catalog_config.h"
 #include "services/platform/service_main.h"
 
 namespace {
 
 // Everything goodput-ofu keeps alive while serving.
 struct OfuRuntime {
+  std::unique_ptr<goodput::core::GpuCatalog> catalog;  // built-in + gpu_catalog.overrides
   std::unique_ptr<goodput::ofu::OfuStore> store;
   std::unique_ptr<goodput::ofu::LatestCache> cache;
   std::unique_ptr<goodput::ofu::StreamHub> hub;
@@ -54,7 +56,10 @@ absl::StatusOr<std::shared_ptr<void>> Setup(goodput::platform::ServiceContext& c
     return absl::FailedPreconditionError("postgres.dsn: required by goodput-ofu");
 
   auto rt = std::make_shared<OfuRuntime>();
-  const goodput::core::GpuCatalog* catalog = &goodput::core::GpuCatalog::BuiltIn();
+  absl::StatusOr<goodput::core::GpuCatalog> loaded = goodput::platform::LoadGpuCatalog(cfg);
+  if (!loaded.ok()) return loaded.status();
+  rt->catalog = std::make_unique<goodput::core::GpuCatalog>(*std::move(loaded));
+  const goodput::core::GpuCatalog* catalog = rt->catalog.get();
   rt->store = std::make_unique<goodput::ofu::OfuStore>(
       ctx.pg, goodput::ofu::ShardConfig{.index = static_cast<int>(*shard_index),
                                         .count = static_cast<int>(*shard_count)});
@@ -133,5 +138,6 @@ absl::StatusOr<std::shared_ptr<void>> Setup(goodput::platform::ServiceContext& c
 
 int main(int argc, char** argv) {
   return goodput::platform::RunServiceMain(
-      argc, argv, {.name = "goodput-ofu", .config_sections = {"ofu"}, .setup = Setup});
+      argc, argv,
+      {.name = "goodput-ofu", .config_sections = {"ofu", "gpu_catalog"}, .setup = Setup});
 }

@@ -233,7 +233,11 @@ int RunServiceMain(int argc, char** argv, const ServiceSpec& spec) {
                      .http = &http,
                      .on_shutdown = &on_shutdown};
   absl::StatusOr<std::shared_ptr<void>> owner = spec.setup(ctx);
-  if (!owner.ok()) return Fail(spec, 1, owner.status().message());
+  if (!owner.ok()) {
+    // The service's own configuration keys are checked in setup: a bad one is exit code 2.
+    bool bad_config = owner.status().code() == absl::StatusCode::kInvalidArgument;
+    return Fail(spec, bad_config ? 2 : 1, owner.status().message());
+  }
 
   if (auth) {
     if (absl::Status s = ApplyDeclaredRoles(server.service_names(), *auth); !s.ok()) {

@@ -58,8 +58,9 @@ struct ServiceSpec {
   std::vector<std::string> config_sections;  // the service's own top-level config keys
   bool needs_postgres = true;                // refuse to start without postgres.dsn
   bool needs_redis = true;                   // refuse to start without redis.host
-  // Builds the service. An error stops start-up with that message (exit 1). The returned
-  // object owns whatever must live while serving.
+  // Builds the service. An error stops start-up with that message: exit 2 for
+  // INVALID_ARGUMENT (a bad configuration value of the service's own keys), else exit 1.
+  // The returned object owns whatever must live while serving.
   std::function<absl::StatusOr<std::shared_ptr<void>>(ServiceContext&)> setup;
 };
 

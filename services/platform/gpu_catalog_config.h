@@ -1,0 +1,29 @@
+// The GPU catalog a service uses: the core library's built-in models plus the operator's
+// additions and overrides from the service's configuration file, under `gpu_catalog`:
+//
+//   gpu_catalog:
+//     overrides:
+//       - name: "NVIDIA H100 80GB HBM3"          # change a known model...
+//         tensor_max_clock_mhz: 1755             # e.g. a fleet with a lowered clock cap
+//       - name: "NVIDIA H20"                     # ...or add a new one
+//         base_model: "NVIDIA H100 80GB HBM3"    # copy the fields it does not set
+//         model_names: ["NVIDIA H20 96GB HBM3"]
+//         sm_count: 78
+//         dense_flops_per_cycle_per_sm: {fp16: 4096, bf16: 4096, fp8: 8192}
+//         hbm_capacity_gib: 96
+//         source_note: "vendor datasheet, 2024"
+//
+// A bad entry stops start-up with a message naming the entry and the field.
+#pragma once
+
+#include "absl/status/statusor.h"
+#include "services/core/gpu_catalog.h"
+#include "services/platform/config.h"
+
+namespace goodput::platform {
+
+// The built-in catalog with `gpu_catalog.overrides` applied (the built-in one when absent).
+// INVALID_ARGUMENT naming the entry index and field for a malformed entry or value.
+absl::StatusOr<core::GpuCatalog> LoadGpuCatalog(const ConfigTree& config);
+
+}  // namespace goodput::platform
