@@ -15,7 +15,8 @@ packages=(
   libcurl4-openssl-dev libsnappy-dev libcpp-httplib-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   # servers the platform and its tests start on loopback
-  postgresql redis-server
+  postgresql redis-server prometheus prometheus-alertmanager
+  slurmctld slurmd slurm-client slurmrestd munge
   # Python SDK and its tests
   python3 python3-grpcio python3-protobuf
 )

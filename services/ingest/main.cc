@@ -10,6 +10,15 @@
 //   ingest.partitions_ahead_days [7]         daily partitions created ahead of time
 //   ingest.batch_id_retention_days [7]       how long a batch id is remembered for retries
 //   ingest.maintenance_interval_s [300]      partition and batch-id upkeep period
+//   ingest.remote_write.cluster [""]         cluster of remote_write series without a
+//                                            `cluster` label (or ?cluster= on the URL)
+//   ingest.remote_write.max_body_bytes [16777216]          compressed body limit (413 above)
+//   ingest.remote_write.max_decompressed_bytes [67108864]  decompressed limit (413 above)
+//   ingest.scrape.targets [none]             dcgm-exporter endpoints to scrape, a list of
+//                                            {url, cluster, interval_s [15], labels {}};
+//                                            interval_s above 30 is accepted with a warning
+//
+// HTTP: `POST /api/v1/write` is the Prometheus remote_write 1.0 receiver (remote_write.h).
 #include <memory>
 
 #include "absl/time/clock.h"
@@ -21,7 +30,9 @@
 #include "services/ingest/job_service.h"
 #include "services/ingest/job_store.h"
 #include "services/ingest/maintenance.h"
+#include "services/ingest/remote_write.h"
 #include "services/ingest/sample_store.h"
+#include "services/ingest/scraper.h"
 #include "services/platform/service_main.h"
 
 namespace goodput::ingest {
@@ -37,6 +48,9 @@ struct IngestRuntime {
   std::unique_ptr<IngestServiceImpl> ingest_service;
   std::unique_ptr<JobServiceImpl> job_service;
   std::unique_ptr<Maintenance> maintenance;
+  std::unique_ptr<RemoteWriteReceiver> remote_write;
+  std::unique_ptr<Scraper> scraper;
+  std::unique_ptr<ScrapingIngestService> ingest_grpc;
 };
 
 absl::StatusOr<std::shared_ptr<void>> Setup(platform::ServiceContext& ctx) {
@@ -79,6 +93,20 @@ absl::StatusOr<std::shared_ptr<void>> Setup(platform::ServiceContext& ctx) {
     return absl::InvalidArgumentError("config key ingest.maintenance_interval_s must be positive");
   }
   maintenance.interval = *interval;
+  RemoteWriteOptions remote_write;
+  absl::StatusOr<std::string> rw_cluster = config.GetString("ingest.remote_write.cluster", "");
+  if (!rw_cluster.ok()) return rw_cluster.status();
+  remote_write.default_cluster = *rw_cluster;
+  absl::StatusOr<int64_t> rw_body =
+      config.GetIntInRange("ingest.remote_write.max_body_bytes", 16 << 20, 1 << 10, 1 << 30);
+  if (!rw_body.ok()) return rw_body.status();
+  remote_write.max_body_bytes = *rw_body;
+  absl::StatusOr<int64_t> rw_raw = config.GetIntInRange(
+      "ingest.remote_write.max_decompressed_bytes", 64 << 20, 1 << 10, 1 << 30);
+  if (!rw_raw.ok()) return rw_raw.status();
+  remote_write.max_decompressed_bytes = *rw_raw;
+  absl::StatusOr<std::vector<ScrapeTarget>> targets = ParseScrapeTargets(config.root());
+  if (!targets.ok()) return targets.status();
   if (ctx.pg == nullptr) {
     return absl::InvalidArgumentError("goodput-ingest needs postgres.dsn");
   }
@@ -98,10 +126,28 @@ absl::StatusOr<std::shared_ptr<void>> Setup(platform::ServiceContext& ctx) {
     builder.SetMaxReceiveMessageSize(max_request_bytes);
   });
   ctx.grpc->AddService(runtime->job_service.get(), v1::JobService::service_full_name());
-  ctx.grpc->AddService(runtime->ingest_service.get(), v1::IngestService::service_full_name());
+  runtime->remote_write =
+      std::make_unique<RemoteWriteReceiver>(runtime->pipeline.get(), remote_write);
+  runtime->scraper = std::make_unique<Scraper>(*std::move(targets), runtime->pipeline.get(),
+                                               CurlFetch, NowUnixMs, ctx.logger);
+  runtime->ingest_grpc = std::make_unique<ScrapingIngestService>(runtime->ingest_service.get(),
+                                                                 runtime->scraper.get());
+  ctx.grpc->AddService(runtime->ingest_grpc.get(), v1::IngestService::service_full_name());
+  RemoteWriteReceiver* receiver = runtime->remote_write.get();
+  ctx.http->Post("/api/v1/write", [receiver](const httplib::Request& req, httplib::Response& res) {
+    HttpReply reply = receiver->Handle(req.body, req.get_header_value("Content-Encoding"),
+                                       req.get_param_value("cluster"));
+    res.status = reply.status;
+    res.set_content(reply.body, "text/plain; charset=utf-8");
+  });
   runtime->maintenance->Start();
+  runtime->scraper->Start();
   Maintenance* m = runtime->maintenance.get();
-  ctx.on_shutdown->push_back([m] { m->Stop(); });
+  Scraper* scraper = runtime->scraper.get();
+  ctx.on_shutdown->push_back([m, scraper] {
+    scraper->Stop();
+    m->Stop();
+  });
   return std::shared_ptr<void>(runtime);
 }
 

@@ -2,6 +2,7 @@
 #include <memory>
 
 #include "services/mfu/mfu_service.h"
+#include "services/mfu/mfu_store.h"
 #include "services/platform/service_main.h"
 
 int main(int argc, char** argv) {
@@ -9,10 +10,19 @@ int main(int argc, char** argv) {
       argc, argv,
       {.name = "goodput-mfu",
        .config_sections = {"mfu"},
+       .needs_redis = false,  // reports and reconciliations live in PostgreSQL only
        .setup =
            [](goodput::platform::ServiceContext& ctx) -> absl::StatusOr<std::shared_ptr<void>> {
-         auto service = std::make_shared<goodput::mfu::MfuServiceImpl>();
-         ctx.grpc->AddService(service.get(), goodput::v1::MfuService::service_full_name());
-         return service;
+         struct Objects {
+           std::unique_ptr<goodput::mfu::MfuStore> store;
+           std::unique_ptr<goodput::mfu::MfuServiceImpl> service;
+         };
+         auto objects = std::make_shared<Objects>();
+         objects->store = std::make_unique<goodput::mfu::MfuStore>(ctx.pg);
+         objects->service =
+             std::make_unique<goodput::mfu::MfuServiceImpl>(objects->store.get(), ctx.logger);
+         ctx.grpc->AddService(objects->service.get(),
+                              goodput::v1::MfuService::service_full_name());
+         return std::shared_ptr<void>(objects);
        }});
 }

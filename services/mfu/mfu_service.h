@@ -1,16 +1,33 @@
-// goodput.v1.MfuService: the gRPC face of goodput-mfu. Every RPC answers UNIMPLEMENTED
-// naming the work that builds it until that work lands; the binary already serves health,
-// reflection, metrics and auth so that deployments and clients can be wired up now.
+// goodput.v1.MfuService: the gRPC face of goodput-mfu.
+//
+// ReportMfu and StreamMfuReports check every report (a refusal names field and value), store
+// the good ones durably in PostgreSQL before acknowledging (idempotent on report_id) and
+// compute app MFU against the job's GPU model when the job is known; ListMfuReports reads
+// them back, attaching reports whose job registered late. RPCs not built yet answer
+// UNIMPLEMENTED naming the work that builds them.
 #pragma once
 
+#include <cstdint>
+
 #include "goodput/v1/mfu.grpc.pb.h"
+#include "services/mfu/mfu_store.h"
+#include "services/platform/logging.h"
 
 namespace goodput::mfu {
 
 namespace v1 = ::goodput::v1;
 
+// Most reports accepted in one StreamMfuReports message.
+inline constexpr int kMaxReportsPerBatch = 10000;
+// Most refusals listed in a StreamMfuReports response.
+inline constexpr int kMaxListedRefusals = 1000;
+
 class MfuServiceImpl final : public v1::MfuService::CallbackService {
  public:
+  // `store` must outlive the service.
+  MfuServiceImpl(MfuStore* store, platform::Logger logger)
+      : store_(store), logger_(std::move(logger)) {}
+
   grpc::ServerUnaryReactor* ReportMfu(grpc::CallbackServerContext* context,
                                       const v1::ReportMfuRequest* request,
                                       v1::ReportMfuResponse* response) override;
@@ -28,6 +45,10 @@ class MfuServiceImpl final : public v1::MfuService::CallbackService {
   grpc::ServerUnaryReactor* PushOfuWindows(grpc::CallbackServerContext* context,
                                            const v1::PushOfuWindowsRequest* request,
                                            v1::PushOfuWindowsResponse* response) override;
+
+ private:
+  MfuStore* store_;
+  platform::Logger logger_;
 };
 
 }  // namespace goodput::mfu

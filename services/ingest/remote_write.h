@@ -1,0 +1,101 @@
+// Prometheus remote_write 1.0 receiver: `POST /api/v1/write` with a snappy block-compressed
+// protobuf `prometheus.WriteRequest`. Series are dcgm-exporter metrics as Prometheus scraped
+// them; they are mapped to GPU samples by the same code as the text exposition
+// (ParseDcgmExposition, so metric mapping, identity labels, `hpc_job`/`pod` labels and
+// per-line validation are one piece of code), then stored through IngestPipeline.
+//
+// Status codes follow remote_write's retry rules:
+//   200  everything usable was committed (other metrics such as `up` are ignored);
+//   400  a corrupt snappy block or protobuf, or invalid samples (the valid ones of the same
+//        request are committed; the body lists what was refused and why);
+//   413  body or decompressed size above the limit (named in the body);
+//   429  backpressure (IngestPipeline saturated): retry later;
+//   503  PostgreSQL unavailable: retry later.
+// A 2xx or 400 is sent only after the commit. A retried request is recognized by a hash of its
+// decompressed content (the batch id), so it is not stored twice.
+//
+//   RemoteWriteReceiver receiver(&pipeline, {.default_cluster = "eos"});
+//   http.Post("/api/v1/write", [&](const httplib::Request& req, httplib::Response& res) {
+//     HttpReply reply = receiver.Handle(req.body, req.get_header_value("Content-Encoding"),
+//                                       req.get_param_value("cluster"));
+//     res.status = reply.status;
+//     res.set_content(reply.body, "text/plain");
+//   });
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "prometheus/remote.pb.h"
+#include "services/ingest/exposition.h"
+#include "services/ingest/ingest_service.h"
+#include "services/ingest/sample.h"
+
+namespace goodput::ingest {
+
+// Decompresses (snappy block format) and parses a WriteRequest. INVALID_ARGUMENT with the
+// reason for a corrupt block or message; RESOURCE_EXHAUSTED naming the limit when the
+// decompressed size is above `max_decompressed_bytes`.
+absl::StatusOr<prometheus::WriteRequest> DecodeWriteRequest(absl::string_view body,
+                                                            int64_t max_decompressed_bytes);
+
+// A stable content hash of a decompressed body (32 hex digits), used as the batch id so
+// that a retried request is recognized.
+std::string ContentHash(absl::string_view data);
+
+// The samples of one cluster in a request, mapped and validated.
+struct RemoteWriteBatch {
+  std::string cluster;
+  std::vector<Sample> samples;
+  std::vector<Refusal> refusals;  // located as "series S sample K of batch B"
+  int64_t refused_count = 0;      // series samples refused
+  int64_t ignored_count = 0;      // samples of metrics goodput does not use, stale markers
+};
+
+struct RemoteWriteMapOptions {
+  std::string batch_id;
+  // Cluster of series without a `cluster` label; empty refuses such series.
+  std::string default_cluster = {};
+  ValidationOptions validation;
+};
+
+// Maps every series sample through ParseDcgmExposition, grouped by cluster (the series'
+// `cluster` label, else `default_cluster`). Stale markers are ignored, not refused.
+std::vector<RemoteWriteBatch> MapWriteRequest(const prometheus::WriteRequest& request,
+                                              const RemoteWriteMapOptions& options);
+
+struct HttpReply {
+  int status = 200;
+  std::string body;
+};
+
+struct RemoteWriteOptions {
+  // See RemoteWriteMapOptions::default_cluster.
+  std::string default_cluster = {};
+  // Compressed body limit and decompressed limit (413 above).
+  int64_t max_body_bytes = 16 << 20;
+  int64_t max_decompressed_bytes = 64 << 20;
+  // Refusals listed in a 400 body (the count is always given).
+  int max_listed_refusals = 100;
+};
+
+class RemoteWriteReceiver {
+ public:
+  // `pipeline` must outlive the receiver.
+  RemoteWriteReceiver(IngestPipeline* pipeline, RemoteWriteOptions options)
+      : pipeline_(pipeline), options_(std::move(options)) {}
+
+  // Handles one request body. `content_encoding` is the Content-Encoding header (empty or
+  // "snappy"); `cluster_param` the `cluster` query parameter (overrides the default cluster).
+  HttpReply Handle(absl::string_view body, absl::string_view content_encoding,
+                   absl::string_view cluster_param);
+
+ private:
+  IngestPipeline* pipeline_;
+  RemoteWriteOptions options_;
+};
+
+}  // namespace goodput::ingest
