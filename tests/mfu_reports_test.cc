@@ -26,7 +26,7 @@ constexpr char kH100[] = "NVIDIA H100 80GB HBM3";
 constexpr double kH100Bf16PeakTflops = 989.42976;
 constexpr int64_t kT0 = 1'780'000'000;
 
-v1::MfuReport Report(const std::string& id, const std::string& job_id, int64_t start_s,
+v1::MfuReport MakeReport(const std::string& id, const std::string& job_id, int64_t start_s,
                      double tflops_per_gpu) {
   v1::MfuReport r;
   r.set_report_id(id);
@@ -111,7 +111,7 @@ class MfuReports : public ::testing::Test {
 TEST_F(MfuReports, AReportLandsWithAppMfuAgainstTheJobsGpuModel) {
   RegisterJob("100", kH100, 8);
   v1::ReportMfuResponse response;
-  grpc::Status status = Report(Report("a-1", "100", kT0, 400.0), &response);
+  grpc::Status status = Report(MakeReport("a-1", "100", kT0, 400.0), &response);
   ASSERT_TRUE(status.ok()) << status.error_message();
   EXPECT_EQ(response.report_id(), "a-1");
   EXPECT_FALSE(response.duplicate());
@@ -125,16 +125,16 @@ TEST_F(MfuReports, AReportLandsWithAppMfuAgainstTheJobsGpuModel) {
 TEST_F(MfuReports, ARetriedReportIsAcknowledgedAsDuplicateAndStoredOnce) {
   RegisterJob("101", kH100, 8);
   v1::ReportMfuResponse first, second;
-  ASSERT_TRUE(Report(Report("dup-1", "101", kT0, 350.0), &first).ok());
-  ASSERT_TRUE(Report(Report("dup-1", "101", kT0, 350.0), &second).ok());
+  ASSERT_TRUE(Report(MakeReport("dup-1", "101", kT0, 350.0), &first).ok());
+  ASSERT_TRUE(Report(MakeReport("dup-1", "101", kT0, 350.0), &second).ok());
   EXPECT_FALSE(first.duplicate());
   EXPECT_TRUE(second.duplicate());
 
   // The same reports again in a stream, twice over: nothing more is stored.
   v1::StreamMfuReportsRequest batch;
   batch.set_batch_id("b-1");
-  *batch.add_reports() = Report("dup-1", "101", kT0, 350.0);
-  *batch.add_reports() = Report("dup-2", "101", kT0 + 60, 350.0);
+  *batch.add_reports() = MakeReport("dup-1", "101", kT0, 350.0);
+  *batch.add_reports() = MakeReport("dup-2", "101", kT0 + 60, 350.0);
   v1::StreamMfuReportsResponse response;
   ASSERT_TRUE(Stream({batch, batch}, &response).ok());
   EXPECT_EQ(response.stored_count(), 1);
@@ -144,7 +144,7 @@ TEST_F(MfuReports, ARetriedReportIsAcknowledgedAsDuplicateAndStoredOnce) {
 }
 
 TEST_F(MfuReports, AMalformedUnaryReportIsRefusedNamingFieldAndValue) {
-  v1::MfuReport bad = Report("bad-1", "102", kT0, -5.0);
+  v1::MfuReport bad = MakeReport("bad-1", "102", kT0, -5.0);
   v1::ReportMfuResponse response;
   grpc::Status status = Report(bad, &response);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
@@ -157,9 +157,9 @@ TEST_F(MfuReports, AStreamKeepsGoodReportsAndRefusesMalformedOnesWithReasons) {
   RegisterJob("103", kH100, 8);
   v1::StreamMfuReportsRequest batch;
   batch.set_batch_id("mixed");
-  *batch.add_reports() = Report("ok-1", "103", kT0, 400.0);
-  *batch.add_reports() = Report("neg", "103", kT0 + 60, -1.0);  // negative TFLOP/s
-  v1::MfuReport shares = Report("shares", "103", kT0 + 120, 400.0);
+  *batch.add_reports() = MakeReport("ok-1", "103", kT0, 400.0);
+  *batch.add_reports() = MakeReport("neg", "103", kT0 + 60, -1.0);  // negative TFLOP/s
+  v1::MfuReport shares = MakeReport("shares", "103", kT0 + 120, 400.0);
   auto* a = shares.add_precision_mix();
   a->set_precision(v1::PRECISION_BF16);
   a->set_flops_share(0.6);
@@ -167,13 +167,13 @@ TEST_F(MfuReports, AStreamKeepsGoodReportsAndRefusesMalformedOnesWithReasons) {
   b->set_precision(v1::PRECISION_FP8);
   b->set_flops_share(0.6);
   *batch.add_reports() = shares;  // shares sum to 1.2
-  v1::MfuReport unknown = Report("unknown-precision", "103", kT0 + 180, 400.0);
+  v1::MfuReport unknown = MakeReport("unknown-precision", "103", kT0 + 180, 400.0);
   unknown.set_precision(static_cast<v1::Precision>(99));
   *batch.add_reports() = unknown;
-  v1::MfuReport backwards = Report("backwards", "103", kT0 + 240, 400.0);
+  v1::MfuReport backwards = MakeReport("backwards", "103", kT0 + 240, 400.0);
   backwards.mutable_interval()->mutable_end_time()->set_seconds(kT0 + 200);
   *batch.add_reports() = backwards;
-  *batch.add_reports() = Report("ok-2", "103", kT0 + 300, 420.0);
+  *batch.add_reports() = MakeReport("ok-2", "103", kT0 + 300, 420.0);
 
   v1::StreamMfuReportsResponse response;
   grpc::Status status = Stream({batch}, &response);
@@ -199,7 +199,7 @@ TEST_F(MfuReports, AStreamKeepsGoodReportsAndRefusesMalformedOnesWithReasons) {
 
 TEST_F(MfuReports, ReportsOfAnUnregisteredJobAreKeptAndAttachedWhenItRegisters) {
   v1::ReportMfuResponse response;
-  ASSERT_TRUE(Report(Report("early-1", "104", kT0, 400.0), &response).ok());
+  ASSERT_TRUE(Report(MakeReport("early-1", "104", kT0, 400.0), &response).ok());
   EXPECT_FALSE(response.job_registered());
   EXPECT_FALSE(response.has_app_mfu());
 
@@ -233,7 +233,7 @@ TEST_F(MfuReports, ListingPaginatesInIntervalOrder) {
   v1::StreamMfuReportsRequest batch;
   batch.set_batch_id("many");
   for (int i = 24; i >= 0; --i) {
-    *batch.add_reports() = Report(absl::StrCat("p-", i), "105", kT0 + 60 * i, 300.0 + i);
+    *batch.add_reports() = MakeReport(absl::StrCat("p-", i), "105", kT0 + 60 * i, 300.0 + i);
   }
   v1::StreamMfuReportsResponse stored;
   ASSERT_TRUE(Stream({batch}, &stored).ok());

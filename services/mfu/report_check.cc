@@ -212,7 +212,7 @@ absl::StatusOr<AppMfu> ComputeAppMfu(const v1::MfuReport& report, const std::str
                                      int64_t allocated_gpu_count) {
   if (gpu_model.empty()) {
     if (report.measurement_case() == v1::MfuReport::kMfu) {
-      return AppMfu{.app_mfu = report.mfu()};
+      return AppMfu{.app_mfu = report.mfu(), .model_tflops_per_gpu = {}, .peak_tflops = {}};
     }
     return absl::NotFoundError(
         absl::StrCat("job ", report.job().cluster(), "/", report.job().job_id(),
