@@ -178,11 +178,15 @@ int JobOfu(const Args& args) {
       mean[GpuName(w.gpu())].first += w.ofu() * static_cast<double>(w.sample_count());
       mean[GpuName(w.gpu())].second += w.sample_count();
     }
-    Table table({{"GPU"}, {"OFU", Align::kRight}, {"OVER TIME (0 .. 100%)"}});
+    // One scale for every GPU, so that a straggler's line is visibly lower than the others.
+    double hi = 0;
+    for (const v1::OfuWindow& w : all.gpu_windows()) hi = std::max(hi, w.ofu());
+    if (hi <= 0) hi = 1;
+    Table table({{"GPU"}, {"OFU", Align::kRight}, {absl::StrCat("OVER TIME (0 .. ", Percent(hi), ")")}});
     for (const auto& [gpu, line] : by_gpu) {
       const auto& [sum, n] = mean[gpu];
       table.AddRow({gpu, n > 0 ? Percent(sum / static_cast<double>(n)) : "-",
-                    Sparkline(line, 0, 1, kSparkWidth)});
+                    Sparkline(line, 0, hi, kSparkWidth)});
     }
     std::cout << "\n" << table.Render();
   }
@@ -260,6 +264,7 @@ int FleetSummary(const Args& args) {
   for (v1::FleetGroupBy g : group_by) {
     columns.push_back({EnumShort(v1::FleetGroupBy_Name(g), "FLEET_GROUP_BY_")});
     absl::AsciiStrToUpper(&columns.back().title);
+    std::replace(columns.back().title.begin(), columns.back().title.end(), '_', ' ');
   }
   for (Column c : std::vector<Column>{{"JOBS", Align::kRight},
                                       {"GPU-H", Align::kRight},
