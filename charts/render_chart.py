@@ -598,8 +598,11 @@ def main():
     for path in opts.values:
         with open(path) as f:
             override = yaml.safe_load(f) or {}
-        # An override may only set keys the chart knows (a typo would be silently ignored).
+        # An override may only set keys the chart knows (a typo would be silently ignored);
+        # a map that is empty in values.yaml (a service's `config: {}`) takes any keys.
         def check(o, d, prefix):
+            if isinstance(d, dict) and not d:
+                return
             for k, v in o.items():
                 if not isinstance(d, dict) or k not in d:
                     errors.append(f"{path}: {prefix}{k} is not a value of the chart")
