@@ -149,6 +149,7 @@ TEST_F(GoodputCtl, ShowsAJobsOfuAsTableSparklineAndJsonAndTheCatalogAndFleet) {
   ASSERT_FALSE(parsed.is_discarded()) << json.output;
   ASSERT_TRUE(parsed.contains("windows")) << json.output;
   ASSERT_GE(parsed["windows"].size(), 9u);
+  EXPECT_EQ(parsed["summary"]["sample_count"], "40");  // int64 is a string in protobuf JSON
   for (const auto& w : parsed["windows"]) {
     EXPECT_NEAR(w["ofu"].get<double>(), 0.5, 1e-6);
     EXPECT_EQ(w["job"]["job_id"], "42");

@@ -29,6 +29,8 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -486,13 +488,16 @@ void PrintSummary(const Options& options, const sim::FleetSimulator& fleet) {
                                    ? "none"
                                    : sim::MiscountName(job.miscount)});
         }
-      } else {
-        if (mfu_note.empty()) mfu_note = Unavailable("goodput-mfu", "GetReconciliation", status);
+      } else if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED ||
+                 status.error_code() == grpc::StatusCode::UNAVAILABLE) {
         // Not built, or the service is down: asking 40 more times says nothing new.
-        if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED ||
-            status.error_code() == grpc::StatusCode::UNAVAILABLE) {
-          ask_mfu = false;
-        }
+        mfu_note = Unavailable("goodput-mfu", "GetReconciliation", status);
+        ask_mfu = false;
+      } else {
+        // About this job only (e.g. no reports yet): its row says so, the summary goes on.
+        verdict = absl::StrCat("(", absl::AsciiStrToLower(absl::StatusCodeToString(
+                                        static_cast<absl::StatusCode>(status.error_code()))),
+                               ")");
       }
     }
     std::vector<std::string> injected;

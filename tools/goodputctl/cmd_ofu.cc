@@ -13,6 +13,8 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "goodput/v1/ofu.grpc.pb.h"
+#include "google/protobuf/util/json_util.h"
+#include "nlohmann/json.hpp"
 #include "services/api/api_convert.h"
 #include "tools/goodputctl/commands.h"
 #include "tools/goodputctl/format.h"
@@ -108,7 +110,15 @@ int JobOfu(const Args& args) {
   }
   progress.Done();
   if (args.json) {
-    PrintJson(all);
+    // One object for scripts: the summary next to the windows.
+    std::string summary_json, windows_json;
+    google::protobuf::util::JsonPrintOptions options;
+    options.preserve_proto_field_names = true;
+    (void)google::protobuf::util::MessageToJsonString(summary.summary(), &summary_json, options);
+    (void)google::protobuf::util::MessageToJsonString(all, &windows_json, options);
+    nlohmann::json out = nlohmann::json::parse(windows_json);
+    out["summary"] = nlohmann::json::parse(summary_json);
+    std::cout << out.dump() << "\n";
     return kExitOk;
   }
 
