@@ -154,6 +154,14 @@ TEST(HelmChart, DefaultValuesRenderTheFourServicesWithProbesShardsSecretsAndAuth
   const Json* migrate = r.Find("Job", "-migrate");
   ASSERT_NE(migrate, nullptr);
   EXPECT_EQ(migrate->at("metadata")["annotations"]["helm.sh/hook"], "pre-install,pre-upgrade");
+  // The hook runs before the release's ordinary objects exist: the database password it
+  // reads must itself be a hook, created first.
+  const Json* pg_secret = r.Find("Secret", "-postgres");
+  ASSERT_NE(pg_secret, nullptr);
+  EXPECT_EQ(pg_secret->at("metadata")["annotations"]["helm.sh/hook"], "pre-install,pre-upgrade");
+  EXPECT_LT(std::stoi(pg_secret->at("metadata")["annotations"]["helm.sh/hook-weight"]
+                          .get<std::string>()),
+            std::stoi(migrate->at("metadata")["annotations"].value("helm.sh/hook-weight", "0")));
 }
 
 // The rendered files, materialized as Kubernetes would mount them: each role's tokens in a

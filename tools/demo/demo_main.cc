@@ -650,6 +650,7 @@ int Run(const Options& options) {
               static_cast<unsigned long long>(options.seed), (*fleet)->jobs().size(),
               double(length_s) / 3600, options.ingest.c_str());
 
+  std::fflush(stdout);  // before the progress bar takes stderr
   if (!Serving(options.ingest, "goodput.v1.IngestService")) {
     std::cerr << "goodput-demo: goodput-ingest at " << options.ingest
               << " is not serving; start the platform first (./goodput up)\n";
