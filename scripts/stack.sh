@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The local goodput stack: a private PostgreSQL and Redis in a data folder, migrations, and the
-# four services, all on loopback. Used by `./goodput up|down|status`.
+# The local goodput stack: a private PostgreSQL and Redis in a data folder, migrations, the
+# four services and, when it is built, the web dashboard, all on loopback. Used by `./goodput up|down|status`.
 #
 #   scripts/stack.sh up DATA_DIR BUILD_DIR
 #   scripts/stack.sh down DATA_DIR
@@ -13,6 +13,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 SERVICES=(ingest ofu mfu alerting)
 declare -A GRPC_PORT=([ingest]=7101 [ofu]=7102 [mfu]=7103 [alerting]=7104)
 declare -A HTTP_PORT=([ingest]=7201 [ofu]=7202 [mfu]=7203 [alerting]=7204)
+DASHBOARD_PORT=7300
 declare -A GRPC_SERVICES=(
   [ingest]="goodput.v1.JobService goodput.v1.IngestService"
   [ofu]="goodput.v1.OfuService" [mfu]="goodput.v1.MfuService" [alerting]="goodput.v1.AlertService")
@@ -63,13 +64,17 @@ cmd_up() {
   say "migrations"
   "$ctl" migrate --dsn "$dsn" --dir "$ROOT/migrations"
 
-  # Ports first: each service's configuration names the others it forwards to.
+  # Ports first: each service's configuration names the others it forwards to, and alerting
+  # links its alerts to the dashboard.
   declare -A gport hport
+  stop_service "$data" dashboard
   for svc in "${SERVICES[@]}"; do
     stop_service "$data" "$svc"
     gport[$svc]=$(pick_port "${GRPC_PORT[$svc]}")
     hport[$svc]=$(pick_port "${HTTP_PORT[$svc]}")
   done
+  local dash_port; dash_port=$(pick_port "$DASHBOARD_PORT")
+  local dash_url=${GOODPUT_DASHBOARD_URL:-http://127.0.0.1:$dash_port}
 
   for svc in "${SERVICES[@]}"; do
     cat >"$data/etc/$svc.yaml" <<YAML
@@ -112,6 +117,11 @@ mfu:
     alerting_address: 127.0.0.1:${gport[alerting]}
 YAML
         ;;
+      alerting) cat >>"$data/etc/$svc.yaml" <<YAML
+alerting:
+  dashboard_url: $dash_url
+YAML
+        ;;
     esac
     say "starting goodput-$svc (gRPC 127.0.0.1:${gport[$svc]}, HTTP 127.0.0.1:${hport[$svc]})"
     setsid "$build/services/$svc/goodput-$svc" --config "$data/etc/$svc.yaml" \
@@ -133,6 +143,29 @@ YAML
   done
   [[ $failed -eq 0 ]] || die "some services did not start (logs in $data/logs)"
 
+  local dash_bin="$build/tools/dashboard/goodput-dashboard"
+  if [[ -x "$dash_bin" ]]; then
+    say "starting goodput-dashboard ($dash_url)"
+    rm -f "$data/run/dashboard.ready"
+    setsid "$dash_bin" --listen 127.0.0.1 --port "$dash_port" \
+      --ingest "127.0.0.1:${gport[ingest]}" --ofu "127.0.0.1:${gport[ofu]}" \
+      --mfu "127.0.0.1:${gport[mfu]}" --alerting "127.0.0.1:${gport[alerting]}" \
+      --ready-file "$data/run/dashboard.ready" >>"$data/logs/dashboard.log" 2>&1 </dev/null &
+    echo $! >"$data/run/dashboard.pid"
+    echo "- $dash_port" >"$data/run/dashboard.ports"
+    for _ in $(seq 1 300); do
+      [[ -s "$data/run/dashboard.ready" ]] && break
+      pid_alive "$data/run/dashboard.pid" || break
+      sleep 0.1
+    done
+    if [[ ! -s "$data/run/dashboard.ready" ]]; then
+      echo "stack: goodput-dashboard did not start; last log lines:" >&2
+      tail -n 20 "$data/logs/dashboard.log" >&2
+    fi
+  else
+    say "goodput-dashboard is not built: no dashboard this time"
+  fi
+
   local demo_rc=0
   if [[ "${GOODPUT_DEMO:-1}" != 0 ]]; then
     local cluster="demo-$(date -u +%Y%m%d-%H%M%S)"
@@ -142,7 +175,7 @@ YAML
       addr+=("--$svc" "127.0.0.1:${gport[$svc]}")
     done
     "$build/tools/demo/goodput-demo" "${addr[@]}" --cluster "$cluster" \
-      --dashboard-url "${GOODPUT_DASHBOARD_URL:-http://127.0.0.1:7300}" \
+      --dashboard-url "$dash_url" \
       --ctl "$build/tools/goodputctl/goodputctl" || demo_rc=$?
     echo
   fi
@@ -172,6 +205,13 @@ cmd_status() {
     printf '%-18s %-8s %-22s %-34s %s\n' "goodput-$svc" "$state" "127.0.0.1:$gport" \
       "http://127.0.0.1:$hport/metrics" "$data/logs/$svc.log"
   done
+  if [[ -f "$data/run/dashboard.ports" ]]; then
+    local dstate=stopped dport
+    read -r _ dport <"$data/run/dashboard.ports"
+    pid_alive "$data/run/dashboard.pid" && dstate=running
+    printf '%-18s %-8s %-22s %-34s %s\n' goodput-dashboard "$dstate" "127.0.0.1:$dport" \
+      "http://127.0.0.1:$dport/" "$data/logs/dashboard.log"
+  fi
   echo
   echo "PostgreSQL DSN: $(cat "$data/postgres/dsn" 2>/dev/null || echo -)"
   echo "Health: goodputctl health --addr 127.0.0.1:<port>;  stop: ./goodput down"
@@ -180,7 +220,8 @@ cmd_status() {
 cmd_down() {
   local data=$1
   [[ -d "$data" ]] || { echo "nothing to stop"; return 0; }
-  for svc in "${SERVICES[@]}"; do
+  for svc in dashboard "${SERVICES[@]}"; do
+    pid_alive "$data/run/$svc.pid" || { rm -f "$data/run/$svc.pid"; continue; }
     stop_service "$data" "$svc"
     echo "stopped goodput-$svc"
   done
