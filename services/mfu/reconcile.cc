@@ -33,8 +33,12 @@ absl::StatusOr<JobReconciliation> Reconcile(std::vector<WindowInput> windows,
   std::vector<detect::PairedWindow> paired;
   std::vector<size_t> paired_point;  // index into out.points of each paired window
 
-  // Reports are sorted by start: the scan of a window stops at the first one starting after it.
+  // Reports are sorted by start: the scan of a window stops at the first one starting after
+  // it, and starts past the reports that ended before it (windows come in time order), so
+  // contiguous report streams cost O(windows + reports).
+  size_t first = 0;
   for (const WindowInput& w : windows) {
+    while (first < reports.size() && reports[first].end_us <= w.start_us) ++first;
     PointResult p;
     p.start_us = w.start_us;
     p.end_us = w.end_us;
@@ -44,7 +48,8 @@ absl::StatusOr<JobReconciliation> Reconcile(std::vector<WindowInput> windows,
     p.gpu_coverage = w.gpu_coverage;
     p.gpus_allocated = w.gpus_allocated;
     double weighted = 0, covered_us = 0;
-    for (const ReportInput& r : reports) {
+    for (size_t k = first; k < reports.size(); ++k) {
+      const ReportInput& r = reports[k];
       if (r.start_us >= w.end_us) break;
       const int64_t overlap = std::min(r.end_us, w.end_us) - std::max(r.start_us, w.start_us);
       if (overlap <= 0) continue;

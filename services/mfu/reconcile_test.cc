@@ -47,6 +47,21 @@ TEST(Reconcile, AppMfuIsOverlapWeightedOverExactlyTheWindow) {
   EXPECT_TRUE(r->points[1].paired);
 }
 
+TEST(Reconcile, ALongReportCountsInEveryWindowItSpansBesideShortOnes) {
+  // One report over ten minutes at 0.30 and one-minute reports at 0.50 in the first minutes.
+  std::vector<ReportInput> reports = {Report(0, 600, 0.30), Report(0, 60, 0.50),
+                                      Report(60, 120, 0.50)};
+  absl::StatusOr<JobReconciliation> r = Reconcile(Windows(10, 0.3), reports);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->points[0].report_count, 2);
+  EXPECT_NEAR(*r->points[0].app_mfu, 0.40, 1e-12);
+  EXPECT_EQ(r->points[1].report_count, 2);
+  for (int i = 2; i < 10; ++i) {
+    EXPECT_EQ(r->points[i].report_count, 1) << i;
+    EXPECT_NEAR(*r->points[i].app_mfu, 0.30, 1e-12) << i;
+  }
+}
+
 TEST(Reconcile, WindowsWithoutEnoughReportCoverageAreShownButNotJudged) {
   std::vector<ReportInput> reports = {Report(0, 10, 0.40)};
   absl::StatusOr<JobReconciliation> r = Reconcile(Windows(1, 0.25), reports);
