@@ -11,7 +11,7 @@ CREATE TABLE alert_receiver_state (
   PRIMARY KEY (stream, producer)
 );
 
--- Job-level OFU windows as pushed (a higher revision replaces a lower one). `window` is the
+-- Job-level OFU windows as pushed (a higher revision replaces a lower one). `window_pb` is the
 -- serialized goodput.v1.OfuWindow: the detectors read it back and alerts attach it as evidence.
 CREATE TABLE alert_windows (
   cluster     text        NOT NULL,
@@ -19,7 +19,7 @@ CREATE TABLE alert_windows (
   start_time  timestamptz NOT NULL,
   end_time    timestamptz NOT NULL,
   revision    integer     NOT NULL DEFAULT 0,
-  window      bytea       NOT NULL,
+  window_pb   bytea       NOT NULL,
   received_at timestamptz NOT NULL DEFAULT now(),
   PRIMARY KEY (cluster, job_id, start_time)
 );
@@ -31,7 +31,7 @@ CREATE TABLE alert_divergence_events (
   job_id      text        NOT NULL,
   event_time  timestamptz NOT NULL,
   kind        text        NOT NULL CHECK (kind IN ('verdict', 'precision_switch')),
-  event       bytea       NOT NULL,
+  event_pb    bytea       NOT NULL,
   received_at timestamptz NOT NULL DEFAULT now()
 );
 CREATE INDEX alert_divergence_events_by_job ON alert_divergence_events (cluster, job_id, event_time);
@@ -55,7 +55,7 @@ CREATE INDEX alert_job_state_by_workload ON alert_job_state (workload_fingerprin
   WHERE workload_fingerprint <> '';
 CREATE INDEX alert_job_state_by_last_window ON alert_job_state (last_window_end);
 
--- Alerts. `alert` is the serialized goodput.v1.Alert as last decided (summary, evidence,
+-- Alerts. `alert_pb` is the serialized goodput.v1.Alert as last decided (summary, evidence,
 -- labels, GPUs); the columns are what queries filter on and what changes without a new
 -- decision (state, acknowledgement). At most one open alert per fingerprint.
 CREATE TABLE alerts (
@@ -67,7 +67,7 @@ CREATE TABLE alerts (
   cluster           text        NOT NULL,
   job_id            text        NOT NULL,
   labels            jsonb       NOT NULL DEFAULT '{}'::jsonb,
-  alert             bytea       NOT NULL,
+  alert_pb          bytea       NOT NULL,
   start_time        timestamptz NOT NULL,
   end_time          timestamptz,
   update_time       timestamptz NOT NULL,

@@ -36,21 +36,21 @@ constexpr char kSetWatermark[] =
     "WHERE stream = $1 AND producer = $2";
 
 constexpr char kUpsertWindow[] =
-    "INSERT INTO alert_windows (cluster, job_id, start_time, end_time, revision, window) "
+    "INSERT INTO alert_windows (cluster, job_id, start_time, end_time, revision, window_pb) "
     "VALUES ($1, $2, " GP_MS(3) ", " GP_MS(4) ", $5, decode($6, 'base64')) "
     "ON CONFLICT (cluster, job_id, start_time) DO UPDATE SET end_time = EXCLUDED.end_time, "
-    "  revision = EXCLUDED.revision, window = EXCLUDED.window, received_at = now() "
+    "  revision = EXCLUDED.revision, window_pb = EXCLUDED.window_pb, received_at = now() "
     "WHERE alert_windows.revision < EXCLUDED.revision";
 constexpr char kJobWindows[] =
-    "SELECT encode(window, 'base64') FROM alert_windows WHERE cluster = $1 AND job_id = $2 "
+    "SELECT encode(window_pb, 'base64') FROM alert_windows WHERE cluster = $1 AND job_id = $2 "
     "ORDER BY start_time";
 
 constexpr char kInsertEvent[] =
-    "INSERT INTO alert_divergence_events (event_id, cluster, job_id, event_time, kind, event) "
+    "INSERT INTO alert_divergence_events (event_id, cluster, job_id, event_time, kind, event_pb) "
     "VALUES ($1, $2, $3, " GP_MS(4) ", $5, decode($6, 'base64')) "
     "ON CONFLICT (event_id) DO NOTHING";
 constexpr char kJobEvents[] =
-    "SELECT encode(event, 'base64') FROM alert_divergence_events "
+    "SELECT encode(event_pb, 'base64') FROM alert_divergence_events "
     "WHERE cluster = $1 AND job_id = $2 ORDER BY event_time, received_at, event_id";
 
 constexpr char kJobLock[] = "SELECT pg_advisory_xact_lock(hashtext('alerting.job/' || $1 || '/' || $2))";
@@ -76,7 +76,7 @@ constexpr char kEarlierJobs[] =
     "ORDER BY first_window_start DESC LIMIT $5";
 
 #define GP_ALERT_COLUMNS                                                                      \
-  "id, fingerprint, kind, state, notified_targets::text, encode(alert, 'base64'), "           \
+  "id, fingerprint, kind, state, notified_targets::text, encode(alert_pb, 'base64'), "           \
   "labels::text, " GP_TO_MS("start_time") ", " GP_TO_MS("end_time") ", " GP_TO_MS(            \
       "update_time") ", ack_by, " GP_TO_MS("ack_time") ", ack_comment, update_time::text"
 
@@ -89,12 +89,12 @@ constexpr char kAlertById[] = "SELECT " GP_ALERT_COLUMNS " FROM alerts WHERE id 
 constexpr char kAlertByIdForUpdate[] =
     "SELECT " GP_ALERT_COLUMNS " FROM alerts WHERE id = $1 FOR UPDATE";
 constexpr char kInsertAlert[] =
-    "INSERT INTO alerts (fingerprint, kind, state, severity, cluster, job_id, labels, alert, "
+    "INSERT INTO alerts (fingerprint, kind, state, severity, cluster, job_id, labels, alert_pb, "
     "  start_time, update_time) "
     "VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, decode($8, 'base64'), " GP_MS(9) ", " GP_MS(9)
     ") RETURNING id";
 constexpr char kUpdateAlertDecision[] =
-    "UPDATE alerts SET severity = $2, labels = $3::jsonb, alert = decode($4, 'base64'), "
+    "UPDATE alerts SET severity = $2, labels = $3::jsonb, alert_pb = decode($4, 'base64'), "
     "  update_time = " GP_MS(5) " WHERE id = $1";
 constexpr char kSetAlertState[] =
     "UPDATE alerts SET state = $2, update_time = " GP_MS(3) " WHERE id = $1";
