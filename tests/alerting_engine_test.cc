@@ -17,6 +17,7 @@
 #include "goodput/v1/alert.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "services/alerting/alert_config.h"
 #include "services/alerting/alert_engine.h"
 #include "services/alerting/alerting_service.h"
 #include "services/api/api_convert.h"
@@ -428,6 +429,137 @@ TEST_F(AlertEngineTest, SubscribeAlertsSeesOpenAlertsAndChanges) {
   ctx.TryCancel();
   reader->Finish();
   server->Shutdown(std::chrono::system_clock::now());
+}
+
+
+TEST_F(AlertEngineTest, DivergenceVerdictsAlertAndPrecisionSwitchesAnnotate) {
+  auto push = [&](int64_t seq, const std::vector<v1::DivergenceEvent>& events) {
+    v1::PushDivergenceEventsRequest req;
+    req.mutable_position()->set_producer_id("mfu-0");
+    req.mutable_position()->set_sequence(seq);
+    req.mutable_position()->set_previous_sequence(seq - 1);
+    for (const auto& e : events) *req.add_events() = e;
+    auto ack = engine_->PushDivergenceEvents(req);
+    EXPECT_TRUE(ack.ok()) << ack.status();
+    return ack.ok() ? *ack : v1::DeliveryAck{};
+  };
+  Push(Windows("j1", kT0, 60, 0.4));
+  v1::DivergenceEvent e;
+  e.set_event_id("v1");
+  e.mutable_job()->set_cluster("eos");
+  e.mutable_job()->set_job_id("j1");
+  *e.mutable_time() = api::UnixMsToTimestamp((kT0 + 3600) * 1000);
+  *e.mutable_interval()->mutable_start_time() = api::UnixMsToTimestamp(kT0 * 1000);
+  *e.mutable_interval()->mutable_end_time() = api::UnixMsToTimestamp((kT0 + 3600) * 1000);
+  v1::Divergence* d = e.mutable_verdict();
+  d->set_verdict(v1::VERDICT_APP_FLOPS_OVERCOUNT);
+  d->set_ratio(2.12);
+  d->set_confidence(0.97);
+  d->set_correction_factor(0.47);
+  d->add_causes()->set_cause(v1::DIVERGENCE_CAUSE_LATENT_PROJECTION_MOE);
+  EXPECT_FALSE(push(1, {e}).duplicate());
+  EXPECT_TRUE(push(1, {e}).duplicate());
+  std::vector<v1::Alert> alerts = Alerts();
+  ASSERT_EQ(alerts.size(), 1u);
+  EXPECT_EQ(alerts[0].kind(), v1::ALERT_KIND_DIVERGENCE);
+  EXPECT_EQ(alerts[0].evidence().divergence().verdict(), v1::VERDICT_APP_FLOPS_OVERCOUNT);
+  EXPECT_NE(alerts[0].description().find("MoE"), std::string::npos) << alerts[0].description();
+  EXPECT_EQ(OutboxRows(alerts[0].alert_id(), "firing"), 2);
+
+  // The framework fixed its formula: the verdict is consistent again.
+  e.set_event_id("v2");
+  *e.mutable_time() = api::UnixMsToTimestamp((kT0 + 7200) * 1000);
+  d->set_verdict(v1::VERDICT_CONSISTENT);
+  push(2, {e});
+  alerts = Alerts();
+  ASSERT_EQ(alerts.size(), 1u);
+  EXPECT_EQ(alerts[0].state(), v1::ALERT_STATE_RESOLVED);
+
+  // FP8 doubles the peak: OFU halves at the switch, which annotates, not alerts.
+  AddJob("fp8");
+  v1::DivergenceEvent sw;
+  sw.set_event_id("s1");
+  sw.mutable_job()->set_cluster("eos");
+  sw.mutable_job()->set_job_id("fp8");
+  *sw.mutable_time() = api::UnixMsToTimestamp((kT0 + 120 * 60) * 1000);
+  *sw.mutable_precision_switch()->mutable_time() = sw.time();
+  sw.mutable_precision_switch()->set_peak_tflops_before(989);
+  sw.mutable_precision_switch()->set_peak_tflops_after(1979);
+  push(3, {sw});
+  Push(Windows("fp8", kT0, 200, 0.5, [](int m) { return m >= 120 ? 0.5 : 1.0; }));
+  EXPECT_TRUE(Alerts("fp8").empty());
+}
+
+TEST_F(AlertEngineTest, PersistentlyIdleGpusAndStragglersAlertWithTheirGpus) {
+  auto windows = Windows("j1", kT0, 40, 0.4);
+  for (v1::OfuWindow& w : windows) {
+    v1::GpuRef* idle = w.add_idle_gpus();
+    idle->set_host("n2");
+    idle->set_gpu_index(7);
+    v1::Straggler* s = w.add_stragglers();
+    s->mutable_gpu()->set_host("n1");
+    s->mutable_gpu()->set_gpu_index(3);
+    s->set_score(0.6);
+    s->set_ofu(w.ofu() * 0.6);
+  }
+  Push(windows);
+  std::vector<v1::Alert> alerts = Alerts();
+  ASSERT_EQ(alerts.size(), 2u);
+  for (const v1::Alert& a : alerts) {
+    ASSERT_EQ(a.gpus_size(), 1);
+    if (a.kind() == v1::ALERT_KIND_IDLE_GPUS) {
+      EXPECT_EQ(a.gpus(0).host(), "n2");
+      EXPECT_GT(a.evidence().idle_gpu_hours(), 0.5);
+    } else {
+      EXPECT_EQ(a.kind(), v1::ALERT_KIND_STRAGGLER);
+      EXPECT_EQ(a.gpus(0).host(), "n1");
+      EXPECT_EQ(a.labels().at("gpu"), "n1/3/");
+      EXPECT_NEAR(a.evidence().stragglers(0).score(), 0.6, 0.05);
+    }
+  }
+}
+
+TEST(AlertingConfig, RoutesAndRulesLoadAndBadOnesAreNamed) {
+  auto tree = platform::ConfigTree::LoadString(R"(
+alerting:
+  dashboard_url: https://goodput.example
+  default_targets: [am-default]
+  routes:
+    - match: {cluster: eos, severity: critical}
+      targets: [slurm-eos, am-prod]
+      continue: true
+    - match: {team: llm}
+      targets: hook-llm
+  severity_rules:
+    - match: {team: llm}
+      min_factor: 1.5
+      severity: critical
+)");
+  ASSERT_TRUE(tree.ok()) << tree.status();
+  auto c = LoadAlertingConfig(*tree);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->engine.routing.routes.size(), 2u);
+  EXPECT_TRUE(c->engine.routing.routes[0].continue_matching);
+  EXPECT_EQ(c->engine.routing.routes[1].targets, std::vector<std::string>{"hook-llm"});
+  EXPECT_EQ(c->engine.routing.default_targets, std::vector<std::string>{"am-default"});
+  ASSERT_EQ(c->engine.severity_rules.size(), 1u);
+  EXPECT_EQ(c->engine.dashboard_url, "https://goodput.example");
+
+  auto bad = platform::ConfigTree::LoadString(R"(
+alerting:
+  routes:
+    - match: {colour: red}
+      targets: [x]
+)");
+  ASSERT_TRUE(bad.ok());
+  auto refused = LoadAlertingConfig(*bad);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("alerting.routes[0].match.colour"), std::string::npos)
+      << refused.status();
+  auto bad_severity = platform::ConfigTree::LoadString(
+      "alerting: {severity_rules: [{match: {kind: idle_gpus}, severity: urgent}]}");
+  ASSERT_TRUE(bad_severity.ok());
+  EXPECT_NE(LoadAlertingConfig(*bad_severity).status().message().find("urgent"), std::string::npos);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "services/alerting/alerting_service.h"
 
 #include <deque>
+#include <functional>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -31,15 +32,25 @@ class AlertStream : public grpc::ServerWriteReactor<v1::SubscribeAlertsResponse>
  public:
   static constexpr size_t kMaxQueued = 1000;
 
-  AlertStream(AlertHub* hub, AlertFilter filter, std::vector<v1::SubscribeAlertsResponse> snapshot)
-      : hub_(hub) {
+  // Subscribes first, then takes the snapshot, so no change falls between the two (a change
+  // may show in both: subscribers see an alert at least once).
+  using Snapshot = std::function<absl::StatusOr<std::vector<v1::SubscribeAlertsResponse>>()>;
+  AlertStream(AlertHub* hub, AlertFilter filter, const Snapshot& snapshot) : hub_(hub) {
     {
       absl::MutexLock lock(&mu_);
-      for (auto& r : snapshot) queue_.push_back(std::move(r));
+      holding_ = true;
     }
     subscription_ = hub_->Subscribe(std::move(filter),
                                     [this](const v1::SubscribeAlertsResponse& r) { Push(r); });
+    absl::StatusOr<std::vector<v1::SubscribeAlertsResponse>> first =
+        snapshot ? snapshot() : std::vector<v1::SubscribeAlertsResponse>{};
     absl::MutexLock lock(&mu_);
+    holding_ = false;
+    if (!first.ok()) {
+      FinishLocked(platform::ToGrpcStatus(first.status()));
+      return;
+    }
+    for (auto it = first->rbegin(); it != first->rend(); ++it) queue_.push_front(std::move(*it));
     WriteNextLocked();
   }
 
@@ -74,7 +85,7 @@ class AlertStream : public grpc::ServerWriteReactor<v1::SubscribeAlertsResponse>
     WriteNextLocked();
   }
   void WriteNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (writing_ || finished_ || queue_.empty()) return;
+    if (holding_ || writing_ || finished_ || queue_.empty()) return;
     current_ = std::move(queue_.front());
     queue_.pop_front();
     writing_ = true;
@@ -96,6 +107,7 @@ class AlertStream : public grpc::ServerWriteReactor<v1::SubscribeAlertsResponse>
   std::deque<v1::SubscribeAlertsResponse> queue_ ABSL_GUARDED_BY(mu_);
   v1::SubscribeAlertsResponse current_;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool holding_ ABSL_GUARDED_BY(mu_) = false;  // until the snapshot is queued
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<grpc::Status> pending_finish_ ABSL_GUARDED_BY(mu_);
 };
@@ -155,18 +167,23 @@ grpc::ServerWriteReactor<v1::SubscribeAlertsResponse>* AlertServiceImpl::Subscri
   };
   absl::StatusOr<AlertFilter> filter = FilterFromRequest(*request);
   if (!filter.ok()) return new Failed(filter.status());
-  std::vector<v1::SubscribeAlertsResponse> snapshot;
+  AlertStream::Snapshot snapshot;
   if (request->include_open()) {
-    absl::StatusOr<std::vector<v1::Alert>> open = engine_->OpenAlerts(*filter);
-    if (!open.ok()) return new Failed(open.status());
-    for (v1::Alert& a : *open) {
-      v1::SubscribeAlertsResponse r;
-      r.set_change(v1::ALERT_CHANGE_SNAPSHOT);
-      *r.mutable_alert() = std::move(a);
-      snapshot.push_back(std::move(r));
-    }
+    snapshot = [engine = engine_, f = *filter]()
+        -> absl::StatusOr<std::vector<v1::SubscribeAlertsResponse>> {
+      absl::StatusOr<std::vector<v1::Alert>> open = engine->OpenAlerts(f);
+      if (!open.ok()) return open.status();
+      std::vector<v1::SubscribeAlertsResponse> out;
+      for (v1::Alert& a : *open) {
+        v1::SubscribeAlertsResponse r;
+        r.set_change(v1::ALERT_CHANGE_SNAPSHOT);
+        *r.mutable_alert() = std::move(a);
+        out.push_back(std::move(r));
+      }
+      return out;
+    };
   }
-  return new AlertStream(hub_, *std::move(filter), std::move(snapshot));
+  return new AlertStream(hub_, *std::move(filter), snapshot);
 }
 
 grpc::ServerUnaryReactor* AlertServiceImpl::PushWindows(grpc::CallbackServerContext* context,
