@@ -64,10 +64,10 @@ inline Notification TestNotification(int64_t alert_id, const std::string& state,
   n.factor = 2.5;
   n.verdict = "";
   n.dashboard_url = absl::StrCat("https://goodput.example/jobs/eos/", job_id);
-  n.start_time = absl::ToChronoTime(absl::FromUnixSeconds(1'800'000'000));
-  if (state == "resolved") {
-    n.end_time = absl::ToChronoTime(absl::FromUnixSeconds(1'800'000'900));
-  }
+  // In the recent past, as peers such as Alertmanager expect of real alerts.
+  const int64_t now_s = absl::ToUnixSeconds(absl::Now());
+  n.start_time = absl::ToChronoTime(absl::FromUnixSeconds(now_s - 600));
+  if (state == "resolved") n.end_time = absl::ToChronoTime(absl::FromUnixSeconds(now_s - 60));
   return n;
 }
 
