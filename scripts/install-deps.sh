@@ -19,6 +19,8 @@ packages=(
   slurmctld slurmd slurm-client slurmrestd munge
   # Python SDK and its tests
   python3 python3-grpcio python3-protobuf
+  # the dashboard's end-to-end test drives headless Chromium (Node.js and npm come with the machine)
+  chromium
 )
 
 missing=()
