@@ -64,9 +64,9 @@ export function renderChart(series: Series[], markers: Marker[], options: ChartO
     `<svg class="chart" viewBox="0 0 ${width} ${height}" preserveAspectRatio="none" role="img"` +
       ` aria-label="${esc(options.title ?? "chart")}">`,
   );
-  // Grid and axes.
-  for (let i = 0; i <= 4; i++) {
-    const v = (yMax * i) / 4;
+  // Grid and axes: 3 to 6 horizontal lines at round percentages.
+  const step = [0.01, 0.02, 0.05, 0.1, 0.2, 0.25, 0.5].find((st) => yMax / st <= 6) ?? yMax / 4;
+  for (let v = 0; v <= yMax + 1e-9; v += step) {
     const yy = y(v);
     parts.push(`<line class="grid" x1="${PAD.left}" x2="${width - PAD.right}" y1="${yy}" y2="${yy}"/>`);
     parts.push(
@@ -76,8 +76,9 @@ export function renderChart(series: Series[], markers: Marker[], options: ChartO
   const ticks = 6;
   for (let i = 0; i <= ticks; i++) {
     const t = t0 + ((t1 - t0) * i) / ticks;
+    const anchor = i === 0 ? "start" : i === ticks ? "end" : "middle";
     parts.push(
-      `<text class="axis" x="${x(t)}" y="${height - 8}" text-anchor="middle">${clock(t)}</text>`,
+      `<text class="axis" x="${x(t)}" y="${height - 8}" text-anchor="${anchor}">${clock(t)}</text>`,
     );
   }
   // Bands first, then lines, then markers on top.

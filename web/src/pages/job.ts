@@ -31,7 +31,7 @@ function summaryCards(d: JobDetail): string {
     ${card("GPU-hours", hours(s.gpu_hours), `${hours(s.effective_gpu_hours)} effective`)}
     ${card("Wasted GPU-hours", hours(wasted), `${hours(s.idle_gpu_hours)} idle`)}
     ${card("GPU coverage", pct(s.gpu_coverage, 0), `${(s.sample_count ?? 0).toLocaleString("en-US")} samples`)}
-    ${card("Roofline", words(s.roofline_class) || "–", s.finalized ? "final" : "still open")}
+    ${card("Roofline", words(s.roofline_class).replace(" bound", "") || "–", s.roofline_class ? "bound (majority of samples)" : "")}
   </div>`;
 }
 
