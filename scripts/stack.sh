@@ -48,6 +48,26 @@ stop_service() {
   rm -f "$pidfile" "$data/run/$svc.ready"
 }
 
+# goodput-dashboard: the web dashboard over the four services (port 7300 when free).
+start_dashboard() {
+  local data=$1 build=$2 bin="$2/tools/dashboard/goodput-dashboard"
+  [[ -x "$bin" ]] || { echo "stack: goodput-dashboard not built; no dashboard" >&2; return 0; }
+  stop_service "$data" dashboard
+  local port gport; port=$(pick_port 7300)
+  local -a addr=()
+  for svc in "${SERVICES[@]}"; do
+    read -r gport _ <"$data/run/$svc.ports"
+    addr+=("--$svc" "127.0.0.1:$gport")
+  done
+  say "starting goodput-dashboard (http://127.0.0.1:$port/)"
+  setsid "$bin" --listen 127.0.0.1 --port "$port" "${addr[@]}" --static-dir "$build/web/dist" \
+    --ready-file "$data/run/dashboard.ready" >>"$data/logs/dashboard.log" 2>&1 </dev/null &
+  echo $! >"$data/run/dashboard.pid"
+  echo "$port" >"$data/run/dashboard.ports"
+  for _ in $(seq 1 100); do [[ -s "$data/run/dashboard.ready" ]] && break; sleep 0.1; done
+  [[ -s "$data/run/dashboard.ready" ]] || echo "stack: goodput-dashboard did not start (see $data/logs/dashboard.log)" >&2
+}
+
 cmd_up() {
   local data=$1 build=$2
   local ctl="$build/tools/goodputctl/goodputctl"
@@ -132,6 +152,7 @@ YAML
     done
   done
   [[ $failed -eq 0 ]] || die "some services did not start (logs in $data/logs)"
+  start_dashboard "$data" "$build"
 
   local demo_rc=0
   if [[ "${GOODPUT_DEMO:-1}" != 0 ]]; then
@@ -172,7 +193,13 @@ cmd_status() {
     printf '%-18s %-8s %-22s %-34s %s\n' "goodput-$svc" "$state" "127.0.0.1:$gport" \
       "http://127.0.0.1:$hport/metrics" "$data/logs/$svc.log"
   done
+  local dstate=stopped dport=-
+  [[ -f "$data/run/dashboard.ports" ]] && dport=$(cat "$data/run/dashboard.ports")
+  pid_alive "$data/run/dashboard.pid" && dstate=running
+  printf '%-18s %-8s %-22s %-34s %s\n' goodput-dashboard "$dstate" "127.0.0.1:$dport" \
+    "http://127.0.0.1:$dport/" "$data/logs/dashboard.log"
   echo
+  [[ $dstate == running ]] && echo "Dashboard: http://127.0.0.1:$dport/"
   echo "PostgreSQL DSN: $(cat "$data/postgres/dsn" 2>/dev/null || echo -)"
   echo "Health: goodputctl health --addr 127.0.0.1:<port>;  stop: ./goodput down"
 }
@@ -180,6 +207,7 @@ cmd_status() {
 cmd_down() {
   local data=$1
   [[ -d "$data" ]] || { echo "nothing to stop"; return 0; }
+  stop_service "$data" dashboard
   for svc in "${SERVICES[@]}"; do
     stop_service "$data" "$svc"
     echo "stopped goodput-$svc"
