@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The local goodput stack: a private PostgreSQL and Redis in a data folder, migrations, the
-# four services and, when it is built, the web dashboard, all on loopback. Used by `./goodput up|down|status`.
+# four services and, when it is built, the web dashboard, all on loopback. Used by
+# `./goodput up|down|status`.
 #
 #   scripts/stack.sh up DATA_DIR BUILD_DIR
 #   scripts/stack.sh down DATA_DIR
@@ -47,6 +48,26 @@ stop_service() {
     kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null || true
   fi
   rm -f "$pidfile" "$data/run/$svc.ready"
+}
+
+# goodput-dashboard: the web dashboard over the four services (port 7300 when free).
+start_dashboard() {
+  local data=$1 build=$2 port=$3 bin="$2/tools/dashboard/goodput-dashboard"
+  [[ -x "$bin" ]] || { echo "stack: goodput-dashboard not built; no dashboard" >&2; return 0; }
+  stop_service "$data" dashboard
+  local gport
+  local -a addr=()
+  for svc in "${SERVICES[@]}"; do
+    read -r gport _ <"$data/run/$svc.ports"
+    addr+=("--$svc" "127.0.0.1:$gport")
+  done
+  say "starting goodput-dashboard (http://127.0.0.1:$port/)"
+  setsid "$bin" --listen 127.0.0.1 --port "$port" "${addr[@]}" --static-dir "$build/web/dist" \
+    --ready-file "$data/run/dashboard.ready" >>"$data/logs/dashboard.log" 2>&1 </dev/null &
+  echo $! >"$data/run/dashboard.pid"
+  echo "$port" >"$data/run/dashboard.ports"
+  for _ in $(seq 1 100); do [[ -s "$data/run/dashboard.ready" ]] && break; sleep 0.1; done
+  [[ -s "$data/run/dashboard.ready" ]] || echo "stack: goodput-dashboard did not start (see $data/logs/dashboard.log)" >&2
 }
 
 cmd_up() {
@@ -142,29 +163,7 @@ YAML
     done
   done
   [[ $failed -eq 0 ]] || die "some services did not start (logs in $data/logs)"
-
-  local dash_bin="$build/tools/dashboard/goodput-dashboard"
-  if [[ -x "$dash_bin" ]]; then
-    say "starting goodput-dashboard ($dash_url)"
-    rm -f "$data/run/dashboard.ready"
-    setsid "$dash_bin" --listen 127.0.0.1 --port "$dash_port" \
-      --ingest "127.0.0.1:${gport[ingest]}" --ofu "127.0.0.1:${gport[ofu]}" \
-      --mfu "127.0.0.1:${gport[mfu]}" --alerting "127.0.0.1:${gport[alerting]}" \
-      --ready-file "$data/run/dashboard.ready" >>"$data/logs/dashboard.log" 2>&1 </dev/null &
-    echo $! >"$data/run/dashboard.pid"
-    echo "- $dash_port" >"$data/run/dashboard.ports"
-    for _ in $(seq 1 300); do
-      [[ -s "$data/run/dashboard.ready" ]] && break
-      pid_alive "$data/run/dashboard.pid" || break
-      sleep 0.1
-    done
-    if [[ ! -s "$data/run/dashboard.ready" ]]; then
-      echo "stack: goodput-dashboard did not start; last log lines:" >&2
-      tail -n 20 "$data/logs/dashboard.log" >&2
-    fi
-  else
-    say "goodput-dashboard is not built: no dashboard this time"
-  fi
+  start_dashboard "$data" "$build" "$dash_port"
 
   local demo_rc=0
   if [[ "${GOODPUT_DEMO:-1}" != 0 ]]; then
@@ -205,14 +204,13 @@ cmd_status() {
     printf '%-18s %-8s %-22s %-34s %s\n' "goodput-$svc" "$state" "127.0.0.1:$gport" \
       "http://127.0.0.1:$hport/metrics" "$data/logs/$svc.log"
   done
-  if [[ -f "$data/run/dashboard.ports" ]]; then
-    local dstate=stopped dport
-    read -r _ dport <"$data/run/dashboard.ports"
-    pid_alive "$data/run/dashboard.pid" && dstate=running
-    printf '%-18s %-8s %-22s %-34s %s\n' goodput-dashboard "$dstate" "127.0.0.1:$dport" \
-      "http://127.0.0.1:$dport/" "$data/logs/dashboard.log"
-  fi
+  local dstate=stopped dport=-
+  [[ -f "$data/run/dashboard.ports" ]] && dport=$(cat "$data/run/dashboard.ports")
+  pid_alive "$data/run/dashboard.pid" && dstate=running
+  printf '%-18s %-8s %-22s %-34s %s\n' goodput-dashboard "$dstate" "127.0.0.1:$dport" \
+    "http://127.0.0.1:$dport/" "$data/logs/dashboard.log"
   echo
+  [[ $dstate == running ]] && echo "Dashboard: http://127.0.0.1:$dport/"
   echo "PostgreSQL DSN: $(cat "$data/postgres/dsn" 2>/dev/null || echo -)"
   echo "Health: goodputctl health --addr 127.0.0.1:<port>;  stop: ./goodput down"
 }
@@ -220,8 +218,8 @@ cmd_status() {
 cmd_down() {
   local data=$1
   [[ -d "$data" ]] || { echo "nothing to stop"; return 0; }
-  for svc in dashboard "${SERVICES[@]}"; do
-    pid_alive "$data/run/$svc.pid" || { rm -f "$data/run/$svc.pid"; continue; }
+  stop_service "$data" dashboard
+  for svc in "${SERVICES[@]}"; do
     stop_service "$data" "$svc"
     echo "stopped goodput-$svc"
   done
