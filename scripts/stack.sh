@@ -15,6 +15,7 @@ SERVICES=(ingest ofu mfu alerting)
 declare -A GRPC_PORT=([ingest]=7101 [ofu]=7102 [mfu]=7103 [alerting]=7104)
 declare -A HTTP_PORT=([ingest]=7201 [ofu]=7202 [mfu]=7203 [alerting]=7204)
 DASHBOARD_PORT=7300
+ALERTMANAGER_PORT=9093
 declare -A GRPC_SERVICES=(
   [ingest]="goodput.v1.JobService goodput.v1.IngestService"
   [ofu]="goodput.v1.OfuService" [mfu]="goodput.v1.MfuService" [alerting]="goodput.v1.AlertService")
@@ -48,6 +49,29 @@ stop_service() {
     kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null || true
   fi
   rm -f "$pidfile" "$data/run/$svc.ready"
+}
+
+# A private Alertmanager (port 9093 when free) for goodput-alerting to deliver to, so that
+# `./goodput up` shows notifications end to end; its web page lists what was delivered.
+# Prints nothing and returns non-zero when Alertmanager is not installed.
+start_alertmanager() {
+  local data=$1 port=$2 bin
+  bin=$(command -v prometheus-alertmanager || command -v alertmanager) || return 1
+  stop_service "$data" alertmanager
+  mkdir -p "$data/alertmanager"
+  cat >"$data/alertmanager/alertmanager.yml" <<YAML
+# Local stack: keep every alert goodput sends (see the web page); notify no one.
+route:
+  receiver: keep
+  group_by: [alertname, cluster, job_id]
+receivers:
+  - name: keep
+YAML
+  setsid "$bin" --config.file="$data/alertmanager/alertmanager.yml" \
+    --storage.path="$data/alertmanager/data" --web.listen-address="127.0.0.1:$port" \
+    --cluster.listen-address= >>"$data/logs/alertmanager.log" 2>&1 </dev/null &
+  echo $! >"$data/run/alertmanager.pid"
+  echo "$port" >"$data/run/alertmanager.ports"
 }
 
 # goodput-dashboard: the web dashboard over the four services (port 7300 when free).
@@ -96,6 +120,20 @@ cmd_up() {
   done
   local dash_port; dash_port=$(pick_port "$DASHBOARD_PORT")
   local dash_url=${GOODPUT_DASHBOARD_URL:-http://127.0.0.1:$dash_port}
+  local am_port am_targets=""
+  stop_service "$data" alertmanager
+  am_port=$(pick_port "$ALERTMANAGER_PORT")
+  if start_alertmanager "$data" "$am_port"; then
+    say "Alertmanager on http://127.0.0.1:$am_port (goodput-alerting delivers to it)"
+    am_targets="
+  targets:
+    - name: alertmanager-local
+      kind: alertmanager
+      url: http://127.0.0.1:$am_port
+  default_targets: [alertmanager-local]"
+  else
+    say "Alertmanager is not installed: alerts are kept but not delivered anywhere"
+  fi
 
   for svc in "${SERVICES[@]}"; do
     cat >"$data/etc/$svc.yaml" <<YAML
@@ -141,6 +179,9 @@ YAML
       alerting) cat >>"$data/etc/$svc.yaml" <<YAML
 alerting:
   dashboard_url: $dash_url
+  # The demo replays 21 simulated hours in minutes: a job that finished hours ago in simulated
+  # time must not look silent while its epilog is still on the way.
+  telemetry_stopped_after_s: 172800$am_targets
 YAML
         ;;
     esac
@@ -209,6 +250,12 @@ cmd_status() {
   pid_alive "$data/run/dashboard.pid" && dstate=running
   printf '%-18s %-8s %-22s %-34s %s\n' goodput-dashboard "$dstate" "127.0.0.1:$dport" \
     "http://127.0.0.1:$dport/" "$data/logs/dashboard.log"
+  if [[ -f "$data/run/alertmanager.ports" ]]; then
+    local astate=stopped aport; aport=$(cat "$data/run/alertmanager.ports")
+    pid_alive "$data/run/alertmanager.pid" && astate=running
+    printf '%-18s %-8s %-22s %-34s %s\n' alertmanager "$astate" "127.0.0.1:$aport" \
+      "http://127.0.0.1:$aport/#/alerts" "$data/logs/alertmanager.log"
+  fi
   echo
   [[ $dstate == running ]] && echo "Dashboard: http://127.0.0.1:$dport/"
   echo "PostgreSQL DSN: $(cat "$data/postgres/dsn" 2>/dev/null || echo -)"
@@ -223,6 +270,7 @@ cmd_down() {
     stop_service "$data" "$svc"
     echo "stopped goodput-$svc"
   done
+  stop_service "$data" alertmanager
   "$ROOT/scripts/redis.sh" stop "$data/redis" || true
   "$ROOT/scripts/pg.sh" stop "$data/postgres" || true
 }

@@ -181,14 +181,26 @@ class PlatformSink : public sim::FleetSink {
       reporters_.erase(it);
     }
     if (!registered_.contains(job.job_id)) return;
-    v1::EndJobRequest request;
-    request.mutable_key()->set_cluster(options_.cluster);
-    request.mutable_key()->set_job_id(job.job_id);
-    SetTimestamp(job.end_s, request.mutable_end_time());
-    request.set_final_state(v1::JOB_STATE_COMPLETED);
-    v1::EndJobResponse response;
-    grpc::Status status = jobs_->EndJob(Context(options_).get(), request, &response);
-    if (!status.ok()) Error("EndJob " + job.job_id, status);
+    // Hours of simulated time pass in seconds here, so the pipeline (ofu, then mfu and
+    // alerting) reaches a job's windows well after the simulator has finished it. Alerting
+    // only opens alerts for running jobs, as it should live: the epilog's EndJob is sent
+    // once the platform has caught up (EndJobs), with the job's true end time.
+    ended_.emplace_back(job.job_id, job.end_s);
+  }
+
+  // Sends the EndJob of every finished job (see OnJobEnd).
+  void EndJobs() {
+    for (const auto& [job_id, end_s] : ended_) {
+      v1::EndJobRequest request;
+      request.mutable_key()->set_cluster(options_.cluster);
+      request.mutable_key()->set_job_id(job_id);
+      SetTimestamp(end_s, request.mutable_end_time());
+      request.set_final_state(v1::JOB_STATE_COMPLETED);
+      v1::EndJobResponse response;
+      grpc::Status status = jobs_->EndJob(Context(options_).get(), request, &response);
+      if (!status.ok()) Error("EndJob " + job_id, status);
+    }
+    ended_.clear();
   }
 
   void Flush() {
@@ -307,6 +319,7 @@ class PlatformSink : public sim::FleetSink {
   std::string mfu_error_;
   std::vector<std::string> refusal_examples_;
   std::map<std::string, int64_t> pushed_per_job_;
+  std::vector<std::pair<std::string, int64_t>> ended_;  // job id, end (s)
 };
 
 // Waits until goodput-ofu has turned every pushed sample into windows (its job summaries
@@ -422,6 +435,34 @@ absl::StatusOr<std::vector<v1::Alert>> SettledAlerts(const Options& options,
   }
 }
 
+// Deliveries of `alerts` (GetAlert carries them) by target and state, once none is pending
+// or retrying, or after `timeout`; returns how many were delivered.
+int DeliveryTally(const Options& options, const std::vector<v1::Alert>& alerts,
+                  absl::Duration timeout,
+                  std::map<std::string, std::map<std::string, int>>* by_target) {
+  auto stub = v1::AlertService::NewStub(
+      grpc::CreateChannel(options.alerting, grpc::InsecureChannelCredentials()));
+  absl::Time deadline = absl::Now() + timeout;
+  while (true) {
+    by_target->clear();
+    int delivered = 0, in_flight = 0;
+    for (const v1::Alert& a : alerts) {
+      v1::GetAlertRequest request;
+      request.set_alert_id(a.alert_id());
+      v1::GetAlertResponse response;
+      if (!stub->GetAlert(Context(options, 10).get(), request, &response).ok()) continue;
+      for (const v1::Delivery& d : response.alert().deliveries()) {
+        ++(*by_target)[d.target()][Lower(v1::DeliveryState_Name(d.state()), "DELIVERY_STATE_")];
+        delivered += d.state() == v1::DELIVERY_STATE_DELIVERED ? 1 : 0;
+        in_flight += d.state() == v1::DELIVERY_STATE_PENDING ||
+                     d.state() == v1::DELIVERY_STATE_RETRYING;
+      }
+    }
+    if (in_flight == 0 || absl::Now() >= deadline) return delivered;
+    absl::SleepFor(absl::Milliseconds(500));
+  }
+}
+
 // A goodputctl command line for the summary, with --addr when the stack is not on the
 // default port of that service.
 std::string CtlLine(const Options& options, const std::string& words, const std::string& addr,
@@ -433,7 +474,11 @@ std::string CtlLine(const Options& options, const std::string& words, const std:
 
 // What the platform concluded, job by job next to the simulator's ground truth, then the
 // short summary: fleet OFU, regressions, miscount verdicts, notifications, where to look.
-void PrintSummary(const Options& options, const sim::FleetSimulator& fleet) {
+void PrintSummary(const Options& options, const sim::FleetSimulator& fleet, PlatformSink& sink) {
+  // Alerts first, while the jobs still run (alerting opens alerts for running jobs only);
+  // then the epilogs end the jobs, so that GPU-hours stop at each job's end.
+  absl::StatusOr<std::vector<v1::Alert>> alerts = SettledAlerts(options, absl::Seconds(60));
+  sink.EndJobs();
   auto ofu =
       v1::OfuService::NewStub(grpc::CreateChannel(options.ofu, grpc::InsecureChannelCredentials()));
   auto mfu =
@@ -528,7 +573,6 @@ void PrintSummary(const Options& options, const sim::FleetSimulator& fleet) {
       "(OFU: steady-state OFU measured by goodput; SIM OFU: the simulator's steady level before\n"
       " checkpoints, evaluation passes, stalls, stragglers, idle GPUs and injected drops)\n");
 
-  absl::StatusOr<std::vector<v1::Alert>> alerts = SettledAlerts(options, absl::Seconds(60));
 
   std::printf("\n\033[1mSummary\033[0m (cluster %s)\n", options.cluster.c_str());
   if (gpu_hours > 0) {
@@ -580,15 +624,9 @@ void PrintSummary(const Options& options, const sim::FleetSimulator& fleet) {
 
   if (alerts.ok()) {
     std::map<std::string, std::map<std::string, int>> by_target;  // target -> state -> count
-    int delivered = 0;
-    for (const v1::Alert& a : *alerts) {
-      for (const v1::Delivery& d : a.deliveries()) {
-        ++by_target[d.target()][Lower(v1::DeliveryState_Name(d.state()), "DELIVERY_STATE_")];
-        delivered += d.state() == v1::DELIVERY_STATE_DELIVERED ? 1 : 0;
-      }
-    }
+    int delivered = DeliveryTally(options, *alerts, absl::Seconds(30), &by_target);
     std::printf("  notifications   %d delivered for %zu alerts", delivered, alerts->size());
-    if (by_target.empty()) std::printf(" (no delivery targets configured)");
+    if (by_target.empty() && !alerts->empty()) std::printf(" (no delivery targets configured)");
     std::printf("\n");
     for (const auto& [target, states] : by_target) {
       std::vector<std::string> parts;
@@ -675,6 +713,7 @@ int Run(const Options& options) {
       "Delivered: %lld GPU-samples stored, %lld refused, %lld MFU reports through the SDK\n",
       static_cast<long long>(sink.stored()), static_cast<long long>(sink.refused()),
       static_cast<long long>(sink.mfu_reports()));
+  std::fflush(stdout);
   for (const std::string& example : sink.refusal_examples()) {
     std::printf("  refused: %s\n", example.c_str());
   }
@@ -682,7 +721,7 @@ int Run(const Options& options) {
   if (!WaitForOfu(options, sink.pushed_per_job(), absl::Minutes(3))) {
     std::printf("goodput-ofu has not processed every sample yet; figures below are partial\n");
   }
-  PrintSummary(options, **fleet);
+  PrintSummary(options, **fleet, sink);
   bool clean = sink.lost() == 0 && sink.refused() == 0 && sink.errors() == 0;
   return clean ? 0 : 1;
 }
