@@ -1,7 +1,7 @@
 // The Grafana dashboard (charts/goodput/dashboards/goodput.json) against a real PostgreSQL
 // with every migration applied: each panel's and variable's SQL, with Grafana's PostgreSQL
 // macros expanded the way Grafana expands them, runs without error on an empty database and
-// returns rows once a job has a few OFU windows and MFU reports.
+// returns rows once a job has a few OFU windows, MFU reports, a verdict and an alert.
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -129,7 +129,7 @@ TEST_F(GrafanaDashboard, EveryQueryRunsOnAnEmptyDatabaseAndReturnsRowsOnceThereA
   }
 
   // One 8-GPU job: an hour of one-minute windows at 40% OFU (one GPU idle in the second
-  // half), and framework reports claiming 80% MFU (a 2x overcount).
+  // half), framework reports claiming 80% MFU (a 2x overcount), its verdict and its alert.
   ASSERT_TRUE(pg_->Execute("goodput", R"sql(
     INSERT INTO jobs (cluster, job_id, team, user_name, gpu_model, start_time, state)
     VALUES ('eos', '42', 'ml-infra', 'alice', 'NVIDIA H100 80GB HBM3', now() - interval '2 hours',
@@ -146,6 +146,13 @@ TEST_F(GrafanaDashboard, EveryQueryRunsOnAnEmptyDatabaseAndReturnsRowsOnceThereA
            now() - interval '85 minutes' + i * interval '5 minutes', '\x00'::bytea, 0.8, 989.4,
            'NVIDIA H100 80GB HBM3'
     FROM generate_series(0, 11) AS i;
+    INSERT INTO mfu_job_reconciliations (cluster, job_id, verdict, top_cause, summary, framework,
+                                         gpu_model)
+    VALUES ('eos', '42', 2, 4, '\x00'::bytea, 'megatron-lm', 'NVIDIA H100 80GB HBM3');
+    INSERT INTO alerts (fingerprint, kind, state, severity, cluster, job_id, alert_pb, start_time,
+                        update_time)
+    VALUES ('divergence/eos/42', 'divergence', 'firing', 'warning', 'eos', '42', '\x00'::bytea,
+            now() - interval '30 minutes', now());
   )sql")
                   .ok());
   for (const Query& q : queries) {
