@@ -7,7 +7,9 @@
 //                --alerting 127.0.0.1:7104 [--seed 7] [--cluster demo] [--token T]
 //                [--dashboard-url URL] [--ctl PATH]
 //
-// It ends with a short summary: fleet OFU, the jobs with a regression (AlertService), the
+// Jobs are registered when they start; their EndJob is sent once the platform has caught up
+// with the replayed fleet (alerting opens alerts for running jobs only). It ends with a short
+// summary: fleet OFU, the jobs with a regression (AlertService), the
 // FLOPs-miscount verdicts (MfuService.GetReconciliation), the notifications delivered, and
 // where to look (the dashboard, goodputctl commands). A part whose RPC is not served yet says
 // so instead of failing.
