@@ -226,7 +226,10 @@ void PrintAlert(const v1::Alert& a) {
                  {"LAST ERROR"}});
     for (const v1::Delivery& d : a.deliveries()) {
       bool delivered = d.state() == v1::DELIVERY_STATE_DELIVERED;
-      table.AddRow({d.target(), Short(v1::TargetKind_Name(d.target_kind()), "TARGET_KIND_"),
+      table.AddRow({d.target(),
+                    d.target_kind() == v1::TARGET_KIND_UNSPECIFIED
+                        ? "-"
+                        : Short(v1::TargetKind_Name(d.target_kind()), "TARGET_KIND_"),
                     Short(v1::AlertState_Name(d.alert_state()), "ALERT_STATE_"),
                     Short(v1::DeliveryState_Name(d.state()), "DELIVERY_STATE_"),
                     absl::StrCat(d.attempts()),

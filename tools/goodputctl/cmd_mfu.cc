@@ -155,6 +155,7 @@ std::string MeanSd(double mean, double sd) {
 }
 
 std::vector<std::string> StatsCells(const std::string& label, const v1::FleetStats& s) {
+  if (s.job_count() == 0) return {label, "0", "-", "-", "-", "-", "-", "-", "-"};
   return {label,
           absl::StrCat(s.job_count()),
           MeanSd(s.mfu_mean(), s.mfu_sd()),
