@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "goodput/v1/alert.grpc.pb.h"
 #include "goodput/v1/ingest.grpc.pb.h"
 #include "goodput/v1/ofu.grpc.pb.h"
 #include "gmock/gmock.h"
@@ -265,6 +266,98 @@ TEST_F(GoodputCtl, MfuAndAlertCommandsWorkOrSayWhatIsNotServedYet) {
   ProgramResult reconcile = Ctl({"reconcile", "eos/unknown"});
   EXPECT_EQ(reconcile.exit.exit_code, 1) << reconcile.output;
   EXPECT_THAT(reconcile.output, HasSubstr("goodputctl: reconcile: "));
+}
+
+// The alert lifecycle from the command line, on a real alert: the framework's MFU of a
+// running job is reported 2.1x its OFU (mfu's verdict, pushed as mfu pushes it), alerting
+// opens a divergence alert, and goodputctl lists, shows, acknowledges and silences it.
+TEST_F(GoodputCtl, ListsShowsAcknowledgesAndSilencesARealAlert) {
+  ingest_ = Start("ingest", "", /*migrate=*/true);
+  ASSERT_NE(ingest_, nullptr);
+  alerting_ = Start("alerting");
+  ASSERT_NE(alerting_, nullptr);
+  ProgramResult reg = Ctl({"register-job", "eos/7", "--gpus", "node7:0", "--gpu-model", kModel,
+                           "--team", "llm", "--start", "now"});
+  ASSERT_EQ(reg.exit.exit_code, 0) << reg.output;
+
+  auto alerting = v1::AlertService::NewStub(alerting_->Channel());
+  {
+    v1::PushDivergenceEventsRequest request;
+    request.mutable_position()->set_producer_id("mfu-test");
+    request.mutable_position()->set_sequence(1);
+    v1::DivergenceEvent* e = request.add_events();
+    e->set_event_id("verdict-1");
+    e->mutable_job()->set_cluster("eos");
+    e->mutable_job()->set_job_id("7");
+    const absl::Time now = absl::Now();
+    e->mutable_time()->set_seconds(absl::ToUnixSeconds(now));
+    e->mutable_interval()->mutable_start_time()->set_seconds(absl::ToUnixSeconds(now) - 3600);
+    e->mutable_interval()->mutable_end_time()->set_seconds(absl::ToUnixSeconds(now));
+    v1::Divergence* d = e->mutable_verdict();
+    d->set_verdict(v1::VERDICT_APP_FLOPS_OVERCOUNT);
+    d->set_ratio(2.1);
+    d->set_confidence(0.99);
+    d->set_app_mfu_mean(0.52);
+    d->set_ofu_mean(0.25);
+    d->set_correction_factor(1 / 2.1);
+    d->set_windows_used(60);
+    d->set_reason("framework MFU is 2.1x OFU");
+    grpc::ClientContext ctx;
+    v1::PushDivergenceEventsResponse response;
+    grpc::Status status = alerting->PushDivergenceEvents(&ctx, request, &response);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+  }
+
+  std::string id;
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        ProgramResult r = Ctl({"alerts", "list", "--cluster", "eos", "--json"});
+        nlohmann::json j = nlohmann::json::parse(r.output, nullptr, false);
+        if (r.exit.exit_code != 0 || j.is_discarded() || !j.contains("alerts")) return false;
+        for (const auto& a : j["alerts"]) {
+          if (a["kind"] == "ALERT_KIND_DIVERGENCE") id = a["alert_id"];
+        }
+        return !id.empty();
+      },
+      absl::Seconds(30), absl::Milliseconds(300)))
+      << "no divergence alert";
+
+  ProgramResult list = Ctl({"alerts", "list", "--kind", "divergence", "--state", "firing"});
+  ASSERT_EQ(list.exit.exit_code, 0) << list.output;
+  EXPECT_THAT(list.output, HasSubstr("eos/7"));
+  EXPECT_THAT(list.output, HasSubstr("divergence"));
+  EXPECT_THAT(list.output, HasSubstr("1 alerts"));
+
+  ProgramResult show = Ctl({"alerts", "show", id});
+  ASSERT_EQ(show.exit.exit_code, 0) << show.output;
+  EXPECT_THAT(show.output, HasSubstr("alert        " + id));
+  EXPECT_THAT(show.output, HasSubstr("MFU/OFU 2.10"));
+
+  ProgramResult ack = Ctl({"alerts", "ack", id, "--by", "alice", "--comment", "fixing the formula"});
+  ASSERT_EQ(ack.exit.exit_code, 0) << ack.output;
+  EXPECT_THAT(ack.output, HasSubstr("acknowledged " + id));
+  ProgramResult acked = Ctl({"alerts", "show", id});
+  EXPECT_THAT(acked.output, HasSubstr("acknowledged by alice"));
+  EXPECT_THAT(acked.output, HasSubstr("fixing the formula"));
+  ProgramResult firing = Ctl({"alerts", "list", "--state", "firing"});
+  EXPECT_THAT(firing.output, HasSubstr("0 alerts")) << firing.output;
+
+  ProgramResult silence = Ctl({"alerts", "silence", "create", "--job", "eos/7", "--duration", "1h",
+                               "--by", "alice", "--comment", "known"});
+  ASSERT_EQ(silence.exit.exit_code, 0) << silence.output;
+  EXPECT_THAT(silence.output, HasSubstr("cluster=eos job_id=7"));
+  ProgramResult silences = Ctl({"alerts", "silence", "list", "--json"});
+  nlohmann::json sj = nlohmann::json::parse(silences.output, nullptr, false);
+  ASSERT_FALSE(sj.is_discarded()) << silences.output;
+  ASSERT_EQ(sj["silences"].size(), 1u) << silences.output;
+  const std::string silence_id = sj["silences"][0]["silence_id"];
+  ProgramResult deleted = Ctl({"alerts", "silence", "delete", silence_id});
+  ASSERT_EQ(deleted.exit.exit_code, 0) << deleted.output;
+  EXPECT_THAT(Ctl({"alerts", "silence", "list"}).output, HasSubstr("0 silences"));
+  EXPECT_THAT(Ctl({"alerts", "silence", "list", "--all"}).output, HasSubstr("expired"));
+
+  ProgramResult unknown = Ctl({"alerts", "ack", "99999", "--by", "alice"});
+  EXPECT_EQ(unknown.exit.exit_code, 1) << unknown.output;
 }
 
 }  // namespace
