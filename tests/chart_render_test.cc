@@ -266,6 +266,18 @@ TEST(HelmChart, SampleOverrideRendersConfigsTheRealServicesAcceptWithTheirTokens
     grpc::Status status = jobs->ListJobs(&ctx, goodput::v1::ListJobsRequest(), &response);
     EXPECT_TRUE(status.ok()) << status.error_message();
   }
+  // goodputctl, as a scheduler runs it: the token from GOODPUT_TOKEN.
+  const std::string ctl = BuiltBinary("tools/goodputctl/goodputctl").string();
+  const std::string addr = running["ingest"]->grpc_address();
+  absl::StatusOr<ProgramResult> with_token = RunProgram(
+      {ctl, "jobs", "list"}, {{"GOODPUT_INGEST_ADDR", addr}, {"GOODPUT_TOKEN", "sched-token-1"}});
+  ASSERT_TRUE(with_token.ok());
+  EXPECT_EQ(with_token->exit.exit_code, 0) << with_token->output;
+  absl::StatusOr<ProgramResult> without = RunProgram(
+      {ctl, "jobs", "list"}, {{"GOODPUT_INGEST_ADDR", addr}, {"GOODPUT_TOKEN", ""}});
+  ASSERT_TRUE(without.ok());
+  EXPECT_EQ(without->exit.exit_code, 1) << without->output;
+  EXPECT_THAT(without->output, HasSubstr("give a token with --token or GOODPUT_TOKEN"));
 }
 
 TEST(HelmChart, DefaultValuesNeedTokensBeforeTheServicesStart) {

@@ -261,6 +261,13 @@ TEST_F(GoodputCtl, MfuAndAlertCommandsWorkOrSayWhatIsNotServedYet) {
     EXPECT_THAT(listed.output, HasSubstr("cluster=eos"));
     EXPECT_THAT(listed.output, HasSubstr("maintenance"));
   }
+  // A server without the RPC (here: alerting's address pointing at ingest) is named, with
+  // the RPC, and the exit code is 1.
+  ProgramResult unserved =
+      Ctl({"alerts", "list", "--alerting-addr", ingest_->grpc_address()});
+  EXPECT_EQ(unserved.exit.exit_code, 1) << unserved.output;
+  EXPECT_THAT(unserved.output,
+              HasSubstr("alerts list: goodput-alerting does not serve ListAlerts yet"));
   ProgramResult show = Ctl({"alerts", "show", "no-such-alert"});
   EXPECT_EQ(show.exit.exit_code, 1) << show.output;
   ProgramResult reconcile = Ctl({"reconcile", "eos/unknown"});
