@@ -16,12 +16,15 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "goodput/v1/job.grpc.pb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "httplib.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/child_process.h"
 #include "tests/support/postgres_server.h"
 #include "tests/support/redis_server.h"
 #include "tests/support/service_process.h"
@@ -111,6 +114,9 @@ TEST(HelmChart, DefaultValuesRenderTheFourServicesWithProbesShardsSecretsAndAuth
         << name;
     EXPECT_FALSE(absl::StrContains(name, "redis") && entry["object"]["kind"] != "Secret") << name;
   }
+  const Json* dashboard = r.Find("Deployment", "-dashboard");
+  ASSERT_NE(dashboard, nullptr) << "the web dashboard is part of the platform";
+  EXPECT_NE(r.Find("Service", "-dashboard"), nullptr);
   for (const std::string& service : kServices) {
     SCOPED_TRACE(service);
     const Json* svc = r.Find("Service", "-" + service);
@@ -148,7 +154,8 @@ TEST(HelmChart, DefaultValuesRenderTheFourServicesWithProbesShardsSecretsAndAuth
   // Token secret with one key per role, and the migration hook.
   const Json* tokens = r.Find("Secret", "-tokens");
   ASSERT_NE(tokens, nullptr);
-  for (const char* role : {"scheduler", "telemetry", "sdk", "operator", "service", "client-token"}) {
+  for (const char* role :
+       {"scheduler", "telemetry", "sdk", "operator", "service", "client-token", "dashboard-token"}) {
     EXPECT_TRUE(tokens->at("stringData").contains(role)) << role;
   }
   const Json* migrate = r.Find("Job", "-migrate");
@@ -266,6 +273,45 @@ TEST(HelmChart, SampleOverrideRendersConfigsTheRealServicesAcceptWithTheirTokens
     grpc::Status status = jobs->ListJobs(&ctx, goodput::v1::ListJobsRequest(), &response);
     EXPECT_TRUE(status.ok()) << status.error_message();
   }
+  // The dashboard as rendered (its command line, its token from the secret), with this test's
+  // addresses in place of the cluster's Services: it reads the services with its token.
+  const Json* dash = r.Find("Deployment", "-dashboard");
+  ASSERT_NE(dash, nullptr);
+  const Json& dash_container = dash->at("spec")["template"]["spec"]["containers"][0];
+  EXPECT_TRUE(dash_container["readinessProbe"].is_object());
+  std::vector<std::string> dash_argv;
+  for (const Json& arg : dash_container["command"]) dash_argv.push_back(arg);
+  ASSERT_EQ(dash_argv[0], "goodput-dashboard");
+  dash_argv[0] = BuiltBinary("tools/dashboard/goodput-dashboard").string();
+  const fs::path ready = tmp.path() / "dashboard.ready";
+  for (const std::string& service : kServices) {
+    dash_argv.push_back(absl::StrCat("--", service, "=", running[service]->grpc_address()));
+  }
+  dash_argv.insert(dash_argv.end(), {"--listen=127.0.0.1", "--port=0",
+                                     absl::StrCat("--ready-file=", ready.string())});
+  const Json* tokens = r.Find("Secret", "-tokens");
+  ASSERT_NE(tokens, nullptr);
+  ASSERT_EQ(dash_container["env"][0]["valueFrom"]["secretKeyRef"]["key"], "dashboard-token");
+  absl::StatusOr<std::unique_ptr<ChildProcess>> dashboard = ChildProcess::Start(
+      {.argv = dash_argv,
+       .env = {{"GOODPUT_TOKEN", tokens->at("stringData")["dashboard-token"].get<std::string>()}},
+       .log_path = tmp.path() / "dashboard.log"});
+  ASSERT_TRUE(dashboard.ok()) << dashboard.status();
+  int dash_port = 0;
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        std::ifstream in(ready);
+        std::string line;
+        return std::getline(in, line) && absl::StartsWith(line, "http_port=") &&
+               absl::SimpleAtoi(line.substr(10), &dash_port) && dash_port > 0;
+      },
+      absl::Seconds(30)))
+      << (*dashboard)->LogTail();
+  httplib::Client http("127.0.0.1", dash_port);
+  httplib::Result jobs_page = http.Get("/api/jobs");
+  ASSERT_TRUE(jobs_page) << "dashboard did not answer";
+  EXPECT_EQ(jobs_page->status, 200) << jobs_page->body;
+
   // goodputctl, as a scheduler runs it: the token from GOODPUT_TOKEN.
   const std::string ctl = BuiltBinary("tools/goodputctl/goodputctl").string();
   const std::string addr = running["ingest"]->grpc_address();
