@@ -19,8 +19,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "goodput/v1/job.grpc.pb.h"
 #include "gmock/gmock.h"
+#include "goodput/v1/job.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
@@ -154,8 +154,8 @@ TEST(HelmChart, DefaultValuesRenderTheFourServicesWithProbesShardsSecretsAndAuth
   // Token secret with one key per role, and the migration hook.
   const Json* tokens = r.Find("Secret", "-tokens");
   ASSERT_NE(tokens, nullptr);
-  for (const char* role :
-       {"scheduler", "telemetry", "sdk", "operator", "service", "client-token", "dashboard-token"}) {
+  for (const char* role : {"scheduler", "telemetry", "sdk", "operator", "service", "client-token",
+                           "dashboard-token"}) {
     EXPECT_TRUE(tokens->at("stringData").contains(role)) << role;
   }
   const Json* migrate = r.Find("Job", "-migrate");
@@ -166,9 +166,9 @@ TEST(HelmChart, DefaultValuesRenderTheFourServicesWithProbesShardsSecretsAndAuth
   const Json* pg_secret = r.Find("Secret", "-postgres");
   ASSERT_NE(pg_secret, nullptr);
   EXPECT_EQ(pg_secret->at("metadata")["annotations"]["helm.sh/hook"], "pre-install,pre-upgrade");
-  EXPECT_LT(std::stoi(pg_secret->at("metadata")["annotations"]["helm.sh/hook-weight"]
-                          .get<std::string>()),
-            std::stoi(migrate->at("metadata")["annotations"].value("helm.sh/hook-weight", "0")));
+  EXPECT_LT(
+      std::stoi(pg_secret->at("metadata")["annotations"]["helm.sh/hook-weight"].get<std::string>()),
+      std::stoi(migrate->at("metadata")["annotations"].value("helm.sh/hook-weight", "0")));
 }
 
 // The rendered files, materialized as Kubernetes would mount them: each role's tokens in a
@@ -195,7 +195,8 @@ Mounted Mount(const Rendered& r, const TempDir& tmp, const std::string& service,
       m.env.emplace_back(name, e["value"].get<std::string>());
     } else if (name == "GOODPUT_OFU__SHARD_INDEX") {
       // The last pod of the StatefulSet.
-      m.env.emplace_back(name, absl::StrCat(Workload(r, "ofu")->at("spec")["replicas"].get<int>() - 1));
+      m.env.emplace_back(name,
+                         absl::StrCat(Workload(r, "ofu")->at("spec")["replicas"].get<int>() - 1));
     } else if (absl::EndsWith(name, "__FORWARD__TOKEN") && tokens) {
       m.env.emplace_back(name, tokens->at("stringData")["client-token"].get<std::string>());
     }
@@ -211,10 +212,9 @@ Mounted Mount(const Rendered& r, const TempDir& tmp, const std::string& service,
 
 TEST(HelmChart, SampleOverrideRendersConfigsTheRealServicesAcceptWithTheirTokens) {
   TempDir tmp = MakeTemp();
-  Rendered r =
-      Render(tmp, "override",
-             {"-f", (SourceDir() / "charts/goodput/ci/test-values.yaml").string(), "--release",
-              "prod"});
+  Rendered r = Render(
+      tmp, "override",
+      {"-f", (SourceDir() / "charts/goodput/ci/test-values.yaml").string(), "--release", "prod"});
   ASSERT_TRUE(r.result.exit.Success()) << r.result.output;
   EXPECT_EQ(Workload(r, "ofu")->at("spec")["replicas"], 4);
   EXPECT_THAT(r.Config("ofu"), HasSubstr("shard_count: 4"));
@@ -319,8 +319,8 @@ TEST(HelmChart, SampleOverrideRendersConfigsTheRealServicesAcceptWithTheirTokens
       {ctl, "jobs", "list"}, {{"GOODPUT_INGEST_ADDR", addr}, {"GOODPUT_TOKEN", "sched-token-1"}});
   ASSERT_TRUE(with_token.ok());
   EXPECT_EQ(with_token->exit.exit_code, 0) << with_token->output;
-  absl::StatusOr<ProgramResult> without = RunProgram(
-      {ctl, "jobs", "list"}, {{"GOODPUT_INGEST_ADDR", addr}, {"GOODPUT_TOKEN", ""}});
+  absl::StatusOr<ProgramResult> without =
+      RunProgram({ctl, "jobs", "list"}, {{"GOODPUT_INGEST_ADDR", addr}, {"GOODPUT_TOKEN", ""}});
   ASSERT_TRUE(without.ok());
   EXPECT_EQ(without->exit.exit_code, 1) << without->output;
   EXPECT_THAT(without->output, HasSubstr("give a token with --token or GOODPUT_TOKEN"));
@@ -338,8 +338,7 @@ TEST(HelmChart, DefaultValuesNeedTokensBeforeTheServicesStart) {
   fs::path config = tmp.path() / "ingest.yaml";
   std::ofstream(config) << r.Config("ingest");
   absl::StatusOr<ProgramResult> result = RunProgram(
-      {BuiltBinary("services/ingest/goodput-ingest").string(), "--config", config.string()},
-      m.env);
+      {BuiltBinary("services/ingest/goodput-ingest").string(), "--config", config.string()}, m.env);
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_EQ(result->exit.exit_code, 2) << result->output;
   EXPECT_THAT(result->output, HasSubstr("no tokens are configured"));

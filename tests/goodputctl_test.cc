@@ -9,10 +9,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "gmock/gmock.h"
 #include "goodput/v1/alert.grpc.pb.h"
 #include "goodput/v1/ingest.grpc.pb.h"
 #include "goodput/v1/ofu.grpc.pb.h"
-#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/support/free_port.h"
@@ -42,8 +42,8 @@ class GoodputCtl : public ::testing::Test {
   }
 
   std::string Yaml(const std::string& extra = "") const {
-    return absl::StrCat("postgres:\n  dsn: \"", pg_->Dsn("goodput"), "\"\nredis:\n  host: ",
-                        redis_->host(), "\n  port: ", redis_->port(),
+    return absl::StrCat("postgres:\n  dsn: \"", pg_->Dsn("goodput"),
+                        "\"\nredis:\n  host: ", redis_->host(), "\n  port: ", redis_->port(),
                         "\nlog:\n  format: text\n", extra);
   }
 
@@ -100,14 +100,16 @@ v1::PushSamplesRequest Samples(absl::Time start) {
 TEST_F(GoodputCtl, ShowsAJobsOfuAsTableSparklineAndJsonAndTheCatalogAndFleet) {
   ingest_ = Start("ingest", "", /*migrate=*/true);
   ASSERT_NE(ingest_, nullptr);
-  ofu_ = Start("ofu", "ofu:\n  window_s: 60\n  allowed_lateness_s: 0\n  idle_flush_s: 1\n  poll_interval_s: 0.2\n");
+  ofu_ = Start(
+      "ofu",
+      "ofu:\n  window_s: 60\n  allowed_lateness_s: 0\n  idle_flush_s: 1\n  poll_interval_s: 0.2\n");
   ASSERT_NE(ofu_, nullptr);
 
-  const absl::Time start = absl::FromUnixSeconds(absl::ToUnixSeconds(absl::Now()) / 60 * 60) -
-                           absl::Minutes(15);
-  ProgramResult reg = Ctl({"register-job", "eos/42", "--gpus", "node1:0,node1:1", "--gpu-model",
-                           kModel, "--user", "alice", "--start",
-                           absl::FormatTime(absl::RFC3339_full, start, absl::UTCTimeZone())});
+  const absl::Time start =
+      absl::FromUnixSeconds(absl::ToUnixSeconds(absl::Now()) / 60 * 60) - absl::Minutes(15);
+  ProgramResult reg =
+      Ctl({"register-job", "eos/42", "--gpus", "node1:0,node1:1", "--gpu-model", kModel, "--user",
+           "alice", "--start", absl::FormatTime(absl::RFC3339_full, start, absl::UTCTimeZone())});
   ASSERT_EQ(reg.exit.exit_code, 0) << reg.output;
   EXPECT_THAT(reg.output, HasSubstr("registered eos/42 (2 GPUs)"));
 
@@ -208,10 +210,17 @@ TEST_F(GoodputCtl, RefusesBadCommandLinesWithExitTwoAndExplainsEveryCommand) {
   EXPECT_EQ(bad_shape.exit.exit_code, 2);
   EXPECT_THAT(bad_shape.output, HasSubstr("--shape: \"1x2\""));
 
-  for (std::vector<std::string> words :
-       {std::vector<std::string>{"ofu"}, {"reconcile"}, {"fleet", "report"}, {"fleet", "summary"},
-        {"alerts", "list"}, {"alerts", "silence", "create"}, {"gemm-overhead"}, {"gpus"},
-        {"jobs", "list"}, {"register-job"}, {"migrate"}}) {
+  for (std::vector<std::string> words : {std::vector<std::string>{"ofu"},
+                                         {"reconcile"},
+                                         {"fleet", "report"},
+                                         {"fleet", "summary"},
+                                         {"alerts", "list"},
+                                         {"alerts", "silence", "create"},
+                                         {"gemm-overhead"},
+                                         {"gpus"},
+                                         {"jobs", "list"},
+                                         {"register-job"},
+                                         {"migrate"}}) {
     words.push_back("--help");
     ProgramResult help = Ctl(words);
     EXPECT_EQ(help.exit.exit_code, 0) << help.output;
@@ -221,8 +230,7 @@ TEST_F(GoodputCtl, RefusesBadCommandLinesWithExitTwoAndExplainsEveryCommand) {
   // Nothing listens: one clear line, exit 1.
   absl::StatusOr<int> port = FreePort();
   ASSERT_TRUE(port.ok());
-  ProgramResult down =
-      Ctl({"fleet", "summary", "--ofu-addr", absl::StrCat("127.0.0.1:", *port)});
+  ProgramResult down = Ctl({"fleet", "summary", "--ofu-addr", absl::StrCat("127.0.0.1:", *port)});
   EXPECT_EQ(down.exit.exit_code, 1) << down.output;
   EXPECT_THAT(down.output, HasSubstr("cannot reach goodput-ofu at 127.0.0.1:"));
 }
@@ -243,8 +251,7 @@ TEST_F(GoodputCtl, MfuAndAlertCommandsWorkOrSayWhatIsNotServedYet) {
       EXPECT_THAT(r.output, HasSubstr(when_served));
     } else {
       EXPECT_EQ(r.exit.exit_code, 1) << r.output;
-      EXPECT_THAT(r.output,
-                  HasSubstr(absl::StrCat(service, " does not serve ", method, " yet")));
+      EXPECT_THAT(r.output, HasSubstr(absl::StrCat(service, " does not serve ", method, " yet")));
     }
   };
   served_or_says(Ctl({"fleet", "report", "--since", "1d"}), "goodput-mfu", "GetFleetReport",
@@ -263,8 +270,7 @@ TEST_F(GoodputCtl, MfuAndAlertCommandsWorkOrSayWhatIsNotServedYet) {
   }
   // A server without the RPC (here: alerting's address pointing at ingest) is named, with
   // the RPC, and the exit code is 1.
-  ProgramResult unserved =
-      Ctl({"alerts", "list", "--alerting-addr", ingest_->grpc_address()});
+  ProgramResult unserved = Ctl({"alerts", "list", "--alerting-addr", ingest_->grpc_address()});
   EXPECT_EQ(unserved.exit.exit_code, 1) << unserved.output;
   EXPECT_THAT(unserved.output,
               HasSubstr("alerts list: goodput-alerting does not serve ListAlerts yet"));
@@ -340,7 +346,8 @@ TEST_F(GoodputCtl, ListsShowsAcknowledgesAndSilencesARealAlert) {
   EXPECT_THAT(show.output, HasSubstr("alert        " + id));
   EXPECT_THAT(show.output, HasSubstr("MFU/OFU 2.10"));
 
-  ProgramResult ack = Ctl({"alerts", "ack", id, "--by", "alice", "--comment", "fixing the formula"});
+  ProgramResult ack =
+      Ctl({"alerts", "ack", id, "--by", "alice", "--comment", "fixing the formula"});
   ASSERT_EQ(ack.exit.exit_code, 0) << ack.output;
   EXPECT_THAT(ack.output, HasSubstr("acknowledged " + id));
   ProgramResult acked = Ctl({"alerts", "show", id});

@@ -52,10 +52,10 @@ std::vector<Query> Queries(const Json& dashboard) {
   for (const Json* p : panels) {
     if (!p->contains("targets")) continue;
     for (const Json& t : (*p)["targets"]) {
-      queries.push_back({absl::StrCat("panel ", (*p)["id"].dump(), " (",
-                                      (*p)["title"].get<std::string>(), ") target ",
-                                      t["refId"].get<std::string>()),
-                         t["rawSql"].get<std::string>()});
+      queries.push_back(
+          {absl::StrCat("panel ", (*p)["id"].dump(), " (", (*p)["title"].get<std::string>(),
+                        ") target ", t["refId"].get<std::string>()),
+           t["rawSql"].get<std::string>()});
     }
   }
   for (const Json& v : dashboard["templating"]["list"]) {

@@ -20,8 +20,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -456,8 +456,8 @@ int DeliveryTally(const Options& options, const std::vector<v1::Alert>& alerts,
       for (const v1::Delivery& d : response.alert().deliveries()) {
         ++(*by_target)[d.target()][Lower(v1::DeliveryState_Name(d.state()), "DELIVERY_STATE_")];
         delivered += d.state() == v1::DELIVERY_STATE_DELIVERED ? 1 : 0;
-        in_flight += d.state() == v1::DELIVERY_STATE_PENDING ||
-                     d.state() == v1::DELIVERY_STATE_RETRYING;
+        in_flight +=
+            d.state() == v1::DELIVERY_STATE_PENDING || d.state() == v1::DELIVERY_STATE_RETRYING;
       }
     }
     if (in_flight == 0 || absl::Now() >= deadline) return delivered;
@@ -530,10 +530,9 @@ void PrintSummary(const Options& options, const sim::FleetSimulator& fleet, Plat
             Lower(v1::Verdict_Name(rec.verdict().verdict()), "VERDICT_"),
             rec.verdict().ratio() > 0 ? absl::StrFormat(" %.2fx", rec.verdict().ratio()) : "");
         if (IsMiscount(rec.verdict().verdict())) {
-          miscounts.push_back({job.job_id, rec.verdict(),
-                               job.miscount == sim::Miscount::kNone
-                                   ? "none"
-                                   : sim::MiscountName(job.miscount)});
+          miscounts.push_back(
+              {job.job_id, rec.verdict(),
+               job.miscount == sim::Miscount::kNone ? "none" : sim::MiscountName(job.miscount)});
         }
       } else if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED ||
                  status.error_code() == grpc::StatusCode::UNAVAILABLE) {
@@ -542,8 +541,9 @@ void PrintSummary(const Options& options, const sim::FleetSimulator& fleet, Plat
         ask_mfu = false;
       } else {
         // About this job only (e.g. no reports yet): its row says so, the summary goes on.
-        verdict = absl::StrCat("(", absl::AsciiStrToLower(absl::StatusCodeToString(
-                                        static_cast<absl::StatusCode>(status.error_code()))),
+        verdict = absl::StrCat("(",
+                               absl::AsciiStrToLower(absl::StatusCodeToString(
+                                   static_cast<absl::StatusCode>(status.error_code()))),
                                ")");
       }
     }
@@ -574,7 +574,6 @@ void PrintSummary(const Options& options, const sim::FleetSimulator& fleet, Plat
   std::printf(
       "(OFU: steady-state OFU measured by goodput; SIM OFU: the simulator's steady level before\n"
       " checkpoints, evaluation passes, stalls, stragglers, idle GPUs and injected drops)\n");
-
 
   std::printf("\n\033[1mSummary\033[0m (cluster %s)\n", options.cluster.c_str());
   if (gpu_hours > 0) {
@@ -608,13 +607,14 @@ void PrintSummary(const Options& options, const sim::FleetSimulator& fleet, Plat
   if (mfu_note.empty()) {
     int right = 0;
     for (const Miscounted& m : miscounts) right += m.injected != "none" ? 1 : 0;
-    std::printf("  miscounts       %zu jobs with a FLOPs miscount verdict (%d of %d injected found)\n",
-                miscounts.size(), right, injected_miscounts);
+    std::printf(
+        "  miscounts       %zu jobs with a FLOPs miscount verdict (%d of %d injected found)\n",
+        miscounts.size(), right, injected_miscounts);
     for (const Miscounted& m : miscounts) {
-      std::string cause = m.verdict.causes_size() > 0
-                              ? Lower(v1::DivergenceCause_Name(m.verdict.causes(0).cause()),
-                                      "DIVERGENCE_CAUSE_")
-                              : "no known cause";
+      std::string cause =
+          m.verdict.causes_size() > 0
+              ? Lower(v1::DivergenceCause_Name(m.verdict.causes(0).cause()), "DIVERGENCE_CAUSE_")
+              : "no known cause";
       std::printf("    %-14s %s, MFU/OFU %.2f, likely %s (injected: %s)\n", m.job_id.c_str(),
                   Lower(v1::Verdict_Name(m.verdict.verdict()), "VERDICT_").c_str(),
                   m.verdict.ratio(), cause.c_str(), m.injected.c_str());
@@ -656,12 +656,13 @@ void PrintSummary(const Options& options, const sim::FleetSimulator& fleet, Plat
   std::printf("  %s\n", CtlLine(options, absl::StrCat("fleet summary --cluster ", options.cluster),
                                 options.ofu, "127.0.0.1:7102")
                             .c_str());
-  std::printf("  %s --per-gpu\n",
-              CtlLine(options, absl::StrCat("ofu ", job_ref), options.ofu, "127.0.0.1:7102").c_str());
-  std::printf("  %s\n", CtlLine(options,
-                                absl::StrCat("reconcile ", options.cluster, "/", miscount_example),
-                                options.mfu, "127.0.0.1:7103")
-                            .c_str());
+  std::printf(
+      "  %s --per-gpu\n",
+      CtlLine(options, absl::StrCat("ofu ", job_ref), options.ofu, "127.0.0.1:7102").c_str());
+  std::printf("  %s\n",
+              CtlLine(options, absl::StrCat("reconcile ", options.cluster, "/", miscount_example),
+                      options.mfu, "127.0.0.1:7103")
+                  .c_str());
   std::printf("  %s\n", CtlLine(options, "fleet report", options.mfu, "127.0.0.1:7103").c_str());
   std::printf("  %s\n", CtlLine(options, absl::StrCat("alerts list --cluster ", options.cluster),
                                 options.alerting, "127.0.0.1:7104")

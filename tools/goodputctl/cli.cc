@@ -191,8 +191,8 @@ absl::StatusOr<v1::TimeRange> TimeRangeFlags(const Args& args, absl::string_view
     start = end - *since;
   }
   if (start >= end) {
-    return absl::InvalidArgumentError(absl::StrCat("--from ", FormatUtc(start),
-                                                   " is not before --to ", FormatUtc(end)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--from ", FormatUtc(start), " is not before --to ", FormatUtc(end)));
   }
   v1::TimeRange range;
   *range.mutable_start_time() = ToProto(start);

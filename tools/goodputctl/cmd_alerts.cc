@@ -50,7 +50,9 @@ constexpr char kKinds[] =
     "telemetry_stopped, data_quality";
 constexpr char kSeverities[] = "info, warning, critical";
 
-std::string JobText(const v1::JobKey& job) { return absl::StrCat(job.cluster(), "/", job.job_id()); }
+std::string JobText(const v1::JobKey& job) {
+  return absl::StrCat(job.cluster(), "/", job.job_id());
+}
 
 // "cluster=eos", "kind!=straggler", "job_id=~42.*", "team!~ml-.*".
 absl::StatusOr<v1::LabelMatcher> ParseMatcher(absl::string_view text) {
@@ -148,13 +150,7 @@ int ListAlerts(const Args& args) {
     PrintJson(all);
     return kExitOk;
   }
-  Table table({{"ID"},
-               {"STATE"},
-               {"SEVERITY"},
-               {"KIND"},
-               {"JOB"},
-               {"SINCE (UTC)"},
-               {"SUMMARY"}});
+  Table table({{"ID"}, {"STATE"}, {"SEVERITY"}, {"KIND"}, {"JOB"}, {"SINCE (UTC)"}, {"SUMMARY"}});
   for (const v1::Alert& a : all.alerts()) {
     table.AddRow({a.alert_id(), Short(v1::AlertState_Name(a.state()), "ALERT_STATE_"),
                   Short(v1::Severity_Name(a.severity()), "SEVERITY_"),
@@ -169,8 +165,8 @@ void PrintAlert(const v1::Alert& a) {
   std::cout << "alert        " << a.alert_id() << "\n"
             << "summary      " << a.summary() << "\n"
             << "state        " << Short(v1::AlertState_Name(a.state()), "ALERT_STATE_")
-            << "   severity " << Short(v1::Severity_Name(a.severity()), "SEVERITY_")
-            << "   kind " << Short(v1::AlertKind_Name(a.kind()), "ALERT_KIND_") << "\n"
+            << "   severity " << Short(v1::Severity_Name(a.severity()), "SEVERITY_") << "   kind "
+            << Short(v1::AlertKind_Name(a.kind()), "ALERT_KIND_") << "\n"
             << "job          " << JobText(a.job()) << "\n"
             << "started      " << FormatUtc(FromProto(a.start_time()))
             << (a.has_end_time() ? "   resolved " + FormatUtc(FromProto(a.end_time())) : "")
@@ -322,8 +318,7 @@ int CreateSilence(const Args& args) {
   silence->set_created_by(WhoAmI(args));
   silence->set_comment(args.Flag("comment").value_or(""));
   v1::CreateSilenceResponse response;
-  grpc::Status status =
-      AlertStub(args)->CreateSilence(CallContext(args).get(), request, &response);
+  grpc::Status status = AlertStub(args)->CreateSilence(CallContext(args).get(), request, &response);
   if (!status.ok()) {
     return RpcFailure("alerts silence create", args, Service::kAlerting, "CreateSilence", status);
   }
@@ -331,10 +326,11 @@ int CreateSilence(const Args& args) {
     PrintJson(response.silence());
   } else {
     std::vector<std::string> matchers;
-    for (const v1::LabelMatcher& m : response.silence().matchers()) matchers.push_back(MatcherText(m));
+    for (const v1::LabelMatcher& m : response.silence().matchers())
+      matchers.push_back(MatcherText(m));
     std::cout << "silence " << response.silence().silence_id() << " until "
-              << FormatUtc(FromProto(response.silence().active().end_time())) << " UTC: "
-              << absl::StrJoin(matchers, " ") << "\n";
+              << FormatUtc(FromProto(response.silence().active().end_time()))
+              << " UTC: " << absl::StrJoin(matchers, " ") << "\n";
   }
   return kExitOk;
 }
@@ -378,8 +374,7 @@ int DeleteSilence(const Args& args) {
   v1::DeleteSilenceRequest request;
   request.set_silence_id(id);
   v1::DeleteSilenceResponse response;
-  grpc::Status status =
-      AlertStub(args)->DeleteSilence(CallContext(args).get(), request, &response);
+  grpc::Status status = AlertStub(args)->DeleteSilence(CallContext(args).get(), request, &response);
   if (!status.ok()) {
     return RpcFailure("alerts silence delete", args, Service::kAlerting, "DeleteSilence", status);
   }

@@ -95,15 +95,17 @@ int Reconcile(const Args& args) {
   if (!response.framework().empty()) {
     std::cout << "framework    " << response.framework()
               << (response.framework_version().empty() ? "" : " " + response.framework_version())
-              << (response.flops_formula().empty() ? "" : ", FLOPs formula: " + response.flops_formula())
+              << (response.flops_formula().empty() ? ""
+                                                   : ", FLOPs formula: " + response.flops_formula())
               << "\n";
   }
   if (d.causes_size() > 0) {
     Table causes({{"CAUSE"}, {"EXPECTED RATIO"}, {"FIT", Align::kRight}, {"EXPLANATION"}});
     for (const v1::CauseFit& c : d.causes()) {
-      causes.AddRow({CauseText(c.cause()),
-                     absl::StrFormat("%.2f .. %.2f", c.expected_ratio_low(), c.expected_ratio_high()),
-                     Percent(c.fit_score(), 0), c.explanation()});
+      causes.AddRow(
+          {CauseText(c.cause()),
+           absl::StrFormat("%.2f .. %.2f", c.expected_ratio_low(), c.expected_ratio_high()),
+           Percent(c.fit_score(), 0), c.explanation()});
     }
     std::cout << "\n" << causes.Render();
   }
@@ -125,12 +127,11 @@ int Reconcile(const Args& args) {
   if (response.intervals_size() > 1) {
     Table intervals({{"FROM (UTC)"}, {"TO"}, {"VERDICT"}, {"RATIO", Align::kRight}});
     for (const v1::IntervalDivergence& i : response.intervals()) {
-      intervals.AddRow({FormatUtc(FromProto(i.interval().start_time())),
-                        FormatUtc(FromProto(i.interval().end_time())),
-                        VerdictText(i.divergence().verdict()),
-                        i.divergence().windows_used() > 0
-                            ? absl::StrFormat("%.2f", i.divergence().ratio())
-                            : std::string("-")});
+      intervals.AddRow(
+          {FormatUtc(FromProto(i.interval().start_time())),
+           FormatUtc(FromProto(i.interval().end_time())), VerdictText(i.divergence().verdict()),
+           i.divergence().windows_used() > 0 ? absl::StrFormat("%.2f", i.divergence().ratio())
+                                             : std::string("-")});
     }
     std::cout << "\n" << intervals.Render();
   }
@@ -241,10 +242,10 @@ int FleetReport(const Args& args) {
                 {"VERDICT"},
                 {"LIKELY CAUSE"}});
     for (const v1::FleetJobPoint& p : all.jobs()) {
-      jobs.AddRow({absl::StrCat(p.job().cluster(), "/", p.job().job_id()),
-                   absl::StrCat(p.gpu_count()), Percent(p.app_mfu()), Percent(p.ofu()),
-                   VerdictText(p.verdict()),
-                   p.top_cause() == v1::DIVERGENCE_CAUSE_UNSPECIFIED ? "-" : CauseText(p.top_cause())});
+      jobs.AddRow(
+          {absl::StrCat(p.job().cluster(), "/", p.job().job_id()), absl::StrCat(p.gpu_count()),
+           Percent(p.app_mfu()), Percent(p.ofu()), VerdictText(p.verdict()),
+           p.top_cause() == v1::DIVERGENCE_CAUSE_UNSPECIFIED ? "-" : CauseText(p.top_cause())});
     }
     std::cout << "\n" << jobs.Render();
   }

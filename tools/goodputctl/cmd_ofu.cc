@@ -5,8 +5,8 @@
 #include <map>
 
 #include "absl/strings/ascii.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -91,8 +91,7 @@ int JobOfu(const Args& args) {
   v1::GetJobSummaryRequest summary_request;
   *summary_request.mutable_job() = *key;
   v1::GetJobSummaryResponse summary;
-  grpc::Status status =
-      stub->GetJobSummary(CallContext(args).get(), summary_request, &summary);
+  grpc::Status status = stub->GetJobSummary(CallContext(args).get(), summary_request, &summary);
   if (!status.ok()) return RpcFailure("ofu", args, Service::kOfu, "GetJobSummary", status);
 
   v1::GetJobOfuResponse all;
@@ -124,15 +123,16 @@ int JobOfu(const Args& args) {
 
   const v1::JobOfuSummary& s = summary.summary();
   std::cout << "job          " << key->cluster() << "/" << key->job_id() << "\n"
-            << "gpus         " << s.gpus_allocated() << " x " << (s.gpu_model().empty() ? "-" : s.gpu_model())
-            << "\n"
+            << "gpus         " << s.gpus_allocated() << " x "
+            << (s.gpu_model().empty() ? "-" : s.gpu_model()) << "\n"
             << "time         " << FormatUtc(FromProto(s.time_range().start_time())) << " .. "
             << FormatUtc(FromProto(s.time_range().end_time()))
             << (s.finalized() ? "  (final)" : "  (running)") << "\n"
-            << "OFU          " << Percent(s.ofu()) << "  95% CI " << Ci(s.ofu_ci95_low(), s.ofu_ci95_high())
-            << "\n"
+            << "OFU          " << Percent(s.ofu()) << "  95% CI "
+            << Ci(s.ofu_ci95_low(), s.ofu_ci95_high()) << "\n"
             << "steady state "
-            << (s.has_steady_state_ofu() ? Percent(s.steady_state_ofu()) : std::string("(in warm-up)"))
+            << (s.has_steady_state_ofu() ? Percent(s.steady_state_ofu())
+                                         : std::string("(in warm-up)"))
             << "\n"
             << "GPU-hours    " << Number(s.gpu_hours()) << " allocated, "
             << Number(s.effective_gpu_hours()) << " effective, " << Number(s.idle_gpu_hours())
@@ -192,7 +192,8 @@ int JobOfu(const Args& args) {
     double hi = 0;
     for (const v1::OfuWindow& w : all.gpu_windows()) hi = std::max(hi, w.ofu());
     if (hi <= 0) hi = 1;
-    Table table({{"GPU"}, {"OFU", Align::kRight}, {absl::StrCat("OVER TIME (0 .. ", Percent(hi), ")")}});
+    Table table(
+        {{"GPU"}, {"OFU", Align::kRight}, {absl::StrCat("OVER TIME (0 .. ", Percent(hi), ")")}});
     for (const auto& [gpu, line] : by_gpu) {
       const auto& [sum, n] = mean[gpu];
       table.AddRow({gpu, n > 0 ? Percent(sum / static_cast<double>(n)) : "-",
@@ -231,8 +232,8 @@ absl::StatusOr<v1::FleetGroupBy> ParseGroupBy(absl::string_view name) {
   if (n == "gpu_model" || n == "gpu-model" || n == "model") return v1::FLEET_GROUP_BY_GPU_MODEL;
   if (n == "team") return v1::FLEET_GROUP_BY_TEAM;
   if (n == "scheduler") return v1::FLEET_GROUP_BY_SCHEDULER;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "--group-by: \"", name, "\" is not cluster, gpu_model, team or scheduler"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("--group-by: \"", name, "\" is not cluster, gpu_model, team or scheduler"));
 }
 
 int FleetSummary(const Args& args) {
@@ -241,9 +242,8 @@ int FleetSummary(const Args& args) {
   if (!range.ok()) return UsageError(range.status().message());
   *request.mutable_time_range() = *range;
   std::vector<v1::FleetGroupBy> group_by;
-  for (absl::string_view name :
-       absl::StrSplit(args.Flag("group-by").value_or("cluster,gpu_model"), ',',
-                      absl::SkipWhitespace())) {
+  for (absl::string_view name : absl::StrSplit(args.Flag("group-by").value_or("cluster,gpu_model"),
+                                               ',', absl::SkipWhitespace())) {
     if (name == "none") continue;
     absl::StatusOr<v1::FleetGroupBy> g = ParseGroupBy(name);
     if (!g.ok()) return UsageError(g.status().message());
@@ -312,12 +312,12 @@ int FleetSummary(const Args& args) {
     for (double h : g.gpu_hours_by_ofu_decile()) hi = std::max(hi, h);
     std::vector<double> deciles(g.gpu_hours_by_ofu_decile().begin(),
                                 g.gpu_hours_by_ofu_decile().end());
-    cells.insert(cells.end(),
-                 std::initializer_list<std::string>{absl::StrCat(g.job_count()), Number(g.gpu_hours()),
-                  Number(g.effective_gpu_hours()), Percent(g.ofu_mean()),
-                  Number(g.idle_gpu_hours()), Number(g.low_efficiency_gpu_hours()),
-                  Number(g.gpu_hours() - g.effective_gpu_hours()),
-                  deciles.empty() ? "-" : Sparkline(deciles, 0, hi > 0 ? hi : 1)});
+    cells.insert(cells.end(), std::initializer_list<std::string>{
+                                  absl::StrCat(g.job_count()), Number(g.gpu_hours()),
+                                  Number(g.effective_gpu_hours()), Percent(g.ofu_mean()),
+                                  Number(g.idle_gpu_hours()), Number(g.low_efficiency_gpu_hours()),
+                                  Number(g.gpu_hours() - g.effective_gpu_hours()),
+                                  deciles.empty() ? "-" : Sparkline(deciles, 0, hi > 0 ? hi : 1)});
     table.AddRow(cells);
   };
   for (const v1::FleetGroup& g : response.groups()) row(g, false);
@@ -345,8 +345,8 @@ absl::StatusOr<double> ParseFraction(absl::string_view flag, absl::string_view t
 }
 
 std::string TileText(const v1::TileConfig& t) {
-  return absl::StrCat(t.tile_m(), "x", t.tile_n(), "x", t.tile_k(), " cl ", std::max(1, t.cluster_m()),
-                      "x", std::max(1, t.cluster_n()));
+  return absl::StrCat(t.tile_m(), "x", t.tile_n(), "x", t.tile_k(), " cl ",
+                      std::max(1, t.cluster_m()), "x", std::max(1, t.cluster_n()));
 }
 
 int GemmOverhead(const Args& args) {
@@ -417,8 +417,8 @@ int GemmOverhead(const Args& args) {
             << absl::StrFormat("%.2f%%", response.total_overhead_pct())
             << " (executed FLOPs above 2·M·N·K)\n";
   if (response.has_adjusted_ofu()) {
-    std::cout << "OFU " << Percent(request.ofu()) << " adjusted for it: "
-              << Percent(response.adjusted_ofu()) << "\n";
+    std::cout << "OFU " << Percent(request.ofu())
+              << " adjusted for it: " << Percent(response.adjusted_ofu()) << "\n";
   }
   return kExitOk;
 }

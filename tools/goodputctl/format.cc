@@ -230,8 +230,8 @@ absl::StatusOr<GemmShape> ParseGemmShape(absl::string_view text) {
     ok = absl::SimpleAtoi(parts[i], fields[i]) && *fields[i] > 0;
   }
   if (!ok) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--shape: \"", text, "\" is not MxNxK or MxNxKxCOUNT of positive integers"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--shape: \"", text, "\" is not MxNxK or MxNxKxCOUNT of positive integers"));
   }
   return shape;
 }

@@ -101,15 +101,15 @@ int Main(int argc, char** argv) {
     if (!subs.empty()) {
       if (args.help) {
         for (const Command& c : commands) {
-          if (c.words[0] == args.Word(0)) std::cout << "  " << Usage(c) << "\n      " << c.summary << "\n";
+          if (c.words[0] == args.Word(0))
+            std::cout << "  " << Usage(c) << "\n      " << c.summary << "\n";
         }
         return kExitOk;
       }
-      return UsageError(absl::StrCat(args.Word(0), " needs a subcommand: ",
-                                     absl::StrJoin(subs, ", ")));
+      return UsageError(
+          absl::StrCat(args.Word(0), " needs a subcommand: ", absl::StrJoin(subs, ", ")));
     }
-    return UsageError(
-        absl::StrCat("unknown command '", args.Word(0), "' (see goodputctl --help)"));
+    return UsageError(absl::StrCat("unknown command '", args.Word(0), "' (see goodputctl --help)"));
   }
   if (args.help) {
     PrintCommandHelp(*command);
