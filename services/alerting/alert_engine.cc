@@ -1056,10 +1056,12 @@ absl::Status AlertEngine::Sweep() {
   return SweepTelemetry();
 }
 
-void AlertEngine::Start(absl::Duration interval) {
-  thread_ = std::thread([this, interval] {
+void AlertEngine::Start(absl::Duration interval, std::function<bool()> may_sweep) {
+  thread_ = std::thread([this, interval, may_sweep = std::move(may_sweep)] {
     while (true) {
-      if (absl::Status s = Sweep(); !s.ok()) {
+      if (may_sweep && !may_sweep()) {
+        // Another replica sweeps.
+      } else if (absl::Status s = Sweep(); !s.ok()) {
         logger_.Warn("alert sweep failed; retrying", {{"error", s.ToString()}});
       }
       absl::MutexLock lock(&mu_);

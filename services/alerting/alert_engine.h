@@ -102,8 +102,10 @@ class AlertEngine {
 
   // Telemetry-stopped detection, alerts of ended jobs, silences that started or ended.
   absl::Status Sweep();
-  // Runs Sweep every `interval` on a thread until Stop.
-  void Start(absl::Duration interval);
+  // Runs Sweep every `interval` on a thread until Stop. With several replicas, `may_sweep`
+  // (e.g. holding a Redis lease) lets one of them do it; sweeping twice is harmless (every
+  // change is made under row and job locks and is idempotent), only wasted work.
+  void Start(absl::Duration interval, std::function<bool()> may_sweep = nullptr);
   void Stop();
 
   absl::StatusOr<v1::Alert> GetAlert(const std::string& alert_id);

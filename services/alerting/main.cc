@@ -1,6 +1,12 @@
 // goodput-alerting: composition root. See services/platform/service_main.h for the command line
 // and services/alerting/README.md for the `alerting.*` configuration keys.
+#include <unistd.h>
+
+#include <functional>
 #include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
 
 #include "services/alerting/alert_config.h"
 #include "services/alerting/alert_engine.h"
@@ -8,6 +14,8 @@
 #include "services/platform/service_main.h"
 
 namespace {
+
+constexpr char kSweepLease[] = "goodput:alerting:sweep";
 
 // Everything goodput-alerting keeps alive while serving.
 struct AlertingRuntime {
@@ -30,7 +38,22 @@ absl::StatusOr<std::shared_ptr<void>> Setup(goodput::platform::ServiceContext& c
   rt->hub = std::make_unique<goodput::alerting::AlertHub>();
   rt->engine = std::make_unique<goodput::alerting::AlertEngine>(
       ctx.pg, config->engine, rt->hub.get(), ctx.logger.With({{"component", "engine"}}));
-  rt->engine->Start(config->sweep_interval);
+  // One replica sweeps at a time: the holder of a Redis lease. Without Redis every replica
+  // sweeps, which is safe (idempotent under PostgreSQL locks), only redundant.
+  std::function<bool()> may_sweep;
+  if (ctx.redis != nullptr) {
+    char host[256] = {};
+    gethostname(host, sizeof(host) - 1);
+    const std::string owner = absl::StrCat(ctx.config->service_name, "/", host, "/", getpid());
+    const absl::Duration ttl = 3 * config->sweep_interval;
+    goodput::platform::RedisClient* redis = ctx.redis;
+    may_sweep = [redis, owner, ttl] {
+      absl::StatusOr<bool> mine = redis->RenewLease(kSweepLease, owner, ttl);
+      if (mine.ok() && !*mine) mine = redis->AcquireLease(kSweepLease, owner, ttl);
+      return !mine.ok() || *mine;
+    };
+  }
+  rt->engine->Start(config->sweep_interval, std::move(may_sweep));
   goodput::alerting::AlertEngine* engine = rt->engine.get();
   ctx.on_shutdown->push_back([engine] { engine->Stop(); });
   rt->service =
