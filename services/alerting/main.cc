@@ -11,6 +11,7 @@
 #include "services/alerting/alert_config.h"
 #include "services/alerting/alert_engine.h"
 #include "services/alerting/alerting_service.h"
+#include "services/alerting/delivery_setup.h"
 #include "services/platform/service_main.h"
 
 namespace {
@@ -23,6 +24,8 @@ struct AlertingRuntime {
   std::unique_ptr<goodput::alerting::AlertHub> hub;
   std::unique_ptr<goodput::alerting::AlertEngine> engine;
   std::unique_ptr<goodput::alerting::AlertServiceImpl> service;
+  // Delivery: outbox -> targets.
+  std::shared_ptr<goodput::alerting::DeliveryRuntime> delivery;
 };
 
 absl::StatusOr<std::shared_ptr<void>> Setup(goodput::platform::ServiceContext& ctx) {
@@ -60,6 +63,13 @@ absl::StatusOr<std::shared_ptr<void>> Setup(goodput::platform::ServiceContext& c
       std::make_unique<goodput::alerting::AlertServiceImpl>(rt->engine.get(), rt->hub.get());
   ctx.grpc->AddService(rt->service.get(), goodput::v1::AlertService::service_full_name());
   // --- end alert engine ---
+
+  // --- Delivery ---
+  absl::StatusOr<std::shared_ptr<goodput::alerting::DeliveryRuntime>> delivery =
+      goodput::alerting::StartDelivery(ctx);
+  if (!delivery.ok()) return delivery.status();
+  rt->delivery = *std::move(delivery);
+  // --- end delivery ---
 
   return rt;
 }
