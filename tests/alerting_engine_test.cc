@@ -466,11 +466,20 @@ TEST_F(AlertEngineTest, DivergenceVerdictsAlertAndPrecisionSwitchesAnnotate) {
   EXPECT_NE(alerts[0].description().find("MoE"), std::string::npos) << alerts[0].description();
   EXPECT_EQ(OutboxRows(alerts[0].alert_id(), "firing"), 2);
 
+  // Too little evidence for a while: the last decisive verdict stands.
+  e.set_event_id("v1b");
+  *e.mutable_time() = api::UnixMsToTimestamp((kT0 + 5400) * 1000);
+  d->set_verdict(v1::VERDICT_INSUFFICIENT_EVIDENCE);
+  push(2, {e});
+  alerts = Alerts();
+  ASSERT_EQ(alerts.size(), 1u);
+  EXPECT_EQ(alerts[0].state(), v1::ALERT_STATE_FIRING);
+
   // The framework fixed its formula: the verdict is consistent again.
   e.set_event_id("v2");
   *e.mutable_time() = api::UnixMsToTimestamp((kT0 + 7200) * 1000);
   d->set_verdict(v1::VERDICT_CONSISTENT);
-  push(2, {e});
+  push(3, {e});
   alerts = Alerts();
   ASSERT_EQ(alerts.size(), 1u);
   EXPECT_EQ(alerts[0].state(), v1::ALERT_STATE_RESOLVED);
@@ -485,7 +494,7 @@ TEST_F(AlertEngineTest, DivergenceVerdictsAlertAndPrecisionSwitchesAnnotate) {
   *sw.mutable_precision_switch()->mutable_time() = sw.time();
   sw.mutable_precision_switch()->set_peak_tflops_before(989);
   sw.mutable_precision_switch()->set_peak_tflops_after(1979);
-  push(3, {sw});
+  push(4, {sw});
   Push(Windows("fp8", kT0, 200, 0.5, [](int m) { return m >= 120 ? 0.5 : 1.0; }));
   EXPECT_TRUE(Alerts("fp8").empty());
 }

@@ -683,7 +683,8 @@ absl::Status AlertEngine::EvaluateJob(Tx& tx, const std::string& cluster,
       input.precision_switches.push_back(
           {TsMs(p.has_time() ? p.time() : e.time()) / 1000, p.peak_tflops_before(),
            p.peak_tflops_after()});
-    } else if (e.has_verdict()) {
+    } else if (e.has_verdict() && e.verdict().verdict() != v1::VERDICT_INSUFFICIENT_EVIDENCE) {
+      // Too little evidence says nothing about the last decisive verdict: it stands.
       const v1::Divergence& d = e.verdict();
       DivergenceObs obs;
       obs.time_s = TsMs(e.time()) / 1000;
@@ -852,7 +853,10 @@ absl::Status AlertEngine::Reconcile(Tx& tx, const JobMeta& meta,
       k->set_job_id(j);
     }
     for (const v1::DivergenceEvent& e : events) {
-      if (e.has_verdict() && f.kind == Kind::kDivergence) *ev->mutable_divergence() = e.verdict();
+      if (e.has_verdict() && f.kind == Kind::kDivergence &&
+          e.verdict().verdict() != v1::VERDICT_INSUFFICIENT_EVIDENCE) {
+        *ev->mutable_divergence() = e.verdict();
+      }
       if (e.has_precision_switch()) {
         const int64_t t = TsMs(e.precision_switch().time()) / 1000;
         for (const PrecisionSwitchObs& p : f.precision_switches) {
