@@ -202,6 +202,15 @@ TEST_F(AlertingProcess, OfuWindowsOfARegressingJobRaiseOneAlertAndARestartAddsNo
   EXPECT_NEAR(static_cast<double>(alerts[0].evidence().onset_time().seconds()),
               static_cast<double>(start_ms_ / 1000 + kDropMinute * 60), 60.0);
   EXPECT_EQ(Value("SELECT count(*) FROM alert_outbox WHERE state = 'firing'"), 2);
+  {
+    httplib::Client http("127.0.0.1", (*alerting)->http_port());
+    auto metrics = http.Get("/metrics");
+    ASSERT_TRUE(metrics);
+    EXPECT_NE(metrics->body.find("goodput_alerting_alert_changes_total{kind=\"ALERT_KIND_"
+                                 "REGRESSION_IN_JOB\",change=\"ALERT_CHANGE_FIRED\"} 1"),
+              std::string::npos)
+        << metrics->body;
+  }
   // Delivery sends each row once.
   ASSERT_TRUE(PollUntil(
       [&] { return Value("SELECT count(*) FROM alert_outbox WHERE status = 'delivered'") == 2; },

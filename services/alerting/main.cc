@@ -39,6 +39,16 @@ absl::StatusOr<std::shared_ptr<void>> Setup(goodput::platform::ServiceContext& c
       goodput::alerting::LoadAlertingConfig(*ctx.config_tree);
   if (!config.ok()) return config.status();
   rt->hub = std::make_unique<goodput::alerting::AlertHub>();
+  goodput::platform::CounterFamily* changes = &ctx.metrics->AddCounter(
+      "goodput_alerting_alert_changes_total",
+      "Alert changes committed by this replica (fired, updated, resolved, ...), by kind.",
+      {"kind", "change"});
+  rt->hub->Subscribe({}, [changes](const goodput::v1::SubscribeAlertsResponse& c) {
+    changes
+        ->WithLabels({goodput::v1::AlertKind_Name(c.alert().kind()),
+                      goodput::v1::AlertChange_Name(c.change())})
+        .Increment();
+  });
   rt->engine = std::make_unique<goodput::alerting::AlertEngine>(
       ctx.pg, config->engine, rt->hub.get(), ctx.logger.With({{"component", "engine"}}));
   // One replica sweeps at a time: the holder of a Redis lease. Without Redis every replica
