@@ -84,6 +84,7 @@ class AlertEngineTest : public ::testing::Test {
         {.match = {{"cluster", "eos"}}, .targets = {"slurm-eos", "am-prod"}});
     config.routing.default_targets = {"am-default"};
     config.dashboard_url = "https://goodput.example/";
+    config.target_kinds = {{"slurm-eos", "slurm"}, {"am-prod", "alertmanager"}};
     engine_ = std::make_unique<AlertEngine>(pool_.get(), config, &hub_, platform::Logger(),
                                             [this] { return absl::FromUnixMillis(now_ms_.load()); });
     AddJob("j1");
@@ -176,6 +177,8 @@ TEST_F(AlertEngineTest, RegressingJobFiresOnceWithFactorOnsetAndOneOutboxRowPerT
   ASSERT_EQ(got->deliveries_size(), 2);
   EXPECT_EQ(got->deliveries(0).state(), v1::DELIVERY_STATE_PENDING);
   EXPECT_EQ(got->deliveries(0).idempotency_key(), absl::StrCat(a.alert_id(), ":slurm-eos:firing"));
+  EXPECT_EQ(got->deliveries(0).target_kind(), v1::TARGET_KIND_SLURM);
+  EXPECT_EQ(got->deliveries(1).target_kind(), v1::TARGET_KIND_ALERTMANAGER);
 
   // The same pushes again (a forwarder retrying after a lost acknowledgement): nothing new.
   const int64_t windows_before = Count("SELECT count(*) FROM alert_windows");

@@ -114,6 +114,16 @@ absl::StatusOr<AlertingConfig> LoadAlertingConfig(const platform::ConfigTree& tr
     }
     if (absl::Status s = ValidateRouting(e.routing); !s.ok()) return s;
 
+    // Delivery validates its targets; the engine only learns each one's kind.
+    YAML::Node targets = Child(root, "alerting", "targets");
+    if (targets.IsDefined() && targets.IsSequence()) {
+      for (const YAML::Node& t : targets) {
+        if (t.IsMap() && t["name"].IsScalar() && t["kind"].IsScalar()) {
+          e.target_kinds[t["name"].as<std::string>()] = t["kind"].as<std::string>();
+        }
+      }
+    }
+
     YAML::Node rules = Child(root, "alerting", "severity_rules");
     if (rules.IsDefined() && !rules.IsNull()) {
       if (!rules.IsSequence()) {

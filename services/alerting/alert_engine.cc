@@ -1130,6 +1130,13 @@ absl::StatusOr<v1::Alert> AlertEngine::GetAlert(const std::string& alert_id) {
       for (const DeliveryRecord& d : *deliveries) {
         v1::Delivery* out = o.alert.add_deliveries();
         out->set_target(d.target);
+        if (auto k = config_.target_kinds.find(d.target); k != config_.target_kinds.end()) {
+          out->set_target_kind(k->second == "slurm"          ? v1::TARGET_KIND_SLURM
+                               : k->second == "osmo"         ? v1::TARGET_KIND_OSMO
+                               : k->second == "alertmanager" ? v1::TARGET_KIND_ALERTMANAGER
+                               : k->second == "webhook"      ? v1::TARGET_KIND_WEBHOOK
+                                                             : v1::TARGET_KIND_UNSPECIFIED);
+        }
         out->set_alert_state(StateFromName(d.state));
         out->set_idempotency_key(d.idempotency_key);
         out->set_state(DeliveryStateOf(d));

@@ -48,6 +48,9 @@ struct EngineConfig {
   std::vector<SeverityRule> severity_rules;  // before the built-in ones
   DetectorOptions detectors;
   std::string dashboard_url;  // base; the job page is <base>/jobs/<cluster>/<job_id>
+  // Target name -> kind ("slurm", "osmo", "alertmanager", "webhook"), from delivery's
+  // alerting.targets, to show in GetAlert's deliveries.
+  std::map<std::string, std::string> target_kinds;
 };
 
 // Which alerts a caller wants (ListAlerts, SubscribeAlerts). Empty sets match everything.
