@@ -36,10 +36,10 @@ constexpr int64_t kT0 = 1'790'000'000;  // first window of the job under test (u
 constexpr char kProducer[] = "ofu-0-of-1";
 
 // One-minute job-level windows: 8 minutes of warm-up ramp to `level`, then shape(minute).
-std::vector<v1::OfuWindow> Windows(const std::string& job_id, int64_t t0, int minutes,
-                                   double level,
-                                   const std::function<double(int)>& shape = [](int) { return 1.0; },
-                                   const std::string& fingerprint = "") {
+std::vector<v1::OfuWindow> Windows(
+    const std::string& job_id, int64_t t0, int minutes, double level,
+    const std::function<double(int)>& shape = [](int) { return 1.0; },
+    const std::string& fingerprint = "") {
   std::vector<v1::OfuWindow> out;
   for (int m = 0; m < minutes; ++m) {
     const double ramp = m < 8 ? 0.1 + 0.9 * m / 8.0 : 1.0;
@@ -85,8 +85,9 @@ class AlertEngineTest : public ::testing::Test {
     config.routing.default_targets = {"am-default"};
     config.dashboard_url = "https://goodput.example/";
     config.target_kinds = {{"slurm-eos", "slurm"}, {"am-prod", "alertmanager"}};
-    engine_ = std::make_unique<AlertEngine>(pool_.get(), config, &hub_, platform::Logger(),
-                                            [this] { return absl::FromUnixMillis(now_ms_.load()); });
+    engine_ = std::make_unique<AlertEngine>(pool_.get(), config, &hub_, platform::Logger(), [this] {
+      return absl::FromUnixMillis(now_ms_.load());
+    });
     AddJob("j1");
   }
 
@@ -433,7 +434,6 @@ TEST_F(AlertEngineTest, SubscribeAlertsSeesOpenAlertsAndChanges) {
   reader->Finish();
   server->Shutdown(std::chrono::system_clock::now());
 }
-
 
 TEST_F(AlertEngineTest, DivergenceVerdictsAlertAndPrecisionSwitchesAnnotate) {
   auto push = [&](int64_t seq, const std::vector<v1::DivergenceEvent>& events) {

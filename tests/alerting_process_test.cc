@@ -89,24 +89,27 @@ class AlertingProcess : public ::testing::Test {
   }
 
   std::string Common() const {
-    return absl::StrCat("postgres:\n  dsn: \"", pg_->Dsn("goodput"), "\"\nredis:\n  host: ",
-                        redis_->host(), "\n  port: ", redis_->port(), "\nlog:\n  format: text\n");
+    return absl::StrCat("postgres:\n  dsn: \"", pg_->Dsn("goodput"),
+                        "\"\nredis:\n  host: ", redis_->host(), "\n  port: ", redis_->port(),
+                        "\nlog:\n  format: text\n");
   }
 
   absl::StatusOr<std::unique_ptr<ServiceProcess>> StartAlerting(int grpc_port, int hook_port) {
     const std::string hook = absl::StrCat("http://127.0.0.1:", hook_port, "/hook");
     return ServiceProcess::Start(
         {.binary = BuiltBinary("services/alerting/goodput-alerting"),
-         .config_yaml = absl::StrCat(
-             Common(), "grpc:\n  port: ", grpc_port,
-             "\nalerting:\n  sweep_interval_s: 1\n"
-             "  routes:\n    - match: {cluster: c1}\n"
-             "      targets: [hook-a, hook-b]\n"
-             "  default_targets: [hook-a]\n"
-             "  delivery: {poll_interval_s: 0.2}\n"
-             "  targets:\n"
-             "    - {name: hook-a, kind: webhook, url: \"", hook, "\", secret: s3cret}\n"
-             "    - {name: hook-b, kind: webhook, url: \"", hook, "\", secret: s3cret}\n"),
+         .config_yaml = absl::StrCat(Common(), "grpc:\n  port: ", grpc_port,
+                                     "\nalerting:\n  sweep_interval_s: 1\n"
+                                     "  routes:\n    - match: {cluster: c1}\n"
+                                     "      targets: [hook-a, hook-b]\n"
+                                     "  default_targets: [hook-a]\n"
+                                     "  delivery: {poll_interval_s: 0.2}\n"
+                                     "  targets:\n"
+                                     "    - {name: hook-a, kind: webhook, url: \"",
+                                     hook,
+                                     "\", secret: s3cret}\n"
+                                     "    - {name: hook-b, kind: webhook, url: \"",
+                                     hook, "\", secret: s3cret}\n"),
          .extra_args = {"--migrate", "--migrations-dir", (SourceDir() / "migrations").string()}});
   }
 
@@ -136,7 +139,8 @@ class AlertingProcess : public ::testing::Test {
     Sql("INSERT INTO jobs (cluster, job_id, scheduler, team, gpu_model, start_time) VALUES "
         "('c1', 'j1', 'slurm', 'llm', 'NVIDIA H100 80GB HBM3', now() - interval '1 day')");
     for (int g = 0; g < kGpus; ++g) {
-      Sql(absl::StrCat("INSERT INTO job_gpus (job, cluster, host, gpu_index, valid) SELECT id, "
+      Sql(
+          absl::StrCat("INSERT INTO job_gpus (job, cluster, host, gpu_index, valid) SELECT id, "
                        "'c1', 'node-1', ",
                        g, ", tstzrange(now() - interval '2 days', NULL) FROM jobs"));
     }
@@ -152,7 +156,8 @@ class AlertingProcess : public ::testing::Test {
             start_ms_ + t * 1000 + g * 13, g, level * (1.0 + 0.02 * std::sin(t / 70.0 + g))));
       }
     }
-    Sql(absl::StrCat("INSERT INTO samples (sample_time, cluster, host, gpu_index, gpu_model, "
+    Sql(
+        absl::StrCat("INSERT INTO samples (sample_time, cluster, host, gpu_index, gpu_model, "
                      "job, tensor_active, sm_clock_mhz) VALUES ",
                      absl::StrJoin(values, ",")));
   }

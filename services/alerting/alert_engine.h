@@ -132,7 +132,8 @@ class AlertEngine {
                                         const std::string& producer);
   absl::Status EvaluateJob(Tx& tx, const std::string& cluster, const std::string& job_id);
   absl::Status Reconcile(Tx& tx, const JobMeta& meta, const std::vector<Finding>& findings,
-                         const std::set<Kind>& kinds, const std::map<int64_t, v1::OfuWindow>& windows,
+                         const std::set<Kind>& kinds,
+                         const std::map<int64_t, v1::OfuWindow>& windows,
                          const std::vector<v1::DivergenceEvent>& events);
   absl::Status Resolve(Tx& tx, const OpenAlert& open);
   absl::Status ApplySilences(Tx& tx);
