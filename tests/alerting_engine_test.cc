@@ -166,7 +166,7 @@ TEST_F(AlertEngineTest, RegressingJobFiresOnceWithFactorOnsetAndOneOutboxRowPerT
   EXPECT_LE(a.evidence().windows_size(), 60);
   EXPECT_EQ(a.labels().at("team"), "llm");
   EXPECT_EQ(a.labels().at("project"), "p7");
-  EXPECT_EQ(a.dashboard_url(), "https://goodput.example/jobs/eos/j1");
+  EXPECT_EQ(a.dashboard_url(), "https://goodput.example/#/job/eos/j1");
   EXPECT_NE(a.summary().find("OFU fell 2."), std::string::npos) << a.summary();
   EXPECT_NE(a.description().find("Look first"), std::string::npos) << a.description();
   EXPECT_EQ(OutboxRows(a.alert_id(), "firing"), 2);

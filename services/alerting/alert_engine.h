@@ -47,7 +47,7 @@ struct EngineConfig {
   RoutingConfig routing;
   std::vector<SeverityRule> severity_rules;  // before the built-in ones
   DetectorOptions detectors;
-  std::string dashboard_url;  // base; the job page is <base>/jobs/<cluster>/<job_id>
+  std::string dashboard_url;  // base; the job page is <base>/#/job/<cluster>/<job_id>
   // Target name -> kind ("slurm", "osmo", "alertmanager", "webhook"), from delivery's
   // alerting.targets, to show in GetAlert's deliveries.
   std::map<std::string, std::string> target_kinds;
