@@ -60,20 +60,20 @@ class MfuFromOfu : public ::testing::Test {
     StartMfu();
     forwarder_ = std::make_unique<ofu::OfuForwarder>(
         store_.get(),
-        std::vector<ofu::ForwardTarget>{ofu::MfuTarget(
-            grpc::CreateChannel(absl::StrCat("127.0.0.1:", mfu_port_),
-                                grpc::InsecureChannelCredentials()),
-            "", absl::Seconds(5))},
+        std::vector<ofu::ForwardTarget>{
+            ofu::MfuTarget(grpc::CreateChannel(absl::StrCat("127.0.0.1:", mfu_port_),
+                                               grpc::InsecureChannelCredentials()),
+                           "", absl::Seconds(5))},
         ofu::ForwarderOptions{}, platform::Logger());
   }
 
   void StartMfu() {
     mfu_.reset();
-    absl::StatusOr<std::unique_ptr<ServiceProcess>> mfu = ServiceProcess::Start(
-        {.binary = BuiltBinary("services/mfu/goodput-mfu"),
-         .config_yaml = absl::StrCat("postgres:\n  dsn: \"", pg_->Dsn("goodput"),
-                                     "\"\nlog:\n  format: text\ngrpc:\n  port: ", mfu_port_,
-                                     "\n")});
+    absl::StatusOr<std::unique_ptr<ServiceProcess>> mfu =
+        ServiceProcess::Start({.binary = BuiltBinary("services/mfu/goodput-mfu"),
+                               .config_yaml = absl::StrCat(
+                                   "postgres:\n  dsn: \"", pg_->Dsn("goodput"),
+                                   "\"\nlog:\n  format: text\ngrpc:\n  port: ", mfu_port_, "\n")});
     ASSERT_TRUE(mfu.ok()) << mfu.status();
     mfu_ = *std::move(mfu);
   }
@@ -96,7 +96,8 @@ class MfuFromOfu : public ::testing::Test {
                                       ", 1500)"));
       }
     }
-    Sql(absl::StrCat("INSERT INTO samples (sample_time, cluster, host, gpu_index, job, "
+    Sql(
+        absl::StrCat("INSERT INTO samples (sample_time, cluster, host, gpu_index, job, "
                      "tensor_active, sm_clock_mhz) VALUES ",
                      absl::StrJoin(values, ",")));
     for (int i = 0; i < 100; ++i) {

@@ -37,8 +37,7 @@ absl::Status Reconciler::StepOnce() {
   }
 }
 
-absl::Status Reconciler::ReconcileIfPending(const std::string& cluster,
-                                            const std::string& job_id) {
+absl::Status Reconciler::ReconcileIfPending(const std::string& cluster, const std::string& job_id) {
   absl::StatusOr<bool> pending = store_->IsPending(cluster, job_id);
   if (!pending.ok()) return pending.status();
   if (!*pending) return absl::OkStatus();
