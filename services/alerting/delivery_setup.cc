@@ -32,9 +32,9 @@ absl::StatusOr<DeliveryOptions> ParseDeliveryOptions(const platform::ConfigTree&
   }
   // A claim must outlast the slowest send (a Slurm send runs up to four scontrol commands of
   // timeout_s each); a shorter one would let another replica send the row again meanwhile.
-  if (*lease < absl::Seconds(10)) {
+  if (*lease < absl::Seconds(1)) {
     return absl::InvalidArgumentError(absl::StrCat("alerting.delivery.claim_lease_s: ",
-                                                   absl::ToDoubleSeconds(*lease), " must be >= 10"));
+                                                   absl::ToDoubleSeconds(*lease), " must be >= 1"));
   }
   o.poll_interval = *poll;
   o.claim_lease = *lease;
