@@ -71,18 +71,19 @@ TEST_F(DeliveryRestartTest, KilledMidDeliveryRestartsAndTheReceiverActsOnce) {
   ASSERT_TRUE(redis.ok()) << redis.status();
   HangingReceiver receiver;
   receiver.Hang();
-  const std::string config = absl::StrCat(
-      "postgres: {dsn: '", pg_->Dsn("goodput"), "'}\n",
-      "redis: {host: 127.0.0.1, port: ", (*redis)->port(), "}\n",
-      "alerting:\n"
-      "  delivery: {claim_lease_s: 2, poll_interval_s: 0.2}\n"
-      "  targets:\n"
-      "    - {name: hook, kind: webhook, url: 'http://127.0.0.1:", receiver.port(),
-      "/hook', secret: s3cret, timeout_s: 60}\n");
+  const std::string config =
+      absl::StrCat("postgres: {dsn: '", pg_->Dsn("goodput"), "'}\n",
+                   "redis: {host: 127.0.0.1, port: ", (*redis)->port(), "}\n",
+                   "alerting:\n"
+                   "  delivery: {claim_lease_s: 2, poll_interval_s: 0.2}\n"
+                   "  targets:\n"
+                   "    - {name: hook, kind: webhook, url: 'http://127.0.0.1:",
+                   receiver.port(), "/hook', secret: s3cret, timeout_s: 60}\n");
   EnqueueOrDie(TestNotification(1, "firing"), {"hook"});
 
   auto first = testing::ServiceProcess::Start(
-      {.binary = testing::BuiltBinary("services/alerting/goodput-alerting"), .config_yaml = config});
+      {.binary = testing::BuiltBinary("services/alerting/goodput-alerting"),
+       .config_yaml = config});
   ASSERT_TRUE(first.ok()) << first.status();
   ASSERT_TRUE(testing::PollUntil([&] { return receiver.keys().size() == 1; }, absl::Seconds(20)));
   // Killed while the receiver has the notification but has not answered.
@@ -94,7 +95,8 @@ TEST_F(DeliveryRestartTest, KilledMidDeliveryRestartsAndTheReceiverActsOnce) {
             "no outcome recorded: the sender stopped during the attempt");
 
   auto second = testing::ServiceProcess::Start(
-      {.binary = testing::BuiltBinary("services/alerting/goodput-alerting"), .config_yaml = config});
+      {.binary = testing::BuiltBinary("services/alerting/goodput-alerting"),
+       .config_yaml = config});
   ASSERT_TRUE(second.ok()) << second.status();
   ASSERT_TRUE(testing::PollUntil(
       [&] { return Query("SELECT status FROM alert_outbox") == "delivered"; }, absl::Seconds(30)))

@@ -96,8 +96,9 @@ TEST_F(SlurmDeliveryTest, FiringAlertNotifiesTheRunningJobOnceAndSetsItsComment)
 
   // The sender stopped after sending but before recording it: the row is sent again, finds
   // its marker in the comment, and the job hears nothing new.
-  ASSERT_TRUE(pg_->Execute("goodput", "UPDATE alert_outbox SET status = 'pending', "
-                                      "next_attempt_at = now() - interval '1 hour'")
+  ASSERT_TRUE(pg_->Execute("goodput",
+                           "UPDATE alert_outbox SET status = 'pending', "
+                           "next_attempt_at = now() - interval '1 hour'")
                   .ok());
   EXPECT_EQ(StepOrDie(*worker, "slurm-eos").delivered, 1);
   EXPECT_EQ(Query("SELECT attempts FROM alert_outbox WHERE alert_id = 11"), "2");
@@ -131,11 +132,11 @@ TEST_F(SlurmDeliveryTest, CommentGoesThroughSlurmrestd) {
   const std::string job = RunningJob("");
   ASSERT_FALSE(job.empty());
   std::vector<std::unique_ptr<Target>> targets;
-  targets.push_back(std::make_unique<SlurmTarget>(SlurmTargetConfig{
-      .name = "slurm-rest",
-      .mode = SlurmTargetConfig::Mode::kRest,
-      .rest_url = "http://localhost",
-      .rest_unix_socket = socket->string()}));
+  targets.push_back(
+      std::make_unique<SlurmTarget>(SlurmTargetConfig{.name = "slurm-rest",
+                                                      .mode = SlurmTargetConfig::Mode::kRest,
+                                                      .rest_url = "http://localhost",
+                                                      .rest_unix_socket = socket->string()}));
   auto worker = MakeWorker(std::move(targets));
 
   EnqueueOrDie(TestNotification(21, "firing", job), {"slurm-rest"});

@@ -27,14 +27,14 @@ absl::StatusOr<DeliveryOptions> ParseDeliveryOptions(const platform::ConfigTree&
   absl::StatusOr<absl::Duration> max_age = cfg.GetSeconds("alerting.delivery.max_age_s", 86400.0);
   if (!max_age.ok()) return max_age.status();
   if (*poll <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(absl::StrCat("alerting.delivery.poll_interval_s: ",
-                                                   absl::ToDoubleSeconds(*poll), " must be > 0"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "alerting.delivery.poll_interval_s: ", absl::ToDoubleSeconds(*poll), " must be > 0"));
   }
   // A claim must outlast the slowest send (a Slurm send runs up to four scontrol commands of
   // timeout_s each); a shorter one would let another replica send the row again meanwhile.
   if (*lease < absl::Seconds(1)) {
-    return absl::InvalidArgumentError(absl::StrCat("alerting.delivery.claim_lease_s: ",
-                                                   absl::ToDoubleSeconds(*lease), " must be >= 1"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "alerting.delivery.claim_lease_s: ", absl::ToDoubleSeconds(*lease), " must be >= 1"));
   }
   o.poll_interval = *poll;
   o.claim_lease = *lease;
@@ -58,7 +58,8 @@ absl::StatusOr<std::shared_ptr<DeliveryRuntime>> StartDelivery(platform::Service
   }
   auto rt = std::make_shared<DeliveryRuntime>();
   rt->store = std::make_unique<DeliveryStore>(ctx.pg);
-  rt->limiter = std::make_unique<RateLimiter>(ctx.redis, ctx.logger.With({{"component", "delivery"}}));
+  rt->limiter =
+      std::make_unique<RateLimiter>(ctx.redis, ctx.logger.With({{"component", "delivery"}}));
   std::vector<std::unique_ptr<Target>> targets;
   for (ConfiguredTarget& c : *configured) {
     if (c.rate_limit) rt->limiter->SetLimit(c.target->name(), *c.rate_limit);
