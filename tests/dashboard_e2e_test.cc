@@ -1,0 +1,379 @@
+// The dashboard end to end, as a person would use it: real PostgreSQL and Redis, the four
+// services and goodput-dashboard started from this build, a small simulated fleet (two jobs
+// of one GPU model, one of them losing more than half its OFU mid-run) sent through the real
+// APIs — jobs registered as a scheduler would, telemetry through ingest, MFU through the C++
+// SDK — then headless Chromium (tests/dashboard_e2e_test.mjs, playwright-core) opens the
+// fleet page and both job pages and checks what they show. When goodput-alerting lists
+// alerts, the regression alert must reach the job page too; while it answers UNIMPLEMENTED,
+// the page must say "not available yet".
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "goodput/v1/alert.grpc.pb.h"
+#include "goodput/v1/ingest.grpc.pb.h"
+#include "goodput/v1/job.grpc.pb.h"
+#include "goodput/v1/ofu.grpc.pb.h"
+#include "gtest/gtest.h"
+#include "sdk/cpp/reporter.h"
+#include "tests/support/child_process.h"
+#include "tests/support/postgres_server.h"
+#include "tests/support/redis_server.h"
+#include "tests/support/service_process.h"
+#include "tests/support/temp_dir.h"
+#include "tools/fleetsim/fleet_sim.h"
+
+namespace goodput::testing {
+namespace {
+
+namespace v1 = ::goodput::v1;
+
+constexpr char kCluster[] = "e2e";
+constexpr double kMinDropFactor = 2.0;
+
+std::unique_ptr<grpc::ClientContext> Ctx(int seconds = 30) {
+  auto ctx = std::make_unique<grpc::ClientContext>();
+  ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(seconds));
+  return ctx;
+}
+
+google::protobuf::Timestamp At(int64_t unix_s) {
+  google::protobuf::Timestamp t;
+  t.set_seconds(unix_s);
+  return t;
+}
+
+// Two one-hour jobs of 8 GPUs, no other phenomena than warm-up and checkpoints; the seed is
+// chosen so that exactly one job has a sustained in-job drop of at least kMinDropFactor well
+// after its warm-up, and the other none.
+struct PlannedFleet {
+  sim::FleetConfig config;
+  std::string regressed_job;
+  std::string steady_job;
+};
+
+absl::StatusOr<PlannedFleet> PlanFleet(int64_t end_unix_s) {
+  sim::FleetConfig c = sim::SmallFleetConfig(1);
+  c.workloads = 2;
+  c.jobs_per_workload_min = c.jobs_per_workload_max = 1;
+  c.workload_start_spread_s = 300;
+  c.job_duration_min_s = 60 * 60;
+  c.job_duration_max_s = 70 * 60;
+  c.gpu_counts = {{8, 1}};
+  c.models.resize(1);
+  c.warmup_min_s = 180;
+  c.warmup_max_s = 300;
+  c.stalls_per_hour = 0;
+  c.eval_probability = 0;
+  c.straggler_job_probability = 0;
+  c.idle_gpu_job_probability = 0;
+  c.debug_flag_probability = 0;
+  c.miscount_moe_probability = c.miscount_layer_types_probability = 0;
+  c.miscount_recompute_probability = c.miscount_doubled_probability = 0;
+  c.miscount_halved_probability = 0;
+  c.precision_switch_probability = 0;
+  c.mfu_report_probability = 1;
+  c.in_job_regression_probability = 0.5;
+  c.regression_sustained_probability = 1;
+  c.regression_factor_min = 2.4;
+  c.regression_factor_max = 3.0;
+  c.steady_ofu_min = 0.35;
+  for (uint64_t seed = 1; seed < 500; ++seed) {
+    c.seed = seed;
+    absl::StatusOr<std::unique_ptr<sim::FleetSimulator>> fleet = sim::FleetSimulator::Create(c);
+    if (!fleet.ok()) return fleet.status();
+    const std::vector<sim::JobTruth>& jobs = (*fleet)->jobs();
+    if (jobs.size() != 2) continue;
+    auto good_drop = [](const sim::JobTruth& j) {
+      if (j.drops.size() != 1) return false;
+      const sim::InjectedDrop& d = j.drops[0];
+      return d.factor >= kMinDropFactor && d.onset_s >= j.start_s + j.warmup_s + 15 * 60 &&
+             d.onset_s <= j.end_s - 20 * 60;
+    };
+    for (int r = 0; r < 2; ++r) {
+      if (good_drop(jobs[r]) && jobs[1 - r].drops.empty()) {
+        // Place the fleet so that it ends just before `end_unix_s`.
+        int64_t length_s = (*fleet)->end_s() - c.start_unix_s;
+        c.start_unix_s = end_unix_s - length_s - 60;
+        return PlannedFleet{c, jobs[r].job_id, jobs[1 - r].job_id};
+      }
+    }
+  }
+  return absl::NotFoundError("no seed below 500 gives one regressing and one steady job");
+}
+
+// Sends the fleet through the platform's APIs as goodput-demo does.
+class PlatformSink : public sim::FleetSink {
+ public:
+  PlatformSink(std::shared_ptr<grpc::Channel> ingest, std::string mfu_address)
+      : jobs_(v1::JobService::NewStub(ingest)),
+        ingest_(v1::IngestService::NewStub(ingest)),
+        mfu_address_(std::move(mfu_address)) {}
+
+  void OnSamples(const sim::JobTruth& job, int64_t, int64_t,
+                 const std::vector<sim::GpuSample>& samples) override {
+    if (!registered_.contains(job.job_id)) Register(job, samples);
+    for (const sim::GpuSample& s : samples) {
+      v1::GpuSample* out = batch_.add_samples();
+      out->mutable_gpu()->set_host(s.hostname);
+      out->mutable_gpu()->set_gpu_index(s.device);
+      out->mutable_gpu()->set_uuid(s.uuid);
+      out->set_time_unix_ms(s.timestamp_ms);
+      out->set_gpu_model(job.gpu_model);
+      out->set_tensor_active(s.tensor_active);
+      out->set_sm_clock_mhz(s.sm_clock_mhz);
+      out->set_sm_active(s.sm_active);
+      out->set_dram_active(s.dram_active);
+      out->set_fb_used_mib(s.fb_used_mib);
+      out->set_power_w(s.power_w);
+      out->set_total_energy_mj(s.energy_mj);
+    }
+    pushed_[job.job_id] += static_cast<int64_t>(samples.size());
+    if (batch_.samples_size() >= 4000) Flush();
+  }
+
+  void OnMfuReport(const sim::JobTruth& job, const sim::MfuReport& report) override {
+    auto it = reporters_.find(job.job_id);
+    if (it == reporters_.end()) {
+      absl::StatusOr<std::unique_ptr<sdk::Reporter>> reporter = sdk::Reporter::Create(
+          {.endpoint = mfu_address_, .cluster = kCluster, .job_id = job.job_id,
+           .framework = "megatron-lm", .flops_formula = "6N + attention"});
+      if (!reporter.ok()) {
+        ADD_FAILURE() << reporter.status();
+        return;
+      }
+      it = reporters_.emplace(job.job_id, *std::move(reporter)).first;
+    }
+    sdk::MfuFigure figure;
+    figure.mfu = report.mfu;
+    figure.precision_mix = {{v1::PRECISION_BF16, 1 - report.fp8_share}};
+    if (report.fp8_share > 0) figure.precision_mix.push_back({v1::PRECISION_FP8, report.fp8_share});
+    figure.interval_s = static_cast<double>(report.end_s - report.start_s);
+    figure.end_time = absl::FromUnixSeconds(report.end_s);
+    it->second->Report(figure);
+  }
+
+  void OnJobEnd(const sim::JobTruth& job) override {
+    Flush();
+    if (auto it = reporters_.find(job.job_id); it != reporters_.end()) {
+      EXPECT_TRUE(it->second->Close(absl::Seconds(20))) << "MFU reports of " << job.job_id;
+      reporters_.erase(it);
+    }
+    v1::EndJobRequest request;
+    request.mutable_key()->set_cluster(kCluster);
+    request.mutable_key()->set_job_id(job.job_id);
+    *request.mutable_end_time() = At(job.end_s);
+    request.set_final_state(v1::JOB_STATE_COMPLETED);
+    v1::EndJobResponse response;
+    grpc::Status status = jobs_->EndJob(Ctx().get(), request, &response);
+    EXPECT_TRUE(status.ok()) << "EndJob " << job.job_id << ": " << status.error_message();
+  }
+
+  void Flush() {
+    if (batch_.samples_size() == 0) return;
+    batch_.set_batch_id(absl::StrCat("e2e-", batch_seq_++));
+    batch_.set_cluster(kCluster);
+    batch_.set_source("dashboard-e2e");
+    v1::PushSamplesResponse response;
+    auto ctx = Ctx();
+    auto writer = ingest_->PushSamples(ctx.get(), &response);
+    writer->Write(batch_);
+    writer->WritesDone();
+    grpc::Status status = writer->Finish();
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    EXPECT_EQ(response.refused_count(), 0) << response.ShortDebugString().substr(0, 2000);
+    batch_.clear_samples();
+  }
+
+  const std::map<std::string, int64_t>& pushed() const { return pushed_; }
+
+ private:
+  void Register(const sim::JobTruth& job, const std::vector<sim::GpuSample>& samples) {
+    v1::RegisterJobRequest request;
+    v1::Job* out = request.mutable_job();
+    out->mutable_key()->set_cluster(kCluster);
+    out->mutable_key()->set_job_id(job.job_id);
+    out->set_scheduler(v1::SCHEDULER_KIND_SLURM);
+    out->set_user(job.user);
+    out->set_team(job.team);
+    out->set_name(job.workload);
+    out->set_workload_fingerprint(job.workload);
+    out->set_gpu_model(job.gpu_model);
+    out->set_gpu_count(job.gpu_count);
+    out->set_state(v1::JOB_STATE_RUNNING);
+    *out->mutable_start_time() = At(job.start_s);
+    std::set<std::pair<std::string, int>> gpus;
+    for (const sim::GpuSample& s : samples) gpus.insert({s.hostname, s.device});
+    for (const auto& [host, device] : gpus) {
+      v1::GpuAllocation* a = out->add_allocations();
+      a->mutable_gpu()->set_host(host);
+      a->mutable_gpu()->set_gpu_index(device);
+      *a->mutable_start_time() = At(job.start_s);
+    }
+    v1::RegisterJobResponse response;
+    grpc::Status status = jobs_->RegisterJob(Ctx().get(), request, &response);
+    EXPECT_TRUE(status.ok()) << "RegisterJob " << job.job_id << ": " << status.error_message();
+    registered_.insert(job.job_id);
+  }
+
+  std::unique_ptr<v1::JobService::Stub> jobs_;
+  std::unique_ptr<v1::IngestService::Stub> ingest_;
+  std::string mfu_address_;
+  std::set<std::string> registered_;
+  std::map<std::string, std::unique_ptr<sdk::Reporter>> reporters_;
+  std::map<std::string, int64_t> pushed_;
+  v1::PushSamplesRequest batch_;
+  int batch_seq_ = 0;
+};
+
+std::string ReadFile(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+TEST(DashboardE2E, TheFleetAndARegressingJobShowInHeadlessChromium) {
+  // Everything the browser half needs must be there: a test that cannot run fails.
+  const std::filesystem::path web_dist = GOODPUT_WEB_DIST;
+  const std::filesystem::path web_dir = SourceDir() / "web";
+  const char* chromium_env = std::getenv("GOODPUT_CHROMIUM");
+  const std::string chromium = chromium_env != nullptr ? chromium_env : "/usr/bin/chromium";
+  ASSERT_TRUE(std::filesystem::exists(web_dist / "index.html"))
+      << "front-end not built in " << web_dist << " (ninja goodput_web)";
+  ASSERT_TRUE(std::filesystem::exists(web_dir / "node_modules" / "playwright-core"))
+      << "npm packages missing in " << web_dir << " (scripts/build-web.sh installs them)";
+  ASSERT_EQ(access(chromium.c_str(), X_OK), 0)
+      << chromium << " missing (scripts/install-deps.sh installs Debian's chromium)";
+
+  absl::StatusOr<std::unique_ptr<PostgresServer>> pg = PostgresServer::Create();
+  ASSERT_TRUE(pg.ok()) << pg.status();
+  ASSERT_TRUE((*pg)->CreateDatabase("goodput").ok());
+  absl::StatusOr<std::unique_ptr<RedisServer>> redis = RedisServer::Create();
+  ASSERT_TRUE(redis.ok()) << redis.status();
+  const std::string yaml =
+      absl::StrCat("postgres:\n  dsn: \"", (*pg)->Dsn("goodput"), "\"\nredis:\n  host: ",
+                   (*redis)->host(), "\n  port: ", (*redis)->port(), "\nlog:\n  format: text\n");
+  auto start = [&](const char* path, const std::string& extra_yaml,
+                   std::vector<std::string> args = {}) {
+    return ServiceProcess::Start(
+        {.binary = BuiltBinary(path), .config_yaml = yaml + extra_yaml, .extra_args = args});
+  };
+  absl::StatusOr<std::unique_ptr<ServiceProcess>> ingest =
+      start("services/ingest/goodput-ingest", "",
+            {"--migrate", "--migrations-dir", (SourceDir() / "migrations").string()});
+  ASSERT_TRUE(ingest.ok()) << ingest.status();
+  absl::StatusOr<std::unique_ptr<ServiceProcess>> mfu = start("services/mfu/goodput-mfu", "");
+  ASSERT_TRUE(mfu.ok()) << mfu.status();
+  absl::StatusOr<std::unique_ptr<ServiceProcess>> alerting =
+      start("services/alerting/goodput-alerting", "");
+  ASSERT_TRUE(alerting.ok()) << alerting.status();
+  absl::StatusOr<std::unique_ptr<ServiceProcess>> ofu = start(
+      "services/ofu/goodput-ofu",
+      absl::StrCat("ofu:\n  poll_interval_s: 0.2\n  idle_flush_s: 3\n  forward:\n"
+                   "    mfu_address: \"", (*mfu)->grpc_address(), "\"\n"
+                   "    alerting_address: \"", (*alerting)->grpc_address(), "\"\n"));
+  ASSERT_TRUE(ofu.ok()) << ofu.status();
+
+  absl::StatusOr<TempDir> dir = TempDir::Create("dashboard-e2e");
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  const std::filesystem::path ready = dir->path() / "ready";
+  absl::StatusOr<std::unique_ptr<ChildProcess>> dashboard = ChildProcess::Start(
+      {.argv = {BuiltBinary("tools/dashboard/goodput-dashboard").string(), "--port", "0",
+                "--ingest", (*ingest)->grpc_address(), "--ofu", (*ofu)->grpc_address(), "--mfu",
+                (*mfu)->grpc_address(), "--alerting", (*alerting)->grpc_address(),
+                "--static-dir", web_dist.string(), "--ready-file", ready.string()},
+       .log_path = dir->path() / "dashboard.log"});
+  ASSERT_TRUE(dashboard.ok()) << dashboard.status();
+  int port = 0;
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        std::string text = ReadFile(ready);
+        return text.rfind("http_port=", 0) == 0 && (port = std::atoi(text.c_str() + 10)) > 0;
+      },
+      absl::Seconds(30)))
+      << (*dashboard)->LogTail();
+
+  // The fleet, ending now.
+  absl::StatusOr<PlannedFleet> plan = PlanFleet(absl::ToUnixSeconds(absl::Now()));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  absl::StatusOr<std::unique_ptr<sim::FleetSimulator>> fleet =
+      sim::FleetSimulator::Create(plan->config);
+  ASSERT_TRUE(fleet.ok()) << fleet.status();
+  ASSERT_EQ((*fleet)->jobs().size(), 2u);
+  for (const sim::JobTruth& job : (*fleet)->jobs()) {
+    EXPECT_EQ(job.drops.size(), job.job_id == plan->regressed_job ? 1u : 0u) << job.job_id;
+  }
+  PlatformSink sink((*ingest)->Channel(), (*mfu)->grpc_address());
+  while ((*fleet)->Step(sink)) {
+  }
+  sink.Flush();
+  ASSERT_FALSE(::testing::Test::HasFailure()) << "the fleet was not delivered";
+
+  // goodput-ofu has turned every sample into windows.
+  auto ofu_stub = v1::OfuService::NewStub((*ofu)->Channel());
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        for (const auto& [job_id, pushed] : sink.pushed()) {
+          v1::GetJobSummaryRequest request;
+          request.mutable_job()->set_cluster(kCluster);
+          request.mutable_job()->set_job_id(job_id);
+          v1::GetJobSummaryResponse response;
+          if (!ofu_stub->GetJobSummary(Ctx().get(), request, &response).ok() ||
+              response.summary().sample_count() < pushed) {
+            return false;
+          }
+        }
+        return true;
+      },
+      absl::Seconds(60), absl::Milliseconds(250)))
+      << "goodput-ofu did not count every sample:\n" << (*ofu)->process().LogTail();
+
+  // The regression alert is expected once goodput-alerting lists alerts.
+  auto alert_stub = v1::AlertService::NewStub((*alerting)->Channel());
+  v1::ListAlertsRequest probe;
+  v1::ListAlertsResponse probe_response;
+  grpc::Status alert_status = alert_stub->ListAlerts(Ctx().get(), probe, &probe_response);
+  const bool expect_alert = alert_status.error_code() != grpc::StatusCode::UNIMPLEMENTED;
+  std::cout << "regressing job " << plan->regressed_job << ", steady job " << plan->steady_job
+            << "; alerts " << (expect_alert ? "listed" : "not built yet") << "\n";
+
+  std::vector<std::pair<std::string, std::string>> env = {
+      {"GOODPUT_DASHBOARD_URL", absl::StrCat("http://127.0.0.1:", port)},
+      {"GOODPUT_E2E_CLUSTER", kCluster},
+      {"GOODPUT_E2E_REGRESSED_JOB", plan->regressed_job},
+      {"GOODPUT_E2E_STEADY_JOB", plan->steady_job},
+      {"GOODPUT_E2E_MIN_DROP_FACTOR", "1.8"},
+      {"GOODPUT_E2E_EXPECT_ALERT", expect_alert ? "1" : "0"},
+      {"GOODPUT_E2E_GPUS", "8"},
+      {"GOODPUT_WEB_DIR", web_dir.string()},
+      {"GOODPUT_CHROMIUM", chromium},
+  };
+  if (const char* shots = std::getenv("GOODPUT_E2E_SCREENSHOTS")) {
+    env.push_back({"GOODPUT_E2E_SCREENSHOTS", shots});
+  }
+  absl::StatusOr<ProgramResult> browser =
+      RunProgram({"node", (SourceDir() / "tests" / "dashboard_e2e_test.mjs").string()}, env,
+                 absl::Seconds(150));
+  ASSERT_TRUE(browser.ok()) << browser.status();
+  std::cout << browser->output;
+  EXPECT_TRUE(browser->exit.Success())
+      << browser->exit.ToString() << "\n"
+      << browser->output << "\ndashboard log:\n"
+      << (*dashboard)->LogTail();
+}
+
+}  // namespace
+}  // namespace goodput::testing

@@ -1,0 +1,133 @@
+// The browser half of the dashboard's end-to-end test (tests/dashboard_e2e_test.cc starts
+// the platform, runs a small simulated fleet with one regressing job, then runs this). It
+// drives Debian's Chromium with playwright-core and checks what a person would see: the
+// fleet page with its figures and jobs, the regressing job's page showing the OFU drop
+// (levels before and after), the verdict panel, the alerts (the regression alert when the
+// alerting service lists alerts, "not available yet" while it does not), live updates
+// connected, and a steady job without a drop.
+//
+// Environment: GOODPUT_DASHBOARD_URL, GOODPUT_E2E_CLUSTER, GOODPUT_E2E_REGRESSED_JOB,
+// GOODPUT_E2E_STEADY_JOB, GOODPUT_E2E_MIN_DROP_FACTOR, GOODPUT_E2E_EXPECT_ALERT (1/0),
+// GOODPUT_E2E_GPUS (per-GPU series of the regressed job), GOODPUT_WEB_DIR (where
+// playwright-core is installed), GOODPUT_CHROMIUM [/usr/bin/chromium],
+// GOODPUT_E2E_SCREENSHOTS (a folder for screenshots; optional).
+import assert from "node:assert/strict";
+import { mkdtempSync, rmSync } from "node:fs";
+import { createRequire } from "node:module";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+function env(name, fallback) {
+  const value = process.env[name] ?? fallback;
+  if (value === undefined) throw new Error(`${name} is not set`);
+  return value;
+}
+
+const url = env("GOODPUT_DASHBOARD_URL").replace(/\/$/, "");
+const cluster = env("GOODPUT_E2E_CLUSTER");
+const regressed = env("GOODPUT_E2E_REGRESSED_JOB");
+const steady = env("GOODPUT_E2E_STEADY_JOB");
+const minFactor = Number(env("GOODPUT_E2E_MIN_DROP_FACTOR", "1.5"));
+const expectAlert = env("GOODPUT_E2E_EXPECT_ALERT", "0") === "1";
+const gpus = Number(env("GOODPUT_E2E_GPUS", "0"));
+const shots = process.env.GOODPUT_E2E_SCREENSHOTS;
+const require = createRequire(join(env("GOODPUT_WEB_DIR"), "package.json"));
+const { chromium } = require("playwright-core");
+
+const jobHash = (job) => `#/job/${encodeURIComponent(cluster)}/${encodeURIComponent(job)}`;
+const step = (text) => console.log(`- ${text}`);
+
+const profile = mkdtempSync(join(tmpdir(), "goodput-e2e-chromium-"));
+const context = await chromium.launchPersistentContext(profile, {
+  executablePath: env("GOODPUT_CHROMIUM", "/usr/bin/chromium"),
+  headless: true,
+  args: [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+  ],
+  viewport: { width: 1300, height: 1400 },
+});
+const errors = [];
+try {
+  const page = context.pages()[0] ?? (await context.newPage());
+  page.setDefaultTimeout(20_000);
+  page.on("pageerror", (e) => errors.push(`page error: ${e.message}`));
+  page.on("console", (m) => {
+    if (m.type() === "error") errors.push(`console: ${m.text()}`);
+  });
+
+  step("fleet page");
+  await page.goto(`${url}/#/`);
+  const fleetOfu = page.locator('[data-testid="fleet-ofu"] .card-value');
+  await fleetOfu.waitFor();
+  assert.match(await fleetOfu.innerText(), /^\d+\.\d%$/, "fleet OFU is a percentage");
+  const wasted = await page.locator('[data-testid="wasted"] .card-value').innerText();
+  assert.ok(Number(wasted.replace(/,/g, "")) > 0, `wasted GPU-hours shown (${wasted})`);
+  assert.equal(await page.locator('[data-testid="ofu-distribution"] rect').count(), 10, "ten OFU deciles");
+  assert.ok((await page.locator('[data-testid="by-cluster"] td', { hasText: cluster }).count()) > 0, "cluster row");
+  for (const job of [regressed, steady]) {
+    await page.locator(`[data-testid="job-row"][data-job="${job}"]`).waitFor();
+  }
+  await page.locator("#live", { hasText: /^live$/ }).waitFor();
+  if (!expectAlert) {
+    await page.locator('[data-testid="alerts-panel"]', { hasText: "not available yet" }).waitFor();
+  }
+  if (shots) await page.screenshot({ path: join(shots, "fleet.png"), fullPage: true });
+
+  step(`regressing job ${regressed}: the drop is visible`);
+  await page.locator(`[data-testid="job-row"][data-job="${regressed}"] a`).click();
+  await page.waitForURL((u) => u.hash === jobHash(regressed));
+  await page.locator('[data-testid="job-title"]', { hasText: regressed }).waitFor();
+  const shift = page.locator('[data-testid="level-shift"]');
+  await shift.waitFor();
+  assert.equal(await shift.getAttribute("data-found"), "true", "a change of level is shown");
+  const before = Number(await shift.getAttribute("data-before"));
+  const after = Number(await shift.getAttribute("data-after"));
+  console.log(`  OFU before ${(before * 100).toFixed(1)}%, after ${(after * 100).toFixed(1)}%`);
+  assert.ok(before / after >= minFactor, `OFU fell by at least ${minFactor}x (${before} -> ${after})`);
+  assert.match(await page.locator('[data-testid="ofu-before"]').innerText(), /^\d+\.\d%$/);
+  assert.match(await page.locator('[data-testid="ofu-after"]').innerText(), /^\d+\.\d%$/);
+  assert.equal(await page.locator('[data-testid="ofu-chart"] path.line.ofu').count(), 1, "job OFU line");
+  if (gpus > 0) {
+    assert.equal(await page.locator('[data-testid="gpu-chart"] path.line.gpu').count(), gpus, "one line per GPU");
+  }
+  const verdictPanel = page.locator('[data-testid="verdict-panel"]');
+  await verdictPanel.locator('[data-testid="verdict"], [data-testid="unavailable"]').first().waitFor();
+  await page.locator("#live", { hasText: /^live$/ }).waitFor();
+
+  step(expectAlert ? "the regression alert is listed" : "alerts say they are not available yet");
+  const alerts = page.locator('[data-testid="alerts-panel"]');
+  if (expectAlert) {
+    // Detection may finish after the page loaded: live events (or a reload) bring it in.
+    const alert = alerts.locator('[data-testid="alert"][data-kind^="regression"]');
+    const deadline = Date.now() + 60_000;
+    while ((await alert.count()) === 0) {
+      assert.ok(Date.now() < deadline, "no regression alert on the job page within 60 s");
+      await page.waitForTimeout(2000);
+      if ((await alert.count()) === 0) await page.reload();
+      await page.locator('[data-testid="job-title"]').waitFor();
+    }
+    console.log(`  alert: ${await alert.first().locator(".alert-summary").innerText()}`);
+  } else {
+    await alerts.locator('[data-testid="unavailable"]', { hasText: "not available yet" }).waitFor();
+  }
+  if (shots) await page.screenshot({ path: join(shots, "regressed-job.png"), fullPage: true });
+
+  step(`steady job ${steady}: no drop`);
+  await page.goto(`${url}/${jobHash(steady)}`);
+  await page.locator('[data-testid="job-title"]', { hasText: steady }).waitFor();
+  assert.equal(await page.locator('[data-testid="level-shift"]').getAttribute("data-found"), "false");
+  if (shots) await page.screenshot({ path: join(shots, "steady-job.png"), fullPage: true });
+
+  assert.deepEqual(errors, [], "no errors in the page");
+  console.log("dashboard e2e: all checks passed");
+} finally {
+  await context.close();
+  rmSync(profile, { recursive: true, force: true });
+}

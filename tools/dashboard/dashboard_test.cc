@@ -1,0 +1,174 @@
+#include <map>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "tools/dashboard/options.h"
+#include "tools/dashboard/routes.h"
+#include "tools/dashboard/views.h"
+
+namespace goodput::dashboard {
+namespace {
+
+google::protobuf::Timestamp At(int64_t unix_s) {
+  google::protobuf::Timestamp t;
+  t.set_seconds(unix_s);
+  return t;
+}
+
+TEST(Views, ShortensEnumNamesToLowerCase) {
+  EXPECT_EQ(EnumShortName("ALERT_KIND_REGRESSION_IN_JOB", "ALERT_KIND_"), "regression_in_job");
+  EXPECT_EQ(EnumShortName("VERDICT_APP_FLOPS_OVERCOUNT", "VERDICT_"), "app_flops_overcount");
+}
+
+TEST(Views, LabelsGpusByHostAndIndexOrUuid) {
+  v1::GpuRef gpu;
+  gpu.set_host("node7");
+  gpu.set_uuid("GPU-1234");
+  EXPECT_EQ(GpuLabel(gpu), "node7:GPU-1234");
+  gpu.set_gpu_index(3);
+  EXPECT_EQ(GpuLabel(gpu), "node7:3");
+  gpu.mutable_mig()->set_gpu_instance_id(2);
+  EXPECT_EQ(GpuLabel(gpu), "node7:3/mig2");
+}
+
+TEST(Views, UnsetTimesAreNullAndSetOnesMilliseconds) {
+  EXPECT_TRUE(TimeMs(google::protobuf::Timestamp()).is_null());
+  EXPECT_EQ(TimeMs(At(1767225600)).get<int64_t>(), 1767225600000);
+}
+
+TEST(Views, AnUnbuiltRpcIsMarkedNotBuiltWithTheServiceMessage) {
+  Json section = UnavailableSection(
+      grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "ListAlerts is not built yet"));
+  EXPECT_FALSE(section["available"].get<bool>());
+  EXPECT_TRUE(section["not_built"].get<bool>());
+  EXPECT_EQ(section["message"], "ListAlerts is not built yet");
+  EXPECT_FALSE(UnavailableSection(grpc::Status(grpc::StatusCode::UNAVAILABLE, "down"))["not_built"]
+                   .get<bool>());
+}
+
+TEST(Views, FleetGroupsCountWastedGpuHoursAndAlwaysTenDeciles) {
+  v1::FleetGroup group;
+  group.set_cluster("eos");
+  group.set_gpu_hours(100);
+  group.set_effective_gpu_hours(35);
+  group.set_ofu_mean(0.35);
+  group.add_gpu_hours_by_ofu_decile(60);
+  Json json = FleetGroupJson(group);
+  EXPECT_DOUBLE_EQ(json["wasted_gpu_hours"].get<double>(), 65);
+  EXPECT_EQ(json["gpu_hours_by_ofu_decile"].size(), 10u);
+  EXPECT_EQ(json["cluster"], "eos");
+}
+
+TEST(Views, PerGpuWindowsBecomeOneSeriesPerGpuInTimeOrder) {
+  v1::GetJobOfuResponse response;
+  response.set_effective_window_s(60);
+  for (int t = 0; t < 3; ++t) {
+    v1::OfuWindow* job = response.add_windows();
+    *job->mutable_start_time() = At(1000 + 60 * t);
+    *job->mutable_end_time() = At(1060 + 60 * t);
+    job->set_ofu(0.4);
+    for (int g = 0; g < 2; ++g) {
+      v1::OfuWindow* w = response.add_gpu_windows();
+      w->mutable_gpu()->set_host("h");
+      w->mutable_gpu()->set_gpu_index(g);
+      *w->mutable_start_time() = At(1000 + 60 * t);
+      *w->mutable_end_time() = At(1060 + 60 * t);
+      w->set_ofu(0.1 * (g + 1) + 0.01 * t);
+    }
+  }
+  Json json = JobOfuJson(response);
+  ASSERT_EQ(json["windows"].size(), 3u);
+  ASSERT_EQ(json["gpus"].size(), 2u);
+  EXPECT_EQ(json["gpus"][1]["gpu"], "h:1");
+  ASSERT_EQ(json["gpus"][1]["points"].size(), 3u);
+  EXPECT_DOUBLE_EQ(json["gpus"][1]["points"][2]["ofu"].get<double>(), 0.22);
+  EXPECT_EQ(json["gpus"][0]["points"][0]["start_ms"].get<int64_t>(), 1000000);
+}
+
+TEST(Views, AlertsCarryTheirEvidenceAndDeliveries) {
+  v1::Alert alert;
+  alert.set_alert_id("a1");
+  alert.set_kind(v1::ALERT_KIND_REGRESSION_IN_JOB);
+  alert.set_state(v1::ALERT_STATE_FIRING);
+  alert.set_severity(v1::SEVERITY_CRITICAL);
+  alert.mutable_job()->set_cluster("eos");
+  alert.mutable_job()->set_job_id("42");
+  alert.set_summary("OFU fell 2.5x");
+  alert.mutable_evidence()->set_before_ofu(0.45);
+  alert.mutable_evidence()->set_after_ofu(0.18);
+  alert.mutable_evidence()->set_factor(2.5);
+  alert.add_deliveries()->set_state(v1::DELIVERY_STATE_DELIVERED);
+  alert.add_deliveries()->set_state(v1::DELIVERY_STATE_RETRYING);
+  Json json = AlertJson(alert);
+  EXPECT_EQ(json["kind"], "regression_in_job");
+  EXPECT_EQ(json["state"], "firing");
+  EXPECT_EQ(json["severity"], "critical");
+  EXPECT_DOUBLE_EQ(json["before_ofu"].get<double>(), 0.45);
+  EXPECT_TRUE(json["baseline_ofu"].is_null());
+  EXPECT_EQ(json["deliveries"], 2);
+  EXPECT_EQ(json["delivered"], 1);
+}
+
+TEST(Views, AnEventIsOneDataLineEvenWhenTextHoldsNewlinesOrBadBytes) {
+  std::string message = SseMessage("alert", Json{{"summary", "line one\nline two \xff"}});
+  EXPECT_EQ(message.rfind("event: alert\ndata: {", 0), 0u) << message;
+  EXPECT_EQ(message.substr(message.size() - 2), "\n\n");
+  // One newline before the final blank line: the one after the event name.
+  EXPECT_EQ(std::count(message.begin(), message.end() - 2, '\n'), 1) << message;
+}
+
+std::function<const char*(const char*)> Env(std::map<std::string, std::string> vars) {
+  return [vars = std::move(vars)](const char* name) -> const char* {
+    auto it = vars.find(name);
+    return it == vars.end() ? nullptr : it->second.c_str();
+  };
+}
+
+TEST(Options, DefaultsMatchTheLocalStack) {
+  absl::StatusOr<DashboardOptions> o = ParseOptions({}, Env({}));
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->port, 7300);
+  EXPECT_EQ(o->listen_host, "127.0.0.1");
+  EXPECT_EQ(o->ingest, "127.0.0.1:7101");
+  EXPECT_EQ(o->alerting, "127.0.0.1:7104");
+}
+
+TEST(Options, FlagsWinOverTheEnvironment) {
+  absl::StatusOr<DashboardOptions> o = ParseOptions(
+      {"--ofu", "10.0.0.2:9000", "--port=0", "--token", "t0k"},
+      Env({{"GOODPUT_OFU_ADDR", "10.0.0.1:1"}, {"GOODPUT_MFU_ADDR", "mfu:7103"},
+           {"GOODPUT_DASHBOARD_PORT", "8000"}}));
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->ofu, "10.0.0.2:9000");
+  EXPECT_EQ(o->mfu, "mfu:7103");
+  EXPECT_EQ(o->port, 0);
+  EXPECT_EQ(o->token, "t0k");
+}
+
+TEST(Options, ABadValueIsRefusedNamingWhereItCameFromAndTheValue) {
+  absl::StatusOr<DashboardOptions> o =
+      ParseOptions({}, Env({{"GOODPUT_DASHBOARD_PORT", "seventy"}}));
+  ASSERT_FALSE(o.ok());
+  EXPECT_NE(o.status().message().find("$GOODPUT_DASHBOARD_PORT"), std::string::npos);
+  EXPECT_NE(o.status().message().find("seventy"), std::string::npos);
+
+  o = ParseOptions({"--alerting", "nowhere"}, Env({}));
+  ASSERT_FALSE(o.ok());
+  EXPECT_NE(o.status().message().find("--alerting"), std::string::npos) << o.status();
+  EXPECT_NE(o.status().message().find("nowhere"), std::string::npos) << o.status();
+
+  o = ParseOptions({"--colour", "blue"}, Env({}));
+  ASSERT_FALSE(o.ok());
+  EXPECT_NE(o.status().message().find("--colour"), std::string::npos);
+  EXPECT_FALSE(ParseOptions({"--port"}, Env({})).ok());
+}
+
+TEST(Routes, MapStatusCodesToHttp) {
+  EXPECT_EQ(HttpStatusFor(absl::StatusCode::kNotFound), 404);
+  EXPECT_EQ(HttpStatusFor(absl::StatusCode::kInvalidArgument), 400);
+  EXPECT_EQ(HttpStatusFor(absl::StatusCode::kUnavailable), 503);
+  EXPECT_EQ(HttpStatusFor(absl::StatusCode::kUnimplemented), 501);
+}
+
+}  // namespace
+}  // namespace goodput::dashboard

@@ -1,0 +1,199 @@
+#include "tools/dashboard/events.h"
+
+#include <utility>
+
+#include "absl/time/clock.h"
+
+namespace goodput::dashboard {
+namespace {
+
+// A stream failure worth retrying (the service restarts, a deadline); anything else (the
+// RPC not built, a bad request, permission) is reported once and not retried.
+bool Passing(const grpc::Status& status) {
+  switch (status.error_code()) {
+    case grpc::StatusCode::UNAVAILABLE:
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+    case grpc::StatusCode::ABORTED:
+    case grpc::StatusCode::INTERNAL:
+    case grpc::StatusCode::UNKNOWN:
+      return true;
+    default:
+      return false;
+  }
+}
+
+Json StatusEvent(const char* source, const grpc::Status& status) {
+  Json out = UnavailableSection(status);
+  out["source"] = source;
+  return out;
+}
+
+}  // namespace
+
+EventSession::EventSession(Gateway* gateway, EventFilter filter, EventOptions options)
+    : gateway_(gateway), filter_(std::move(filter)), options_(options) {}
+
+EventSession::~EventSession() { Stop(); }
+
+void EventSession::Start() {
+  if (!filter_.job_id.empty()) {
+    threads_.emplace_back([this] { FollowJobOfu(); });
+  } else {
+    threads_.emplace_back([this] { PollFleet(); });
+  }
+  threads_.emplace_back([this] { FollowAlerts(); });
+}
+
+bool EventSession::stopped() {
+  absl::MutexLock lock(&mu_);
+  return stopped_;
+}
+
+void EventSession::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopped_ = true;
+    for (grpc::ClientContext* ctx : streams_) ctx->TryCancel();
+  }
+  for (std::thread& t : threads_) {
+    if (t.joinable()) t.join();
+  }
+  threads_.clear();
+}
+
+void EventSession::Push(std::string message) {
+  absl::MutexLock lock(&mu_);
+  if (stopped_) return;
+  // A browser that cannot keep up loses the oldest updates: each page re-reads its JSON on
+  // any event, so the newest ones matter.
+  if (queue_.size() >= options_.max_queued) queue_.pop_front();
+  queue_.push_back(std::move(message));
+}
+
+bool EventSession::Next(std::string* message, absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopped_ || !queue_.empty(); };
+  mu_.AwaitWithTimeout(absl::Condition(&ready), timeout);
+  if (stopped_ || queue_.empty()) return false;
+  *message = std::move(queue_.front());
+  queue_.pop_front();
+  return true;
+}
+
+bool EventSession::Pause(absl::Duration d) {
+  absl::MutexLock lock(&mu_);
+  auto stopped = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopped_; };
+  mu_.AwaitWithTimeout(absl::Condition(&stopped), d);
+  return !stopped_;
+}
+
+void EventSession::FollowJobOfu() {
+  while (true) {
+    std::unique_ptr<grpc::ClientContext> ctx = gateway_->StreamContext();
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopped_) return;
+      streams_.insert(ctx.get());
+    }
+    v1::StreamJobOfuRequest request;
+    request.mutable_job()->set_cluster(filter_.cluster);
+    request.mutable_job()->set_job_id(filter_.job_id);
+    auto reader = gateway_->ofu().StreamJobOfu(ctx.get(), request);
+    v1::StreamJobOfuResponse response;
+    while (reader->Read(&response)) {
+      Push(SseMessage("ofu", OfuPointJson(response.window())));
+    }
+    grpc::Status status = reader->Finish();
+    {
+      absl::MutexLock lock(&mu_);
+      streams_.erase(ctx.get());
+      if (stopped_) return;
+    }
+    // OK: the job ended and its last window is final; nothing more will come.
+    if (status.ok()) return;
+    Push(SseMessage("status", StatusEvent("ofu", status)));
+    if (!Passing(status) || !Pause(options_.retry)) return;
+  }
+}
+
+void EventSession::FollowAlerts() {
+  while (true) {
+    std::unique_ptr<grpc::ClientContext> ctx = gateway_->StreamContext();
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopped_) return;
+      streams_.insert(ctx.get());
+    }
+    v1::SubscribeAlertsRequest request;
+    request.set_cluster(filter_.cluster);
+    if (!filter_.job_id.empty()) {
+      request.mutable_job()->set_cluster(filter_.cluster);
+      request.mutable_job()->set_job_id(filter_.job_id);
+    }
+    auto reader = gateway_->alerts().SubscribeAlerts(ctx.get(), request);
+    v1::SubscribeAlertsResponse response;
+    while (reader->Read(&response)) {
+      Push(SseMessage("alert", Json{{"change", EnumShortName(v1::AlertChange_Name(response.change()),
+                                                             "ALERT_CHANGE_")},
+                                    {"alert", AlertJson(response.alert())}}));
+    }
+    grpc::Status status = reader->Finish();
+    {
+      absl::MutexLock lock(&mu_);
+      streams_.erase(ctx.get());
+      if (stopped_) return;
+    }
+    Push(SseMessage("status", StatusEvent("alerts", status)));
+    if (!(status.ok() || Passing(status)) || !Pause(options_.retry)) return;
+  }
+}
+
+void EventSession::PollFleet() {
+  double last_gpu_hours = -1;
+  int64_t last_jobs = -1;
+  while (Pause(options_.fleet_poll)) {
+    absl::Time now = absl::Now();
+    Json fleet = gateway_->Fleet(now - absl::Hours(24), now);
+    if (!fleet.value("available", false) || !fleet.contains("total")) continue;
+    double gpu_hours = fleet["total"].value("gpu_hours", 0.0);
+    int64_t jobs = fleet["total"].value("job_count", int64_t{0});
+    // A fleet whose GPU-hours (or jobs) grew has new windows: tell the page to re-read.
+    if (gpu_hours != last_gpu_hours || jobs != last_jobs) {
+      if (last_jobs >= 0) {
+        Push(SseMessage("fleet", Json{{"gpu_hours", gpu_hours}, {"job_count", jobs}}));
+      }
+      last_gpu_hours = gpu_hours;
+      last_jobs = jobs;
+    }
+  }
+}
+
+std::shared_ptr<EventSession> EventHub::Open(EventFilter filter) {
+  auto session = std::make_shared<EventSession>(gateway_, std::move(filter), options_);
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_ || sessions_.size() >= max_sessions_) return nullptr;
+    sessions_.insert(session);
+  }
+  session->Start();
+  return session;
+}
+
+void EventHub::Close(const std::shared_ptr<EventSession>& session) {
+  session->Stop();
+  absl::MutexLock lock(&mu_);
+  sessions_.erase(session);
+}
+
+void EventHub::StopAll() {
+  std::set<std::shared_ptr<EventSession>> sessions;
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    sessions.swap(sessions_);
+  }
+  for (const auto& s : sessions) s->Stop();
+}
+
+}  // namespace goodput::dashboard

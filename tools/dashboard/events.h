@@ -1,0 +1,100 @@
+// Live updates for the pages as Server-Sent Events. One EventSession per open page: it
+// follows OfuService.StreamJobOfu for a job page, AlertService.SubscribeAlerts for every
+// page, and polls the fleet summary on the fleet page, turning each into an event
+// ("ofu", "alert", "fleet"; "status" when a source is unavailable, e.g. its RPC not built
+// yet). The HTTP handler pulls the queued messages with Next(); sources that fail for a
+// passing reason are retried.
+//
+//   EventHub hub(&gateway);
+//   std::shared_ptr<EventSession> s = hub.Open({.cluster = "eos", .job_id = "42"});
+//   std::string message;
+//   while (s->Next(&message, absl::Seconds(15))) write(message);
+//   s->Stop();
+#pragma once
+
+#include <deque>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "tools/dashboard/gateway.h"
+
+namespace goodput::dashboard {
+
+struct EventFilter {
+  std::string cluster = {};  // empty: the whole fleet
+  std::string job_id = {};   // set (with cluster): a job page
+};
+
+struct EventOptions {
+  // How often the fleet page's summary is polled for changes.
+  absl::Duration fleet_poll = absl::Seconds(5);
+  // Wait before re-opening a stream that failed for a passing reason.
+  absl::Duration retry = absl::Seconds(5);
+  // Messages kept per session when the browser reads slower than they arrive.
+  size_t max_queued = 500;
+};
+
+class EventSession {
+ public:
+  EventSession(Gateway* gateway, EventFilter filter, EventOptions options);
+  ~EventSession();
+  EventSession(const EventSession&) = delete;
+  EventSession& operator=(const EventSession&) = delete;
+
+  // Starts the source threads.
+  void Start();
+  // The next message, waiting up to `timeout`; false on time-out or once stopped.
+  bool Next(std::string* message, absl::Duration timeout);
+  // Cancels the streams and joins the threads. Idempotent.
+  void Stop();
+  bool stopped();
+
+ private:
+  void Push(std::string message);
+  // Sleeps up to `d`; false when the session stopped meanwhile.
+  bool Pause(absl::Duration d);
+  void FollowJobOfu();
+  void FollowAlerts();
+  void PollFleet();
+
+  Gateway* gateway_;
+  EventFilter filter_;
+  EventOptions options_;
+  absl::Mutex mu_;
+  std::deque<std::string> queue_ ABSL_GUARDED_BY(mu_);
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  // Open stream contexts, cancelled by Stop().
+  std::set<grpc::ClientContext*> streams_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::thread> threads_;
+};
+
+// Keeps the open sessions so that shutdown can end them all; limits their number.
+class EventHub {
+ public:
+  explicit EventHub(Gateway* gateway, EventOptions options = {}, size_t max_sessions = 64)
+      : gateway_(gateway), options_(options), max_sessions_(max_sessions) {}
+  ~EventHub() { StopAll(); }
+
+  // A started session, or null when max_sessions are open (or the hub is stopping).
+  std::shared_ptr<EventSession> Open(EventFilter filter);
+  // Forgets a session (after Stop()).
+  void Close(const std::shared_ptr<EventSession>& session);
+  // Stops every session (shutdown): their handlers return promptly.
+  void StopAll();
+
+ private:
+  Gateway* gateway_;
+  EventOptions options_;
+  size_t max_sessions_;
+  absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::set<std::shared_ptr<EventSession>> sessions_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace goodput::dashboard

@@ -1,0 +1,230 @@
+#include "tools/dashboard/gateway.h"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "services/api/api_convert.h"
+#include "services/platform/status_convert.h"
+
+namespace goodput::dashboard {
+namespace {
+
+void SetTime(absl::Time t, google::protobuf::Timestamp* out) {
+  *out = api::UnixMsToTimestamp(absl::ToUnixMillis(t));
+}
+
+std::string KeyOf(const v1::JobKey& key) { return absl::StrCat(key.cluster(), "\n", key.job_id()); }
+
+// The open states an alert list on the pages shows.
+void AddOpenStates(v1::ListAlertsRequest* request) {
+  request->add_states(v1::ALERT_STATE_FIRING);
+  request->add_states(v1::ALERT_STATE_ACKNOWLEDGED);
+  request->add_states(v1::ALERT_STATE_SILENCED);
+}
+
+}  // namespace
+
+Gateway::Gateway(Backends backends, GatewayOptions options)
+    : options_(std::move(options)),
+      jobs_(v1::JobService::NewStub(backends.ingest)),
+      ofu_(v1::OfuService::NewStub(backends.ofu)),
+      mfu_(v1::MfuService::NewStub(backends.mfu)),
+      alerts_(v1::AlertService::NewStub(backends.alerting)) {}
+
+std::unique_ptr<grpc::ClientContext> Gateway::Context() const {
+  auto ctx = StreamContext();
+  ctx->set_deadline(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(options_.rpc_timeout));
+  return ctx;
+}
+
+std::unique_ptr<grpc::ClientContext> Gateway::StreamContext() const {
+  auto ctx = std::make_unique<grpc::ClientContext>();
+  if (!options_.token.empty()) ctx->AddMetadata("authorization", "Bearer " + options_.token);
+  return ctx;
+}
+
+Json Gateway::Fleet(absl::Time start, absl::Time end) {
+  auto ask = [&](v1::FleetGroupBy group_by, v1::GetFleetSummaryResponse* response) {
+    v1::GetFleetSummaryRequest request;
+    SetTime(start, request.mutable_time_range()->mutable_start_time());
+    SetTime(end, request.mutable_time_range()->mutable_end_time());
+    request.add_group_by(group_by);
+    return ofu_->GetFleetSummary(Context().get(), request, response);
+  };
+  v1::GetFleetSummaryResponse by_cluster, by_model;
+  grpc::Status status = ask(v1::FLEET_GROUP_BY_CLUSTER, &by_cluster);
+  if (status.ok()) status = ask(v1::FLEET_GROUP_BY_GPU_MODEL, &by_model);
+  Json out = status.ok() ? Json{{"available", true}} : UnavailableSection(status);
+  out["start_ms"] = absl::ToUnixMillis(start);
+  out["end_ms"] = absl::ToUnixMillis(end);
+  out["low_efficiency_ofu_threshold"] = by_cluster.low_efficiency_ofu_threshold();
+  out["by_cluster"] = Json::array();
+  out["by_gpu_model"] = Json::array();
+  if (!status.ok()) return out;
+  out["total"] = FleetGroupJson(by_cluster.total());
+  for (const v1::FleetGroup& g : by_cluster.groups()) out["by_cluster"].push_back(FleetGroupJson(g));
+  for (const v1::FleetGroup& g : by_model.groups()) out["by_gpu_model"].push_back(FleetGroupJson(g));
+  return out;
+}
+
+absl::StatusOr<Json> Gateway::Jobs(const JobsQuery& query) {
+  v1::ListJobsRequest request;
+  request.set_cluster(query.cluster);
+  if (query.active_from != absl::Time()) {
+    SetTime(query.active_from, request.mutable_active_in()->mutable_start_time());
+  }
+  if (query.active_to != absl::Time()) {
+    SetTime(query.active_to, request.mutable_active_in()->mutable_end_time());
+  }
+  request.set_page_size(std::clamp(query.limit, 1, 1000));
+  v1::ListJobsResponse listed;
+  grpc::Status status = jobs_->ListJobs(Context().get(), request, &listed);
+  if (!status.ok()) return platform::FromGrpcStatus(status);
+
+  Json out{{"next_page_token", listed.next_page_token()}, {"ofu", {{"available", true}}}};
+  Json rows = Json::array();
+  std::map<std::string, size_t> index;
+  for (const v1::Job& job : listed.jobs()) {
+    index[KeyOf(job.key())] = rows.size();
+    rows.push_back(JobRowJson(job));
+  }
+
+  // Whole-job figures, one call per job (a page holds at most `limit` jobs).
+  grpc::Status ofu_status;
+  for (const v1::Job& job : listed.jobs()) {
+    v1::GetJobSummaryRequest summary_request;
+    *summary_request.mutable_job() = job.key();
+    v1::GetJobSummaryResponse summary;
+    grpc::Status s = ofu_->GetJobSummary(Context().get(), summary_request, &summary);
+    if (s.error_code() == grpc::StatusCode::NOT_FOUND) continue;  // no windows yet
+    if (!s.ok()) {
+      ofu_status = s;
+      break;
+    }
+    Json& row = rows[index[KeyOf(job.key())]];
+    const v1::JobOfuSummary& sum = summary.summary();
+    row["ofu"] = sum.ofu();
+    if (sum.has_steady_state_ofu()) row["steady_state_ofu"] = sum.steady_state_ofu();
+    row["gpu_hours"] = sum.gpu_hours();
+    row["wasted_gpu_hours"] = std::max(0.0, sum.gpu_hours() - sum.effective_gpu_hours());
+  }
+  if (ofu_status.ok() && listed.jobs_size() > 0) {
+    v1::GetLatestOfuRequest latest_request;
+    for (const v1::Job& job : listed.jobs()) *latest_request.add_jobs() = job.key();
+    v1::GetLatestOfuResponse latest;
+    ofu_status = ofu_->GetLatestOfu(Context().get(), latest_request, &latest);
+    for (const v1::LatestOfu& l : latest.jobs()) {
+      auto it = index.find(KeyOf(l.job()));
+      if (it != index.end() && l.has_window()) rows[it->second]["latest_ofu"] = l.window().ofu();
+    }
+  }
+  if (!ofu_status.ok()) out["ofu"] = UnavailableSection(ofu_status);
+
+  // Open alerts per job, from one listing.
+  v1::ListAlertsRequest alert_request;
+  AddOpenStates(&alert_request);
+  alert_request.set_cluster(query.cluster);
+  alert_request.set_page_size(1000);
+  v1::ListAlertsResponse alerts;
+  status = alerts_->ListAlerts(Context().get(), alert_request, &alerts);
+  if (status.ok()) {
+    out["alerts"] = Json{{"available", true}};
+    for (Json& row : rows) row["open_alerts"] = 0;
+    for (const v1::Alert& a : alerts.alerts()) {
+      auto it = index.find(KeyOf(a.job()));
+      if (it != index.end()) rows[it->second]["open_alerts"] = rows[it->second]["open_alerts"].get<int>() + 1;
+    }
+  } else {
+    out["alerts"] = UnavailableSection(status);
+  }
+  out["jobs"] = std::move(rows);
+  return out;
+}
+
+absl::StatusOr<Json> Gateway::Job(const std::string& cluster, const std::string& job_id) {
+  v1::JobKey key;
+  key.set_cluster(cluster);
+  key.set_job_id(job_id);
+  v1::GetJobRequest job_request;
+  *job_request.mutable_key() = key;
+  v1::GetJobResponse job;
+  grpc::Status status = jobs_->GetJob(Context().get(), job_request, &job);
+  if (!status.ok()) return platform::FromGrpcStatus(status);
+  Json out{{"job", JobRowJson(job.job())}};
+
+  v1::GetJobSummaryRequest summary_request;
+  *summary_request.mutable_job() = key;
+  v1::GetJobSummaryResponse summary;
+  status = ofu_->GetJobSummary(Context().get(), summary_request, &summary);
+  out["summary"] = status.ok() ? JobSummaryJson(summary.summary()) : UnavailableSection(status);
+
+  // Downsample long jobs to about max_points windows (the service rounds the resolution up
+  // to a multiple of its native window).
+  int resolution_s = 0;
+  if (status.ok() && summary.summary().has_time_range()) {
+    const v1::TimeRange& range = summary.summary().time_range();
+    int64_t span_s = range.end_time().seconds() - range.start_time().seconds();
+    if (span_s > 0) resolution_s = static_cast<int>(span_s / std::max(1, options_.max_points));
+  }
+  v1::GetJobOfuResponse ofu;
+  v1::GetJobOfuRequest ofu_request;
+  *ofu_request.mutable_job() = key;
+  ofu_request.set_resolution_s(resolution_s);
+  ofu_request.set_include_per_gpu(true);
+  ofu_request.set_page_size(1000);
+  for (int page = 0; page < 20; ++page) {
+    v1::GetJobOfuResponse part;
+    status = ofu_->GetJobOfu(Context().get(), ofu_request, &part);
+    if (!status.ok()) break;
+    ofu.set_effective_window_s(part.effective_window_s());
+    for (auto& w : *part.mutable_windows()) *ofu.add_windows() = std::move(w);
+    for (auto& w : *part.mutable_gpu_windows()) *ofu.add_gpu_windows() = std::move(w);
+    if (part.next_page_token().empty()) break;
+    ofu_request.set_page_token(part.next_page_token());
+  }
+  out["ofu"] = status.ok() ? JobOfuJson(ofu) : UnavailableSection(status);
+
+  v1::GetReconciliationRequest rec_request;
+  *rec_request.mutable_job() = key;
+  rec_request.set_resolution_s(ofu.effective_window_s() > 60 ? ofu.effective_window_s() : 0);
+  v1::GetReconciliationResponse rec;
+  status = mfu_->GetReconciliation(Context().get(), rec_request, &rec);
+  out["reconciliation"] = status.ok() ? ReconciliationJson(rec) : UnavailableSection(status);
+
+  v1::ListAlertsRequest alert_request;
+  *alert_request.mutable_job() = key;
+  alert_request.set_page_size(100);
+  v1::ListAlertsResponse alerts;
+  status = alerts_->ListAlerts(Context().get(), alert_request, &alerts);
+  if (status.ok()) {
+    Json items = Json::array();
+    for (const v1::Alert& a : alerts.alerts()) items.push_back(AlertJson(a));
+    out["alerts"] = Json{{"available", true}, {"items", std::move(items)}};
+  } else {
+    out["alerts"] = UnavailableSection(status);
+    out["alerts"]["items"] = Json::array();
+  }
+  return out;
+}
+
+Json Gateway::OpenAlerts(const std::string& cluster) {
+  v1::ListAlertsRequest request;
+  AddOpenStates(&request);
+  request.set_cluster(cluster);
+  request.set_page_size(100);
+  v1::ListAlertsResponse response;
+  grpc::Status status = alerts_->ListAlerts(Context().get(), request, &response);
+  if (!status.ok()) {
+    Json out = UnavailableSection(status);
+    out["items"] = Json::array();
+    return out;
+  }
+  Json items = Json::array();
+  for (const v1::Alert& a : response.alerts()) items.push_back(AlertJson(a));
+  return Json{{"available", true}, {"items", std::move(items)}};
+}
+
+}  // namespace goodput::dashboard

@@ -1,0 +1,80 @@
+// The dashboard's view of the platform: each method asks the services over gRPC and answers
+// the JSON one page needs (shapes in views.h). A service that cannot answer a part — its RPC
+// not built yet (UNIMPLEMENTED) or the service down — turns that part into an
+// `"available": false` section instead of failing the page; only the registry lookup that
+// names the job fails the request (NOT_FOUND for an unknown job).
+//
+//   Gateway gateway({.ingest = ..., .ofu = ..., .mfu = ..., .alerting = ...}, {.token = t});
+//   absl::StatusOr<Json> page = gateway.Job("eos", "4211873");
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "goodput/v1/alert.grpc.pb.h"
+#include "goodput/v1/job.grpc.pb.h"
+#include "goodput/v1/mfu.grpc.pb.h"
+#include "goodput/v1/ofu.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
+#include "tools/dashboard/views.h"
+
+namespace goodput::dashboard {
+
+// Channels to the four services.
+struct Backends {
+  std::shared_ptr<grpc::Channel> ingest;    // JobService
+  std::shared_ptr<grpc::Channel> ofu;       // OfuService
+  std::shared_ptr<grpc::Channel> mfu;       // MfuService
+  std::shared_ptr<grpc::Channel> alerting;  // AlertService
+};
+
+struct GatewayOptions {
+  // Bearer token sent to the services (the operator role) when authentication is on.
+  std::string token = {};
+  // Deadline of one unary call.
+  absl::Duration rpc_timeout = absl::Seconds(10);
+  // Job pages keep at most about this many points per series (longer jobs are downsampled).
+  int max_points = 360;
+};
+
+struct JobsQuery {
+  std::string cluster = {};     // empty: all clusters
+  absl::Time active_from = {};  // jobs running at some point in [active_from, active_to)
+  absl::Time active_to = {};
+  int limit = 100;  // at most 1000
+};
+
+class Gateway {
+ public:
+  Gateway(Backends backends, GatewayOptions options);
+
+  // Fleet summary over [start, end): total, by cluster, by GPU model.
+  Json Fleet(absl::Time start, absl::Time end);
+  // Jobs (newest first) with their OFU, GPU-hours and open alerts. UNAVAILABLE (or the
+  // registry's error) when the job registry cannot answer.
+  absl::StatusOr<Json> Jobs(const JobsQuery& query);
+  // One job's page: registry entry, summary, OFU series, reconciliation, alerts. NOT_FOUND
+  // for a job the registry does not know.
+  absl::StatusOr<Json> Job(const std::string& cluster, const std::string& job_id);
+  // Open alerts (firing, acknowledged, silenced) of a cluster or of the whole fleet, as a
+  // section.
+  Json OpenAlerts(const std::string& cluster);
+
+  // For the live streams: a context with the token and no deadline.
+  std::unique_ptr<grpc::ClientContext> StreamContext() const;
+  v1::OfuService::Stub& ofu() { return *ofu_; }
+  v1::AlertService::Stub& alerts() { return *alerts_; }
+
+ private:
+  std::unique_ptr<grpc::ClientContext> Context() const;
+
+  GatewayOptions options_;
+  std::unique_ptr<v1::JobService::Stub> jobs_;
+  std::unique_ptr<v1::OfuService::Stub> ofu_;
+  std::unique_ptr<v1::MfuService::Stub> mfu_;
+  std::unique_ptr<v1::AlertService::Stub> alerts_;
+};
+
+}  // namespace goodput::dashboard

@@ -1,0 +1,101 @@
+// goodput-dashboard: the web dashboard's gateway. Serves the built front-end and a small
+// JSON API (routes.h) answered from the four services' gRPC APIs, with live updates as
+// Server-Sent Events. Settings: options.h (flags, environment fallbacks).
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "grpcpp/grpcpp.h"
+#include "services/platform/http_server.h"
+#include "services/platform/signals.h"
+#include "tools/dashboard/events.h"
+#include "tools/dashboard/gateway.h"
+#include "tools/dashboard/options.h"
+#include "tools/dashboard/routes.h"
+
+namespace goodput::dashboard {
+namespace {
+
+// In a build tree the front-end is built into <build>/web/dist and this binary lives in
+// <build>/tools/dashboard.
+std::string DefaultStaticDir() {
+  std::error_code ec;
+  std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return "";
+  return (exe.parent_path().parent_path().parent_path() / "web" / "dist").string();
+}
+
+int Run(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  absl::StatusOr<DashboardOptions> options =
+      ParseOptions(args, [](const char* name) { return std::getenv(name); });
+  if (!options.ok()) {
+    std::cerr << "goodput-dashboard: " << options.status().message() << "\n";
+    return 2;
+  }
+  if (options->help) {
+    std::cout << kUsage;
+    return 0;
+  }
+  std::string static_dir =
+      options->static_dir.empty() ? DefaultStaticDir() : options->static_dir;
+
+  auto channel = [](const std::string& address) {
+    return grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+  };
+  Gateway gateway({.ingest = channel(options->ingest),
+                   .ofu = channel(options->ofu),
+                   .mfu = channel(options->mfu),
+                   .alerting = channel(options->alerting)},
+                  {.token = options->token});
+  EventHub hub(&gateway);
+
+  absl::StatusOr<std::unique_ptr<platform::SignalWatcher>> signals =
+      platform::SignalWatcher::Install();
+  if (!signals.ok()) {
+    std::cerr << "goodput-dashboard: " << signals.status().message() << "\n";
+    return 1;
+  }
+  platform::HttpServer http({.host = options->listen_host, .port = options->port}, nullptr,
+                            nullptr);
+  // Every open page holds one connection for its event stream: more workers than httplib's
+  // default (cores - 1, at least 8) so that live pages cannot starve the API.
+  http.native().new_task_queue = [] { return new httplib::ThreadPool(80); };
+  http.native().set_read_timeout(10, 0);
+  RegisterRoutes(http.native(), &gateway, &hub, {.static_dir = static_dir});
+  if (absl::Status s = http.Start(); !s.ok()) {
+    std::cerr << "goodput-dashboard: " << s.message() << "\n";
+    return 1;
+  }
+  bool have_front_end = std::filesystem::exists(std::filesystem::path(static_dir) / "index.html");
+  std::cout << "goodput-dashboard: serving http://" << options->listen_host << ":" << http.port()
+            << "/ (services: ingest " << options->ingest << ", ofu " << options->ofu << ", mfu "
+            << options->mfu << ", alerting " << options->alerting << ")\n";
+  if (!have_front_end) {
+    std::cout << "goodput-dashboard: no front-end in \"" << static_dir
+              << "\" (build it with scripts/build-web.sh); serving the JSON API only\n";
+  }
+  std::cout.flush();
+  if (!options->ready_file.empty()) {
+    std::ofstream ready(options->ready_file);
+    ready << "http_port=" << http.port() << "\n";
+  }
+
+  (*signals)->Wait();
+  std::cout << "goodput-dashboard: shutting down\n";
+  hub.StopAll();
+  http.Stop();
+  return 0;
+}
+
+}  // namespace
+}  // namespace goodput::dashboard
+
+int main(int argc, char** argv) { return goodput::dashboard::Run(argc, argv); }

@@ -1,0 +1,115 @@
+#include "tools/dashboard/options.h"
+
+#include <map>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace goodput::dashboard {
+
+const char kUsage[] = R"(usage: goodput-dashboard [flags]
+
+Serves goodput's web dashboard and its JSON API, reading the four services over gRPC.
+
+  --listen HOST        address to listen on [$GOODPUT_DASHBOARD_HOST or 127.0.0.1]
+  --port N             HTTP port, 0 for any free one [$GOODPUT_DASHBOARD_PORT or 7300]
+  --ingest HOST:PORT   goodput-ingest (JobService) [$GOODPUT_INGEST_ADDR or 127.0.0.1:7101]
+  --ofu HOST:PORT      goodput-ofu [$GOODPUT_OFU_ADDR or 127.0.0.1:7102]
+  --mfu HOST:PORT      goodput-mfu [$GOODPUT_MFU_ADDR or 127.0.0.1:7103]
+  --alerting HOST:PORT goodput-alerting [$GOODPUT_ALERTING_ADDR or 127.0.0.1:7104]
+  --token TOKEN        bearer token (operator role) for the services [$GOODPUT_TOKEN]
+  --static-dir DIR     the built front-end (scripts/build-web.sh)
+                       [$GOODPUT_DASHBOARD_STATIC_DIR or web/dist of the build tree]
+  --ready-file FILE    written once serving: "http_port=N"
+  --help               this text
+)";
+
+namespace {
+
+struct Setting {
+  std::string* value;
+  const char* env;
+};
+
+absl::Status ParsePort(const std::string& text, const std::string& where, int* port) {
+  if (!absl::SimpleAtoi(text, port) || *port < 0 || *port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": \"", text, "\" is not a port number (0-65535)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckAddress(const std::string& value, const std::string& where) {
+  // host:port, [v6]:port or a gRPC target such as unix:/path.
+  if (value.empty() || (!absl::StrContains(value, ':'))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": \"", value, "\" is not an address (HOST:PORT)"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<DashboardOptions> ParseOptions(
+    const std::vector<std::string>& args,
+    const std::function<const char*(const char*)>& getenv) {
+  DashboardOptions o;
+  std::string port_text;
+  const std::map<std::string, Setting> settings = {
+      {"listen", {&o.listen_host, "GOODPUT_DASHBOARD_HOST"}},
+      {"port", {&port_text, "GOODPUT_DASHBOARD_PORT"}},
+      {"ingest", {&o.ingest, "GOODPUT_INGEST_ADDR"}},
+      {"ofu", {&o.ofu, "GOODPUT_OFU_ADDR"}},
+      {"mfu", {&o.mfu, "GOODPUT_MFU_ADDR"}},
+      {"alerting", {&o.alerting, "GOODPUT_ALERTING_ADDR"}},
+      {"token", {&o.token, "GOODPUT_TOKEN"}},
+      {"static-dir", {&o.static_dir, "GOODPUT_DASHBOARD_STATIC_DIR"}},
+      {"ready-file", {&o.ready_file, nullptr}},
+  };
+  std::map<std::string, std::string> where;  // setting -> "--flag" or "$VAR", for messages
+  for (const auto& [name, setting] : settings) {
+    if (setting.env == nullptr) continue;
+    if (const char* value = getenv(setting.env); value != nullptr && *value != '\0') {
+      *setting.value = value;
+      where[name] = absl::StrCat("$", setting.env);
+    }
+  }
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string arg = args[i];
+    if (arg == "--help" || arg == "-h") {
+      o.help = true;
+      return o;
+    }
+    if (!absl::StartsWith(arg, "--")) {
+      return absl::InvalidArgumentError(absl::StrCat("unexpected argument \"", arg, "\""));
+    }
+    std::string name = arg.substr(2);
+    std::string value;
+    if (size_t eq = name.find('='); eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+    } else if (i + 1 < args.size()) {
+      value = args[++i];
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("--", name, " needs a value"));
+    }
+    auto it = settings.find(name);
+    if (it == settings.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("unknown flag --", name, " (see --help)"));
+    }
+    *it->second.value = value;
+    where[name] = absl::StrCat("--", name);
+  }
+  if (!port_text.empty()) {
+    if (absl::Status s = ParsePort(port_text, where["port"], &o.port); !s.ok()) return s;
+  }
+  for (const char* name : {"ingest", "ofu", "mfu", "alerting"}) {
+    std::string label = where.count(name) ? where[name] : absl::StrCat("--", name);
+    if (absl::Status s = CheckAddress(*settings.at(name).value, label); !s.ok()) return s;
+  }
+  if (o.listen_host.empty()) return absl::InvalidArgumentError("--listen: empty host");
+  return o;
+}
+
+}  // namespace goodput::dashboard

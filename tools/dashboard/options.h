@@ -1,0 +1,44 @@
+// goodput-dashboard's settings: command-line flags, each with an environment variable as
+// its fallback (the flag wins), like the other goodput tools.
+//
+//   --listen HOST        $GOODPUT_DASHBOARD_HOST         [127.0.0.1]
+//   --port N             $GOODPUT_DASHBOARD_PORT         [7300; 0 = any free port]
+//   --ingest HOST:PORT   $GOODPUT_INGEST_ADDR            [127.0.0.1:7101]
+//   --ofu HOST:PORT      $GOODPUT_OFU_ADDR               [127.0.0.1:7102]
+//   --mfu HOST:PORT      $GOODPUT_MFU_ADDR               [127.0.0.1:7103]
+//   --alerting HOST:PORT $GOODPUT_ALERTING_ADDR          [127.0.0.1:7104]
+//   --token TOKEN        $GOODPUT_TOKEN                  bearer token for the services
+//   --static-dir DIR     $GOODPUT_DASHBOARD_STATIC_DIR   the built front-end
+//   --ready-file FILE    written once serving: "http_port=N"
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace goodput::dashboard {
+
+struct DashboardOptions {
+  std::string listen_host = "127.0.0.1";
+  int port = 7300;
+  std::string ingest = "127.0.0.1:7101";
+  std::string ofu = "127.0.0.1:7102";
+  std::string mfu = "127.0.0.1:7103";
+  std::string alerting = "127.0.0.1:7104";
+  std::string token;
+  std::string static_dir;  // empty: next to the binary (see main.cc)
+  std::string ready_file;
+  bool help = false;
+};
+
+extern const char kUsage[];
+
+// Parses `args` (without the program name); `getenv` supplies the fallbacks.
+// INVALID_ARGUMENT naming the flag (or variable) and the value for anything it cannot use.
+absl::StatusOr<DashboardOptions> ParseOptions(
+    const std::vector<std::string>& args,
+    const std::function<const char*(const char*)>& getenv);
+
+}  // namespace goodput::dashboard

@@ -1,0 +1,155 @@
+#include "tools/dashboard/routes.h"
+
+#include <filesystem>
+#include <memory>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace goodput::dashboard {
+namespace {
+
+constexpr char kJson[] = "application/json; charset=utf-8";
+
+void SendJson(httplib::Response& res, const Json& body, int status = 200) {
+  res.status = status;
+  res.set_header("Cache-Control", "no-store");
+  res.set_content(DumpJson(body), kJson);
+}
+
+void SendError(httplib::Response& res, const absl::Status& status) {
+  SendJson(res, Json{{"error", std::string(status.message())}}, HttpStatusFor(status.code()));
+}
+
+// A whole number parameter within [lo, hi], or `fallback` when absent.
+absl::StatusOr<int> IntParam(const httplib::Request& req, const char* name, int fallback, int lo,
+                             int hi) {
+  if (!req.has_param(name)) return fallback;
+  std::string text = req.get_param_value(name);
+  int value = 0;
+  if (!absl::SimpleAtoi(text, &value) || value < lo || value > hi) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, "=", text, " is not a whole number in [", lo, ", ", hi, "]"));
+  }
+  return value;
+}
+
+constexpr int kMaxRangeHours = 24 * 366;
+
+}  // namespace
+
+int HttpStatusFor(absl::StatusCode code) {
+  switch (code) {
+    case absl::StatusCode::kOk:
+      return 200;
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kOutOfRange:
+      return 400;
+    case absl::StatusCode::kUnauthenticated:
+      return 401;
+    case absl::StatusCode::kPermissionDenied:
+      return 403;
+    case absl::StatusCode::kNotFound:
+      return 404;
+    case absl::StatusCode::kUnimplemented:
+      return 501;
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kResourceExhausted:
+      return 503;
+    case absl::StatusCode::kDeadlineExceeded:
+      return 504;
+    default:
+      return 502;
+  }
+}
+
+void RegisterRoutes(httplib::Server& server, Gateway* gateway, EventHub* hub,
+                    RouteOptions options) {
+  auto now = options.now;
+  server.Get("/api/fleet", [gateway, now](const httplib::Request& req, httplib::Response& res) {
+    absl::StatusOr<int> range_h = IntParam(req, "range_h", 24, 1, kMaxRangeHours);
+    if (!range_h.ok()) return SendError(res, range_h.status());
+    absl::Time end = now();
+    SendJson(res, gateway->Fleet(end - absl::Hours(*range_h), end));
+  });
+
+  server.Get("/api/jobs", [gateway, now](const httplib::Request& req, httplib::Response& res) {
+    absl::StatusOr<int> range_h = IntParam(req, "range_h", 24, 1, kMaxRangeHours);
+    if (!range_h.ok()) return SendError(res, range_h.status());
+    absl::StatusOr<int> limit = IntParam(req, "limit", 100, 1, 1000);
+    if (!limit.ok()) return SendError(res, limit.status());
+    absl::Time end = now();
+    absl::StatusOr<Json> jobs = gateway->Jobs({.cluster = req.get_param_value("cluster"),
+                                               .active_from = end - absl::Hours(*range_h),
+                                               .active_to = end,
+                                               .limit = *limit});
+    if (!jobs.ok()) return SendError(res, jobs.status());
+    SendJson(res, *jobs);
+  });
+
+  // The path is decoded by the server; job ids may hold '/' (Kubernetes namespace/name), so
+  // the cluster is the first segment and the job id everything after it.
+  server.Get(R"(/api/jobs/([^/]+)/(.+))",
+             [gateway](const httplib::Request& req, httplib::Response& res) {
+               absl::StatusOr<Json> job = gateway->Job(req.matches[1], req.matches[2]);
+               if (!job.ok()) return SendError(res, job.status());
+               SendJson(res, *job);
+             });
+
+  server.Get("/api/alerts", [gateway](const httplib::Request& req, httplib::Response& res) {
+    SendJson(res, gateway->OpenAlerts(req.get_param_value("cluster")));
+  });
+
+  server.Get("/api/events", [hub](const httplib::Request& req, httplib::Response& res) {
+    EventFilter filter{.cluster = req.get_param_value("cluster"),
+                       .job_id = req.get_param_value("job")};
+    if (!filter.job_id.empty() && filter.cluster.empty()) {
+      return SendError(res, absl::InvalidArgumentError("job=" + filter.job_id +
+                                                       " needs its cluster (cluster=...)"));
+    }
+    std::shared_ptr<EventSession> session = hub->Open(std::move(filter));
+    if (session == nullptr) {
+      return SendError(res, absl::ResourceExhaustedError(
+                                "too many live pages are open; reload later"));
+    }
+    res.set_header("Cache-Control", "no-store");
+    res.set_header("X-Accel-Buffering", "no");
+    res.set_chunked_content_provider(
+        "text/event-stream",
+        [session, first = true](size_t, httplib::DataSink& sink) mutable {
+          std::string message;
+          if (first) {
+            // Opens the stream at once (the browser reports it connected) and sets the
+            // reconnection delay.
+            first = false;
+            message = "retry: 3000\n: connected\n\n";
+          } else if (!session->Next(&message, absl::Seconds(15))) {
+            if (session->stopped()) return false;
+            message = ": keep-alive\n\n";  // also detects a browser that went away
+          }
+          return sink.write(message.data(), message.size());
+        },
+        [hub, session](bool) { hub->Close(session); });
+  });
+
+  std::filesystem::path index = std::filesystem::path(options.static_dir) / "index.html";
+  std::error_code ec;
+  if (!options.static_dir.empty() && std::filesystem::exists(index, ec) &&
+      server.set_mount_point("/", options.static_dir)) {
+    return;
+  }
+  std::string dir = options.static_dir;
+  server.Get("/", [dir](const httplib::Request&, httplib::Response& res) {
+    res.status = 503;
+    res.set_content(
+        absl::StrCat("The dashboard front-end is not built",
+                     dir.empty() ? "" : absl::StrCat(" (no index.html in ", dir, ")"),
+                     ".\nBuild it with scripts/build-web.sh (./goodput up does) and restart "
+                     "goodput-dashboard with --static-dir pointing at its output.\n"
+                     "The JSON API is served under /api.\n"),
+        "text/plain; charset=utf-8");
+  });
+}
+
+}  // namespace goodput::dashboard

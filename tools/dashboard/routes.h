@@ -1,0 +1,38 @@
+// The dashboard's HTTP surface: the JSON API under /api (fleet, jobs, one job, alerts, the
+// live event stream) and the built front-end's static files at /.
+//
+//   GET /api/fleet?range_h=24                fleet summary of the last 24 hours
+//   GET /api/jobs?cluster=&range_h=&limit=   jobs active in the range, newest first
+//   GET /api/jobs/<cluster>/<job id>         one job's page (job ids may contain '/')
+//   GET /api/alerts?cluster=                 open alerts
+//   GET /api/events?cluster=&job=            Server-Sent Events (ofu, alert, fleet, status)
+//
+// Errors are JSON {"error": "..."} with the HTTP status matching the gRPC code (404 for an
+// unknown job, 400 for a bad parameter, 503 when a service is down).
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "absl/time/time.h"
+#include "httplib.h"
+#include "tools/dashboard/events.h"
+#include "tools/dashboard/gateway.h"
+
+namespace goodput::dashboard {
+
+struct RouteOptions {
+  // The built front-end; empty or without index.html: / explains how to build it.
+  std::string static_dir = {};
+  // The clock the time ranges are computed from.
+  std::function<absl::Time()> now = [] { return absl::Now(); };
+};
+
+// HTTP status for a gRPC/absl code.
+int HttpStatusFor(absl::StatusCode code);
+
+// Registers every route on `server`. `gateway` and `hub` must outlive it.
+void RegisterRoutes(httplib::Server& server, Gateway* gateway, EventHub* hub,
+                    RouteOptions options);
+
+}  // namespace goodput::dashboard

@@ -1,0 +1,218 @@
+// The gateway's JSON API (goodput-dashboard, tools/dashboard): shapes and fetchers.
+// Utilizations are fractions in [0, 1]; times are Unix milliseconds; a section whose service
+// cannot answer yet carries `available: false` and the service's message.
+
+export interface Section {
+  available: boolean;
+  // Why the section is empty: the RPC is not built yet, the service is down, ...
+  message?: string;
+  // True when the service answered UNIMPLEMENTED (the feature is not built yet).
+  not_built?: boolean;
+}
+
+export interface FleetGroup {
+  cluster: string;
+  gpu_model: string;
+  job_count: number;
+  gpu_hours: number;
+  effective_gpu_hours: number;
+  wasted_gpu_hours: number;
+  ofu_mean: number;
+  idle_gpu_hours: number;
+  low_efficiency_gpu_hours: number;
+  gpu_hours_by_ofu_decile: number[];
+}
+
+export interface Fleet extends Section {
+  start_ms: number;
+  end_ms: number;
+  low_efficiency_ofu_threshold: number;
+  total?: FleetGroup;
+  by_cluster: FleetGroup[];
+  by_gpu_model: FleetGroup[];
+}
+
+export interface JobRow {
+  cluster: string;
+  job_id: string;
+  name: string;
+  user: string;
+  team: string;
+  scheduler: string;
+  state: string;
+  gpu_model: string;
+  gpu_count: number;
+  workload_fingerprint: string;
+  start_ms: number | null;
+  end_ms: number | null;
+  ofu: number | null;
+  steady_state_ofu: number | null;
+  latest_ofu: number | null;
+  gpu_hours: number | null;
+  wasted_gpu_hours: number | null;
+  open_alerts: number | null;
+}
+
+export interface JobsResponse {
+  jobs: JobRow[];
+  next_page_token: string;
+  ofu: Section;
+  alerts: Section;
+}
+
+export interface OfuPoint {
+  start_ms: number;
+  end_ms: number;
+  ofu: number;
+  ofu_ci95_low: number;
+  ofu_ci95_high: number;
+  gpu_coverage: number;
+  gpus_reporting: number;
+  gpus_allocated: number;
+  warmup: boolean;
+}
+
+export interface GpuSeries {
+  gpu: string;
+  points: { start_ms: number; end_ms: number; ofu: number }[];
+}
+
+export interface JobOfu extends Section {
+  effective_window_s: number;
+  windows: OfuPoint[];
+  gpus: GpuSeries[];
+}
+
+export interface JobSummary extends Section {
+  ofu?: number;
+  ofu_ci95_low?: number;
+  ofu_ci95_high?: number;
+  steady_state_ofu?: number | null;
+  gpu_hours?: number;
+  effective_gpu_hours?: number;
+  idle_gpu_hours?: number;
+  gpu_coverage?: number;
+  sample_count?: number;
+  roofline_class?: string;
+  stragglers?: { gpu: string; ofu: number; score: number }[];
+  idle_gpus?: string[];
+  flags?: string[];
+  finalized?: boolean;
+}
+
+export interface Cause {
+  cause: string;
+  explanation: string;
+  fit_score: number;
+}
+
+export interface Verdict {
+  verdict: string;
+  ratio: number;
+  ratio_ci95_low: number;
+  ratio_ci95_high: number;
+  correction_factor: number;
+  confidence: number;
+  app_mfu_mean: number;
+  ofu_mean: number;
+  windows_used: number;
+  reason: string;
+  causes: Cause[];
+}
+
+export interface MfuPoint {
+  start_ms: number;
+  end_ms: number;
+  app_mfu: number | null;
+  ofu: number | null;
+  difference_pp: number | null;
+}
+
+export interface Reconciliation extends Section {
+  verdict?: Verdict;
+  points: MfuPoint[];
+  framework?: string;
+  framework_version?: string;
+  flops_formula?: string;
+}
+
+export interface Alert {
+  alert_id: string;
+  kind: string;
+  state: string;
+  severity: string;
+  cluster: string;
+  job_id: string;
+  summary: string;
+  description: string;
+  start_ms: number | null;
+  end_ms: number | null;
+  update_ms: number | null;
+  detector: string;
+  confidence: number | null;
+  onset_ms: number | null;
+  before_ofu: number | null;
+  after_ofu: number | null;
+  factor: number | null;
+  baseline_ofu: number | null;
+  deliveries: number;
+  delivered: number;
+}
+
+export interface Alerts extends Section {
+  items: Alert[];
+}
+
+export interface JobDetail {
+  job: JobRow;
+  summary: JobSummary;
+  ofu: JobOfu;
+  reconciliation: Reconciliation;
+  alerts: Alerts;
+}
+
+export class ApiError extends Error {
+  constructor(
+    message: string,
+    readonly status: number,
+  ) {
+    super(message);
+  }
+}
+
+async function getJson<T>(path: string): Promise<T> {
+  const response = await fetch(path, { headers: { Accept: "application/json" } });
+  const text = await response.text();
+  if (!response.ok) {
+    let message = text;
+    try {
+      message = (JSON.parse(text) as { error?: string }).error ?? text;
+    } catch {
+      // not JSON: keep the text
+    }
+    throw new ApiError(`${path}: ${message || response.statusText}`, response.status);
+  }
+  return JSON.parse(text) as T;
+}
+
+export function fetchFleet(rangeHours: number): Promise<Fleet> {
+  return getJson(`api/fleet?range_h=${rangeHours}`);
+}
+
+export function fetchJobs(rangeHours: number, cluster = ""): Promise<JobsResponse> {
+  const query = new URLSearchParams({ range_h: String(rangeHours), limit: "200" });
+  if (cluster) query.set("cluster", cluster);
+  return getJson(`api/jobs?${query}`);
+}
+
+export function fetchAlerts(): Promise<Alerts> {
+  return getJson("api/alerts");
+}
+
+export function jobPath(cluster: string, jobId: string): string {
+  return `${encodeURIComponent(cluster)}/${encodeURIComponent(jobId)}`;
+}
+
+export function fetchJob(cluster: string, jobId: string): Promise<JobDetail> {
+  return getJson(`api/jobs/${jobPath(cluster, jobId)}`);
+}

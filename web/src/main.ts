@@ -1,0 +1,30 @@
+// The dashboard's entry: a hash router between the fleet page (#/) and a job page
+// (#/job/<cluster>/<job id>), each re-rendered from the gateway's JSON API and refreshed by
+// live events.
+import "./style.css";
+import { closeLive } from "./live";
+import { renderFleetPage } from "./pages/fleet";
+import { renderJobPage } from "./pages/job";
+import { esc } from "./format";
+
+const app = document.getElementById("app")!;
+
+export function route(): void {
+  const hash = location.hash.replace(/^#\/?/, "");
+  const [page, ...rest] = hash.split("/");
+  closeLive();
+  if (page === "job" && rest.length >= 2) {
+    const cluster = decodeURIComponent(rest[0]);
+    const jobId = decodeURIComponent(rest.slice(1).join("/"));
+    void renderJobPage(app, cluster, jobId).catch(showError);
+  } else {
+    void renderFleetPage(app).catch(showError);
+  }
+}
+
+function showError(error: unknown): void {
+  app.innerHTML = `<div class="error">${esc(error instanceof Error ? error.message : error)}</div>`;
+}
+
+window.addEventListener("hashchange", route);
+route();
