@@ -110,3 +110,29 @@ TEST_F(DeliveryRestartTest, KilledMidDeliveryRestartsAndTheReceiverActsOnce) {
 
 }  // namespace
 }  // namespace goodput::alerting
+
+namespace goodput::alerting {
+namespace {
+
+TEST_F(DeliveryRestartTest, RefusesToStartWithARouteToAnUnknownTarget) {
+  auto redis = testing::RedisServer::Create();
+  ASSERT_TRUE(redis.ok()) << redis.status();
+  auto started = testing::ServiceProcess::Start(
+      {.binary = testing::BuiltBinary("services/alerting/goodput-alerting"),
+       .config_yaml = absl::StrCat(
+           "postgres: {dsn: '", pg_->Dsn("goodput"), "'}\n",
+           "redis: {host: 127.0.0.1, port: ", (*redis)->port(), "}\n",
+           "alerting:\n"
+           "  routes:\n"
+           "    - {match: {cluster: eos}, targets: [am-prod, am-typo]}\n"
+           "  targets:\n"
+           "    - {name: am-prod, kind: alertmanager, url: 'http://127.0.0.1:1'}\n")});
+  ASSERT_FALSE(started.ok());
+  EXPECT_TRUE(absl::StrContains(started.status().message(),
+                                "alerting.routes[0].targets: \"am-typo\" is not a target in "
+                                "alerting.targets (am-prod)"))
+      << started.status();
+}
+
+}  // namespace
+}  // namespace goodput::alerting

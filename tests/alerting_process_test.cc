@@ -64,7 +64,13 @@ class AlertingProcess : public ::testing::Test {
                                      "\nalerting:\n  sweep_interval_s: 1\n"
                                      "  routes:\n    - match: {cluster: c1}\n"
                                      "      targets: [slurm-c1, am-prod]\n"
-                                     "  default_targets: [am-default]\n"),
+                                     "  default_targets: [am-default]\n"
+                                     // Routed targets must exist; nothing listens here, so
+                                     // the rows stay pending.
+                                     "  targets:\n"
+                                     "    - {name: slurm-c1, kind: slurm, scontrol_path: /bin/false}\n"
+                                     "    - {name: am-prod, kind: alertmanager, url: 'http://127.0.0.1:1'}\n"
+                                     "    - {name: am-default, kind: alertmanager, url: 'http://127.0.0.1:1'}\n"),
          .extra_args = {"--migrate", "--migrations-dir", (SourceDir() / "migrations").string()}});
   }
 

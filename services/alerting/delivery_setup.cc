@@ -1,6 +1,9 @@
 #include "services/alerting/delivery_setup.h"
 
+#include <set>
+
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "services/alerting/targets/targets_config.h"
 
 namespace goodput::alerting {
@@ -48,11 +51,21 @@ absl::StatusOr<DeliveryOptions> ParseDeliveryOptions(const platform::ConfigTree&
   return o;
 }
 
-absl::StatusOr<std::shared_ptr<DeliveryRuntime>> StartDelivery(platform::ServiceContext& ctx) {
+absl::StatusOr<std::shared_ptr<DeliveryRuntime>> StartDelivery(
+    platform::ServiceContext& ctx, const std::vector<RoutedTarget>& routed) {
   absl::StatusOr<DeliveryOptions> options = ParseDeliveryOptions(*ctx.config_tree);
   if (!options.ok()) return options.status();
   absl::StatusOr<std::vector<ConfiguredTarget>> configured = ParseTargets(*ctx.config_tree);
   if (!configured.ok()) return configured.status();
+  std::set<std::string> names;
+  for (const ConfiguredTarget& c : *configured) names.insert(c.target->name());
+  for (const RoutedTarget& r : routed) {
+    if (!names.count(r.name)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(r.where, ": \"", r.name, "\" is not a target in alerting.targets (",
+                       names.empty() ? "none configured" : absl::StrJoin(names, ", "), ")"));
+    }
+  }
   if (ctx.pg == nullptr) {
     return absl::FailedPreconditionError("postgres.dsn: required by alert delivery");
   }
