@@ -106,6 +106,14 @@ TEST_F(DeliveryRestartTest, KilledMidDeliveryRestartsAndTheReceiverActsOnce) {
   EXPECT_EQ(Query("SELECT string_agg(attempt || ':' || ok, ',' ORDER BY attempt) "
                   "FROM alert_delivery_attempts"),
             "1:false,2:true");
+  httplib::Client metrics("127.0.0.1", (*second)->http_port());
+  auto res = metrics.Get("/metrics");
+  ASSERT_TRUE(res);
+  EXPECT_TRUE(absl::StrContains(
+      res->body,
+      "goodput_alerting_delivery_outcomes_total{target=\"hook\",outcome=\"delivered\"} 1"))
+      << res->body;
+  EXPECT_TRUE(absl::StrContains(res->body, "goodput_alerting_delivery_rate_limit_local 0"));
 }
 
 }  // namespace
@@ -119,14 +127,14 @@ TEST_F(DeliveryRestartTest, RefusesToStartWithARouteToAnUnknownTarget) {
   ASSERT_TRUE(redis.ok()) << redis.status();
   auto started = testing::ServiceProcess::Start(
       {.binary = testing::BuiltBinary("services/alerting/goodput-alerting"),
-       .config_yaml = absl::StrCat(
-           "postgres: {dsn: '", pg_->Dsn("goodput"), "'}\n",
-           "redis: {host: 127.0.0.1, port: ", (*redis)->port(), "}\n",
-           "alerting:\n"
-           "  routes:\n"
-           "    - {match: {cluster: eos}, targets: [am-prod, am-typo]}\n"
-           "  targets:\n"
-           "    - {name: am-prod, kind: alertmanager, url: 'http://127.0.0.1:1'}\n")});
+       .config_yaml =
+           absl::StrCat("postgres: {dsn: '", pg_->Dsn("goodput"), "'}\n",
+                        "redis: {host: 127.0.0.1, port: ", (*redis)->port(), "}\n",
+                        "alerting:\n"
+                        "  routes:\n"
+                        "    - {match: {cluster: eos}, targets: [am-prod, am-typo]}\n"
+                        "  targets:\n"
+                        "    - {name: am-prod, kind: alertmanager, url: 'http://127.0.0.1:1'}\n")});
   ASSERT_FALSE(started.ok());
   EXPECT_TRUE(absl::StrContains(started.status().message(),
                                 "alerting.routes[0].targets: \"am-typo\" is not a target in "

@@ -79,6 +79,20 @@ absl::StatusOr<std::shared_ptr<DeliveryRuntime>> StartDelivery(
     ctx.logger.Info("delivery target", {{"name", c.target->name()}, {"kind", c.target->kind()}});
     targets.push_back(std::move(c.target));
   }
+  platform::CounterFamily& outcomes = ctx.metrics->AddCounter(
+      "goodput_alerting_delivery_outcomes_total",
+      "Delivery attempts and postponements by target and outcome (delivered, retry, failed, "
+      "postponed, resent, resend_failed).",
+      {"target", "outcome"});
+  options->on_outcome = [&outcomes](const std::string& target, const char* outcome) {
+    outcomes.WithLabels({target, outcome}).Increment();
+  };
+  rt->limiter->set_fallback_gauge(
+      &ctx.metrics
+           ->AddGauge("goodput_alerting_delivery_rate_limit_local",
+                      "1 while per-target rate limits are kept in this process because Redis is "
+                      "unavailable.")
+           .WithLabels(std::vector<std::string>{}));
   rt->worker = std::make_unique<DeliveryWorker>(rt->store.get(), std::move(targets),
                                                 rt->limiter.get(), *std::move(options),
                                                 ctx.logger.With({{"component", "delivery"}}));
