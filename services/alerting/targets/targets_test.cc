@@ -69,7 +69,8 @@ TEST(HumanMessage, IsOneLineWithWhatToLookAt) {
 }
 
 TEST(SlurmComment, KeepsTheUsersCommentAndReplacesTheEarlierGoodputPart) {
-  const std::string first = SlurmComment("ablation run 3", "17:slurm:firing", "goodput critical: x");
+  const std::string first =
+      SlurmComment("ablation run 3", "17:slurm:firing", "goodput critical: x");
   EXPECT_EQ(first, "ablation run 3 [goodput 17:slurm:firing] goodput critical: x");
   EXPECT_EQ(SlurmComment(first, "17:slurm:resolved", "goodput resolved: x"),
             "ablation run 3 [goodput 17:slurm:resolved] goodput resolved: x");
