@@ -126,6 +126,37 @@ TEST_F(SlurmDeliveryTest, FiringAlertNotifiesTheRunningJobOnceAndSetsItsComment)
   EXPECT_TRUE(absl::StrContains(d[0].last_error, "Invalid job id")) << d[0].last_error;
 }
 
+TEST_F(SlurmDeliveryTest, OptionalRequeueHoldActsOnlyOnFiringAlertsSevereEnough) {
+  const std::string job = RunningJob("");
+  ASSERT_FALSE(job.empty());
+  std::vector<std::unique_ptr<Target>> targets;
+  targets.push_back(std::make_unique<SlurmTarget>(
+      SlurmTargetConfig{.name = "slurm-eos",
+                        .requeue = true,
+                        .hold = true,
+                        .action_min_severity = "critical",
+                        .slurm_conf = slurm_->slurm_conf().string()}));
+  auto worker = MakeWorker(std::move(targets));
+
+  Notification warning = TestNotification(31, "firing", job);
+  warning.severity = "warning";
+  EnqueueOrDie(warning, {"slurm-eos"});
+  EXPECT_EQ(StepOrDie(*worker, "slurm-eos").delivered, 1);
+  absl::StatusOr<std::string> show = slurm_->ShowJob(job);
+  ASSERT_TRUE(show.ok());
+  EXPECT_TRUE(absl::StrContains(*show, "JobState=RUNNING ")) << *show;
+  EXPECT_TRUE(absl::StrContains(*show, "Restarts=0")) << *show;
+
+  EnqueueOrDie(TestNotification(32, "firing", job), {"slurm-eos"});
+  EXPECT_EQ(StepOrDie(*worker, "slurm-eos").delivered, 1) << Deliveries(32)[0].last_error;
+  ASSERT_TRUE(slurm_->WaitForJobState(job, "PENDING", absl::Seconds(30)).ok());
+  show = slurm_->ShowJob(job);
+  ASSERT_TRUE(show.ok());
+  EXPECT_TRUE(absl::StrContains(*show, "Restarts=1")) << *show;
+  EXPECT_TRUE(absl::StrContains(*show, "Reason=job_requeued_in_held_state")) << *show;
+  EXPECT_TRUE(absl::StrContains(*show, "Priority=0 ")) << *show;  // held
+}
+
 TEST_F(SlurmDeliveryTest, CommentGoesThroughSlurmrestd) {
   absl::StatusOr<std::filesystem::path> socket = slurm_->StartRestd();
   ASSERT_TRUE(socket.ok()) << socket.status();
