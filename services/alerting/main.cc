@@ -5,9 +5,9 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
-
 #include "services/alerting/alert_config.h"
 #include "services/alerting/alert_engine.h"
 #include "services/alerting/alerting_service.h"
@@ -75,8 +75,18 @@ absl::StatusOr<std::shared_ptr<void>> Setup(goodput::platform::ServiceContext& c
   // --- end alert engine ---
 
   // --- Delivery ---
+  std::vector<goodput::alerting::RoutedTarget> routed;
+  const goodput::alerting::RoutingConfig& routing = config->engine.routing;
+  for (size_t i = 0; i < routing.routes.size(); ++i) {
+    for (const std::string& t : routing.routes[i].targets) {
+      routed.push_back({absl::StrCat("alerting.routes[", i, "].targets"), t});
+    }
+  }
+  for (const std::string& t : routing.default_targets) {
+    routed.push_back({"alerting.default_targets", t});
+  }
   absl::StatusOr<std::shared_ptr<goodput::alerting::DeliveryRuntime>> delivery =
-      goodput::alerting::StartDelivery(ctx);
+      goodput::alerting::StartDelivery(ctx, routed);
   if (!delivery.ok()) return delivery.status();
   rt->delivery = *std::move(delivery);
   // --- end delivery ---
