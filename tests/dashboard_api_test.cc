@@ -1,7 +1,8 @@
 // goodput-dashboard's JSON API and live events against the real services: job pages with
 // per-GPU series (also for job ids holding '/'), jobs and fleet listings, parts whose RPC is
 // not built yet reported as such, errors with their HTTP status, the built front-end served
-// at /, and an "ofu" event on the live stream when a job's windows close.
+// at /, an "ofu" event on the live stream when a job's windows close, and a clean exit on
+// SIGTERM with a stream open.
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -289,6 +290,10 @@ TEST_F(DashboardApi, TheLiveStreamSendsAnEventWhenAJobWindowCloses) {
   Json window = Json::parse(line, nullptr, false);
   ASSERT_FALSE(window.is_discarded()) << line;
   EXPECT_NEAR(window["ofu"].get<double>(), 0.5 * 1500 / 1830, 0.01) << line;
+
+  // SIGTERM ends the gateway cleanly while a live stream is still open on its side.
+  ExitStatus exit = dashboard_->Terminate(absl::Seconds(20));
+  EXPECT_TRUE(exit.Success()) << exit.ToString() << "\n" << dashboard_->LogTail();
 }
 
 }  // namespace

@@ -37,6 +37,7 @@ EventSession::EventSession(Gateway* gateway, EventFilter filter, EventOptions op
 EventSession::~EventSession() { Stop(); }
 
 void EventSession::Start() {
+  absl::MutexLock join_lock(&join_mu_);
   if (!filter_.job_id.empty()) {
     threads_.emplace_back([this] { FollowJobOfu(); });
   } else {
@@ -56,6 +57,8 @@ void EventSession::Stop() {
     stopped_ = true;
     for (grpc::ClientContext* ctx : streams_) ctx->TryCancel();
   }
+  // Shutdown and the HTTP handler may both stop a session: one joins, the other waits.
+  absl::MutexLock join_lock(&join_mu_);
   for (std::thread& t : threads_) {
     if (t.joinable()) t.join();
   }

@@ -89,9 +89,11 @@ int Run(int argc, char** argv) {
   }
 
   (*signals)->Wait();
-  std::cout << "goodput-dashboard: shutting down\n";
+  std::cout << "goodput-dashboard: shutting down" << std::endl;
   hub.StopAll();
+  std::cout << "goodput-dashboard: live streams closed" << std::endl;
   http.Stop();
+  std::cout << "goodput-dashboard: stopped" << std::endl;
   return 0;
 }
 
