@@ -83,21 +83,25 @@ cmd_up() {
   say "migrations"
   "$ctl" migrate --dsn "$dsn" --dir "$ROOT/migrations"
 
+  # Ports first: each service's configuration names the others it forwards to.
+  declare -A gport hport
   for svc in "${SERVICES[@]}"; do
     stop_service "$data" "$svc"
-    local gport hport
-    gport=$(pick_port "${GRPC_PORT[$svc]}")
-    hport=$(pick_port "${HTTP_PORT[$svc]}")
+    gport[$svc]=$(pick_port "${GRPC_PORT[$svc]}")
+    hport[$svc]=$(pick_port "${HTTP_PORT[$svc]}")
+  done
+
+  for svc in "${SERVICES[@]}"; do
     cat >"$data/etc/$svc.yaml" <<YAML
 # goodput-$svc, local stack (written by ./goodput up; edit and re-run up to change)
 service:
   name: goodput-$svc
 grpc:
   host: 127.0.0.1
-  port: $gport
+  port: ${gport[$svc]}
 http:
   host: 127.0.0.1
-  port: $hport
+  port: ${hport[$svc]}
 postgres:
   dsn: "$dsn"
   pool_size: 4
@@ -110,19 +114,37 @@ log:
 auth:
   enabled: false
 YAML
-    say "starting goodput-$svc (gRPC 127.0.0.1:$gport, HTTP 127.0.0.1:$hport)"
+    # Windows flow ofu -> mfu -> alerting (and ofu -> alerting); each hop catches up from
+    # PostgreSQL, so the order the services start in does not matter.
+    case $svc in
+      # idle_flush_s: the demo replays a fleet in minutes; a job silent for a minute is over.
+      ofu) cat >>"$data/etc/$svc.yaml" <<YAML
+ofu:
+  idle_flush_s: 60
+  forward:
+    mfu_address: 127.0.0.1:${gport[mfu]}
+    alerting_address: 127.0.0.1:${gport[alerting]}
+YAML
+        ;;
+      mfu) cat >>"$data/etc/$svc.yaml" <<YAML
+mfu:
+  forward:
+    alerting_address: 127.0.0.1:${gport[alerting]}
+YAML
+        ;;
+    esac
+    say "starting goodput-$svc (gRPC 127.0.0.1:${gport[$svc]}, HTTP 127.0.0.1:${hport[$svc]})"
     setsid "$build/services/$svc/goodput-$svc" --config "$data/etc/$svc.yaml" \
       --ready-file "$data/run/$svc.ready" >>"$data/logs/$svc.log" 2>&1 </dev/null &
     echo $! >"$data/run/$svc.pid"
-    echo "$gport $hport" >"$data/run/$svc.ports"
+    echo "${gport[$svc]} ${hport[$svc]}" >"$data/run/$svc.ports"
   done
 
   say "waiting for every service to report SERVING"
   local failed=0
   for svc in "${SERVICES[@]}"; do
-    read -r gport _ <"$data/run/$svc.ports"
     for name in ${GRPC_SERVICES[$svc]}; do
-      if ! "$ctl" health --addr "127.0.0.1:$gport" --service "$name" --wait 60 >/dev/null; then
+      if ! "$ctl" health --addr "127.0.0.1:${gport[$svc]}" --service "$name" --wait 60 >/dev/null; then
         echo "stack: goodput-$svc did not become SERVING; last log lines:" >&2
         tail -n 20 "$data/logs/$svc.log" >&2
         failed=1
@@ -138,14 +160,17 @@ YAML
     say "running a simulated fleet through the platform (cluster $cluster)"
     local -a addr=()
     for svc in "${SERVICES[@]}"; do
-      read -r gport _ <"$data/run/$svc.ports"
-      addr+=("--$svc" "127.0.0.1:$gport")
+      addr+=("--$svc" "127.0.0.1:${gport[$svc]}")
     done
-    "$build/tools/demo/goodput-demo" "${addr[@]}" --cluster "$cluster" || demo_rc=$?
+    "$build/tools/demo/goodput-demo" "${addr[@]}" --cluster "$cluster" \
+      --dashboard-url "${GOODPUT_DASHBOARD_URL:-http://127.0.0.1:7300}" \
+      --ctl "$build/tools/goodputctl/goodputctl" || demo_rc=$?
     echo
   fi
   cmd_status "$data"
-  echo "Try: $build/tools/goodputctl/goodputctl jobs list --addr 127.0.0.1:$(cut -d' ' -f1 "$data/run/ingest.ports")"
+  echo "goodputctl finds this stack with:"
+  echo "  export GOODPUT_INGEST_ADDR=127.0.0.1:${gport[ingest]} GOODPUT_OFU_ADDR=127.0.0.1:${gport[ofu]} \\"
+  echo "         GOODPUT_MFU_ADDR=127.0.0.1:${gport[mfu]} GOODPUT_ALERTING_ADDR=127.0.0.1:${gport[alerting]}"
   [[ $demo_rc -eq 0 ]] || die "the demo fleet was not delivered completely (exit $demo_rc); services keep running"
 }
 

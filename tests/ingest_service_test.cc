@@ -248,6 +248,30 @@ TEST_F(IngestServiceIntegration, OversizedBatchIsResourceExhaustedNamingTheLimit
   EXPECT_EQ(response.stored_count(), 6);
 }
 
+TEST_F(IngestServiceIntegration, HundredMegabyteRequestIsRefusedNamingTheLimitAndServiceStaysUp) {
+  v1::PushExpositionRequest request;
+  request.set_batch_id("huge");
+  request.set_cluster("eos");
+  request.set_scrape_time_unix_ms(NowMs() - 1000);
+  request.set_body(std::string(100 << 20, '#'));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  v1::PushExpositionResponse response;
+  grpc::Status status = ingest_stub_->PushExposition(&ctx, request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << status.error_message();
+  // gRPC names both sizes: the request's and the configured ingest.max_request_bytes.
+  EXPECT_THAT(status.error_message(), HasSubstr("67108864"));
+  EXPECT_TRUE(ingest_->IsRunning());
+
+  v1::PushSamplesRequest batch;
+  batch.set_batch_id("after-huge");
+  batch.set_cluster("eos");
+  *batch.add_samples() = MakeSample("n1", 0, NowMs() - 1000);
+  v1::PushSamplesResponse pushed;
+  ASSERT_TRUE(Push({batch}, &pushed).ok());
+  EXPECT_EQ(pushed.stored_count(), 1);
+}
+
 TEST_F(IngestServiceIntegration, ExpositionLinesAreStoredAttributedByHpcJobLabel) {
   const int64_t now = NowMs();
   v1::Job job = SlurmJob("777", "x", {}, now - 3'600'000);

@@ -1,9 +1,10 @@
-// goodput.v1.AlertService: the gRPC face of goodput-alerting. Every RPC answers UNIMPLEMENTED
-// naming the work that builds it until that work lands; the binary already serves health,
-// reflection, metrics and auth so that deployments and clients can be wired up now.
+// goodput.v1.AlertService: the gRPC face of goodput-alerting. Each RPC validates, calls the
+// AlertEngine (alert_engine.h) and converts its status; SubscribeAlerts streams the engine's
+// AlertHub, optionally preceded by the open alerts.
 #pragma once
 
 #include "goodput/v1/alert.grpc.pb.h"
+#include "services/alerting/alert_engine.h"
 
 namespace goodput::alerting {
 
@@ -11,6 +12,9 @@ namespace v1 = ::goodput::v1;
 
 class AlertServiceImpl final : public v1::AlertService::CallbackService {
  public:
+  // Both must outlive the service.
+  AlertServiceImpl(AlertEngine* engine, AlertHub* hub) : engine_(engine), hub_(hub) {}
+
   grpc::ServerUnaryReactor* ListAlerts(grpc::CallbackServerContext* context,
                                        const v1::ListAlertsRequest* request,
                                        v1::ListAlertsResponse* response) override;
@@ -37,6 +41,10 @@ class AlertServiceImpl final : public v1::AlertService::CallbackService {
   grpc::ServerUnaryReactor* PushDivergenceEvents(
       grpc::CallbackServerContext* context, const v1::PushDivergenceEventsRequest* request,
       v1::PushDivergenceEventsResponse* response) override;
+
+ private:
+  AlertEngine* engine_;
+  AlertHub* hub_;
 };
 
 }  // namespace goodput::alerting

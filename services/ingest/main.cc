@@ -14,6 +14,13 @@
 //                                            `cluster` label (or ?cluster= on the URL)
 //   ingest.remote_write.max_body_bytes [16777216]          compressed body limit (413 above)
 //   ingest.remote_write.max_decompressed_bytes [67108864]  decompressed limit (413 above)
+//   ingest.mfu_metrics.mfu_address [""]     goodput-mfu address: framework throughput series
+//                                            in remote_write become MFU reports (off if empty)
+//   ingest.mfu_metrics.token [""]            bearer token for goodput-mfu
+//   ingest.mfu_metrics.timeout_s [10]        per-request deadline towards goodput-mfu
+//   ingest.mfu_metrics.metrics [Megatron/NeMo defaults]  metric -> report mapping, a list of
+//                                            {name, form, job_labels, gpu_count_label,
+//                                            interval_s, precision, framework}
 //   ingest.scrape.targets [none]             dcgm-exporter endpoints to scrape, a list of
 //                                            {url, cluster, interval_s [15], labels {}};
 //                                            interval_s above 30 is accepted with a warning
@@ -105,6 +112,20 @@ absl::StatusOr<std::shared_ptr<void>> Setup(platform::ServiceContext& ctx) {
       "ingest.remote_write.max_decompressed_bytes", 64 << 20, 1 << 10, 1 << 30);
   if (!rw_raw.ok()) return rw_raw.status();
   remote_write.max_decompressed_bytes = *rw_raw;
+  absl::StatusOr<std::string> mfu_address = config.GetString("ingest.mfu_metrics.mfu_address", "");
+  if (!mfu_address.ok()) return mfu_address.status();
+  absl::StatusOr<std::string> mfu_token = config.GetString("ingest.mfu_metrics.token", "");
+  if (!mfu_token.ok()) return mfu_token.status();
+  absl::StatusOr<absl::Duration> mfu_timeout = config.GetSeconds("ingest.mfu_metrics.timeout_s", 10);
+  if (!mfu_timeout.ok()) return mfu_timeout.status();
+  absl::StatusOr<std::vector<ThroughputMetric>> throughput = ParseThroughputMetrics(config.root());
+  if (!throughput.ok()) return throughput.status();
+  if (!mfu_address->empty()) {
+    remote_write.throughput_metrics = *std::move(throughput);
+    remote_write.report_sink = MfuStreamSink(
+        grpc::CreateChannel(*mfu_address, grpc::InsecureChannelCredentials()), *mfu_token,
+        *mfu_timeout);
+  }
   absl::StatusOr<std::vector<ScrapeTarget>> targets = ParseScrapeTargets(config.root());
   if (!targets.ok()) return targets.status();
   if (ctx.pg == nullptr) {

@@ -273,8 +273,40 @@ HttpReply RemoteWriteReceiver::Handle(absl::string_view body, absl::string_view 
     if (!outcome->result.duplicate) refused += outcome->result.refused_count;
     for (Refusal& r : outcome->refusals) refusals.push_back(std::move(r));
   }
+  int64_t reports_stored = 0;
+  if (options_.report_sink && !options_.throughput_metrics.empty()) {
+    MappedReports mapped = MapThroughputSeries(*request, options_.throughput_metrics,
+                                               map_options.default_cluster, map_options.batch_id);
+    ignored -= mapped.sample_count;
+    refused += static_cast<int64_t>(mapped.refusals.size());
+    for (Refusal& r : mapped.refusals) refusals.push_back(std::move(r));
+    if (!mapped.reports.empty()) {
+      // Acknowledge only what goodput-mfu has committed; the GPU samples above are stored
+      // under the request's batch id, so a retry does not store them twice.
+      absl::StatusOr<ReportSinkResult> sent =
+          options_.report_sink(map_options.batch_id, mapped.reports);
+      if (!sent.ok()) {
+        const absl::StatusCode code = sent.status().code();
+        const int status = code == absl::StatusCode::kResourceExhausted ? 429
+                           : code == absl::StatusCode::kInvalidArgument ? 400
+                                                                        : 503;
+        return {status, absl::StrCat("GPU samples stored; MFU reports not stored: ",
+                                     sent.status().message(),
+                                     status == 400 ? "\n" : " (retryable)\n")};
+      }
+      reports_stored = sent->stored + sent->duplicates;
+      refused += sent->refused;
+      for (std::string& message : sent->refusal_messages) {
+        Refusal r;
+        r.batch_id = map_options.batch_id;
+        r.message = std::move(message);
+        refusals.push_back(std::move(r));
+      }
+    }
+  }
   std::string summary = absl::StrCat("stored ", stored, " GPU samples (", unattributed,
-                                     " not yet attributed to a job), refused ", refused,
+                                     " not yet attributed to a job) and ", reports_stored,
+                                     " MFU reports, refused ", refused,
                                      " series samples, ignored ", ignored, "\n");
   if (refusals.empty()) return {200, std::move(summary)};
   HttpReply reply{400, std::move(summary)};

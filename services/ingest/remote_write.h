@@ -33,6 +33,7 @@
 #include "services/ingest/exposition.h"
 #include "services/ingest/ingest_service.h"
 #include "services/ingest/sample.h"
+#include "services/ingest/throughput_metrics.h"
 
 namespace goodput::ingest {
 
@@ -80,6 +81,11 @@ struct RemoteWriteOptions {
   int64_t max_decompressed_bytes = 64 << 20;
   // Refusals listed in a 400 body (the count is always given).
   int max_listed_refusals = 100;
+  // Framework throughput series mapped to MFU reports (throughput_metrics.h) and delivered
+  // through `report_sink` before answering: 503 when the sink fails, so the request is
+  // retried. Without a sink such series are ignored like any other non-DCGM metric.
+  std::vector<ThroughputMetric> throughput_metrics = {};
+  ReportSink report_sink = nullptr;
 };
 
 class RemoteWriteReceiver {

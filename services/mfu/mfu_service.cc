@@ -4,14 +4,15 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "services/mfu/pg_time.h"
 #include "services/platform/status_convert.h"
-#include "services/platform/unimplemented.h"
 
 namespace goodput::mfu {
 namespace {
-constexpr char kWork[] =
-    "MFU service and SDK: what frameworks say, checked against what the hardware did";
 
 // Fills the computed figures of a ReportMfu response.
 void FillResponse(const v1::MfuReport& report, const StoreOutcome& outcome,
@@ -30,13 +31,15 @@ void FillResponse(const v1::MfuReport& report, const StoreOutcome& outcome,
 // the rest batch by batch; answers once the stream has ended and everything is committed.
 class ReportReader : public grpc::ServerReadReactor<v1::StreamMfuReportsRequest> {
  public:
-  ReportReader(MfuStore* store, platform::Logger logger, v1::StreamMfuReportsResponse* response)
-      : store_(store), logger_(std::move(logger)), response_(response) {
+  ReportReader(MfuStore* store, Reconciler* reconciler, platform::Logger logger,
+               v1::StreamMfuReportsResponse* response)
+      : store_(store), reconciler_(reconciler), logger_(std::move(logger)), response_(response) {
     StartRead(&batch_);
   }
 
   void OnReadDone(bool ok) override {
     if (!ok) {
+      if (response_->stored_count() > 0) reconciler_->Wake();
       Finish(grpc::Status::OK);
       return;
     }
@@ -99,6 +102,7 @@ class ReportReader : public grpc::ServerReadReactor<v1::StreamMfuReportsRequest>
   }
 
   MfuStore* store_;
+  Reconciler* reconciler_;
   platform::Logger logger_;
   v1::StreamMfuReportsResponse* response_;
   v1::StreamMfuReportsRequest batch_;
@@ -122,13 +126,14 @@ grpc::ServerUnaryReactor* MfuServiceImpl::ReportMfu(grpc::CallbackServerContext*
     return reactor;
   }
   FillResponse(request->report(), outcomes->front(), response);
+  if (!outcomes->front().duplicate) reconciler_->Wake();
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }
 
 grpc::ServerReadReactor<v1::StreamMfuReportsRequest>* MfuServiceImpl::StreamMfuReports(
     grpc::CallbackServerContext* /*context*/, v1::StreamMfuReportsResponse* response) {
-  return new ReportReader(store_, logger_, response);
+  return new ReportReader(store_, reconciler_, logger_, response);
 }
 
 grpc::ServerUnaryReactor* MfuServiceImpl::ListMfuReports(grpc::CallbackServerContext* context,
@@ -142,21 +147,132 @@ grpc::ServerUnaryReactor* MfuServiceImpl::ListMfuReports(grpc::CallbackServerCon
 }
 
 grpc::ServerUnaryReactor* MfuServiceImpl::GetReconciliation(
-    grpc::CallbackServerContext* context, const v1::GetReconciliationRequest* /*request*/,
-    v1::GetReconciliationResponse* /*response*/) {
-  return platform::FinishUnimplemented(context, "/goodput.v1.MfuService/GetReconciliation", kWork);
+    grpc::CallbackServerContext* context, const v1::GetReconciliationRequest* request,
+    v1::GetReconciliationResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  // Answer with the data already acknowledged to writers, not the last background pass.
+  if (!request->job().cluster().empty() && !request->job().job_id().empty()) {
+    if (absl::Status s =
+            reconciler_->ReconcileIfPending(request->job().cluster(), request->job().job_id());
+        !s.ok()) {
+      reactor->Finish(platform::ToGrpcStatus(s));
+      return reactor;
+    }
+  }
+  absl::StatusOr<v1::GetReconciliationResponse> result = reconciliations_->Get(*request);
+  if (result.ok()) *response = *std::move(result);
+  reactor->Finish(platform::ToGrpcStatus(result.status()));
+  return reactor;
 }
 
-grpc::ServerUnaryReactor* MfuServiceImpl::GetFleetReport(
-    grpc::CallbackServerContext* context, const v1::GetFleetReportRequest* /*request*/,
-    v1::GetFleetReportResponse* /*response*/) {
-  return platform::FinishUnimplemented(context, "/goodput.v1.MfuService/GetFleetReport", kWork);
+namespace {
+
+void FillStats(const FleetStatsResult& in, v1::FleetStats* out) {
+  out->set_min_gpu_count(static_cast<int32_t>(in.min_gpu_count));
+  out->set_max_gpu_count(static_cast<int32_t>(in.max_gpu_count));
+  out->set_job_count(static_cast<int32_t>(in.job_count));
+  out->set_mfu_mean(in.mfu_mean);
+  out->set_mfu_sd(in.mfu_sd);
+  out->set_ofu_mean(in.ofu_mean);
+  out->set_ofu_sd(in.ofu_sd);
+  out->set_mae_pp(in.mae_pp);
+  out->set_abs_error_sd_pp(in.abs_error_sd_pp);
+  if (in.pearson_r) out->set_pearson_r(*in.pearson_r);
+  if (in.spearman_rho) out->set_spearman_rho(*in.spearman_rho);
+  out->set_share_within_10pp(in.share_within_10pp);
+  out->set_share_beyond_20pp(in.share_beyond_20pp);
 }
 
-grpc::ServerUnaryReactor* MfuServiceImpl::PushOfuWindows(
-    grpc::CallbackServerContext* context, const v1::PushOfuWindowsRequest* /*request*/,
-    v1::PushOfuWindowsResponse* /*response*/) {
-  return platform::FinishUnimplemented(context, "/goodput.v1.MfuService/PushOfuWindows", kWork);
+constexpr char kFleetTokenPrefix[] = "fleet:";
+
+}  // namespace
+
+grpc::ServerUnaryReactor* MfuServiceImpl::GetFleetReport(grpc::CallbackServerContext* context,
+                                                         const v1::GetFleetReportRequest* request,
+                                                         v1::GetFleetReportResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  auto fail = [&](const absl::Status& s) {
+    reactor->Finish(platform::ToGrpcStatus(s));
+    return reactor;
+  };
+  int64_t offset = 0;
+  if (!request->page_token().empty()) {
+    std::string raw;
+    const bool decoded = absl::WebSafeBase64Unescape(request->page_token(), &raw);
+    absl::string_view rest = raw;
+    if (!decoded || !absl::ConsumePrefix(&rest, kFleetTokenPrefix) ||
+        !absl::SimpleAtoi(rest, &offset) || offset < 0) {
+      return fail(absl::InvalidArgumentError(absl::StrCat(
+          "page_token=\"", request->page_token().substr(0, 100),
+          "\" is not a token of this report")));
+    }
+  }
+  std::vector<int64_t> bounds(request->gpu_count_group_lower_bounds().begin(),
+                              request->gpu_count_group_lower_bounds().end());
+  if (bounds.empty()) bounds = options_.gpu_count_groups;
+  absl::StatusOr<FleetData> data = reconciliations_->Fleet(*request);
+  if (!data.ok()) return fail(data.status());
+  absl::StatusOr<FleetReport> report = BuildFleetReport(data->jobs, bounds);
+  if (!report.ok()) return fail(report.status());
+  FillStats(report->overall, response->mutable_overall());
+  FillStats(report->excluding_miscounts, response->mutable_excluding_miscounts());
+  response->set_miscount_job_count(static_cast<int32_t>(report->miscount_job_count));
+  for (const FleetStatsResult& g : report->groups) FillStats(g, response->add_by_gpu_count());
+  v1::FleetCoverage* coverage = response->mutable_coverage();
+  coverage->set_gpu_hours_total(data->gpu_hours_total);
+  coverage->set_gpu_hours_with_ofu(data->gpu_hours_with_ofu);
+  coverage->set_gpu_hours_with_app_mfu(data->gpu_hours_with_app_mfu);
+  if (data->gpu_hours_total > 0) {
+    coverage->set_ofu_share(data->gpu_hours_with_ofu / data->gpu_hours_total);
+    coverage->set_app_mfu_share(data->gpu_hours_with_app_mfu / data->gpu_hours_total);
+  }
+  if (request->include_jobs()) {
+    const int64_t limit = request->page_size() <= 0 ? 100 : std::min(request->page_size(), 1000);
+    const int64_t n = static_cast<int64_t>(data->jobs.size());
+    for (int64_t i = offset; i < std::min(n, offset + limit); ++i) {
+      const FleetJob& j = data->jobs[static_cast<size_t>(i)];
+      v1::FleetJobPoint* p = response->add_jobs();
+      p->mutable_job()->set_cluster(j.cluster);
+      p->mutable_job()->set_job_id(j.job_id);
+      p->set_gpu_count(static_cast<int32_t>(j.gpu_count));
+      p->set_app_mfu(j.app_mfu);
+      p->set_ofu(j.ofu);
+      p->set_verdict(ToProtoVerdict(j.verdict));
+      if (j.top_cause) p->set_top_cause(ToProtoCause(*j.top_cause));
+    }
+    if (offset + limit < n) {
+      response->set_next_page_token(
+          absl::WebSafeBase64Escape(absl::StrCat(kFleetTokenPrefix, offset + limit)));
+    }
+  }
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* MfuServiceImpl::PushOfuWindows(grpc::CallbackServerContext* context,
+                                                         const v1::PushOfuWindowsRequest* request,
+                                                         v1::PushOfuWindowsResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::StatusOr<v1::DeliveryAck> ack = reconciliations_->ApplyOfuWindows(*request);
+  if (!ack.ok()) {
+    logger_.Warn("applying OFU windows failed",
+                 {{"producer", request->position().producer_id()},
+                  {"sequence", request->position().sequence()},
+                  {"error", ack.status().ToString()}});
+    reactor->Finish(platform::ToGrpcStatus(ack.status()));
+    return reactor;
+  }
+  if (ack->gap_detected()) {
+    logger_.Info("OFU window push above the watermark; asking ofu to resend",
+                 {{"producer", request->position().producer_id()},
+                  {"previous_sequence", request->position().previous_sequence()},
+                  {"watermark", ack->watermark_sequence()}});
+  }
+  const bool applied = !ack->duplicate() && !ack->gap_detected();
+  *response->mutable_ack() = *std::move(ack);
+  if (applied) reconciler_->Wake();
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
 }
 
 }  // namespace goodput::mfu

@@ -32,6 +32,12 @@ google::protobuf::Timestamp FromUnixMicros(int64_t us) {
   return t;
 }
 
+// The job's reconciliation is out of date (see reconciliation_store.h).
+constexpr char kMarkPending[] =
+    "INSERT INTO mfu_reconcile_pending (cluster, job_id) VALUES ($1, $2) "
+    "ON CONFLICT (cluster, job_id) DO UPDATE SET "
+    "generation = mfu_reconcile_pending.generation + 1, updated_at = now()";
+
 constexpr char kMicrosToTime[] = "(timestamptz 'epoch' + $%d::bigint * interval '1 microsecond')";
 
 // The registered job behind a key, if any.
@@ -122,6 +128,7 @@ absl::StatusOr<std::vector<StoreOutcome>> MfuStore::Store(
               absl::Base64Escape(report.SerializeAsString()), outcome.precision_assumed, app_mfu,
               tflops, peak, model);
           outcome.duplicate = r.empty();
+          if (!outcome.duplicate) txn.exec_params(kMarkPending, key.first, key.second);
           outcomes.push_back(std::move(outcome));
         }
         return outcomes;

@@ -5,12 +5,20 @@
 //
 //   goodput-demo --ingest 127.0.0.1:7101 --ofu 127.0.0.1:7102 --mfu 127.0.0.1:7103
 //                --alerting 127.0.0.1:7104 [--seed 7] [--cluster demo] [--token T]
+//                [--dashboard-url URL] [--ctl PATH]
+//
+// It ends with a short summary: fleet OFU, the jobs with a regression (AlertService), the
+// FLOPs-miscount verdicts (MfuService.GetReconciliation), the notifications delivered, and
+// where to look (the dashboard, goodputctl commands). A part whose RPC is not served yet says
+// so instead of failing.
 //
 // The fleet is placed in the recent past (it ends now), so its samples are inside retention.
 // Exit code 0 when everything was delivered, 1 when the platform refused or lost something.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <iostream>
 #include <map>
@@ -21,6 +29,8 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -38,6 +48,7 @@
 #include "grpcpp/grpcpp.h"
 #include "sdk/cpp/reporter.h"
 #include "tools/fleetsim/fleet_sim.h"
+#include "tools/goodputctl/format.h"
 
 namespace goodput::demo {
 namespace {
@@ -51,6 +62,9 @@ struct Options {
   std::string alerting = "127.0.0.1:7104";
   std::string cluster = "demo";
   std::string token;
+  // Where the dashboard is, and how to call goodputctl, for the closing "where to look".
+  std::string dashboard_url = "http://127.0.0.1:7300";
+  std::string ctl = "goodputctl";
   uint64_t seed = 7;
   int batch_samples = 5000;
   bool report_mfu = true;
@@ -74,11 +88,9 @@ class Progress {
   Progress(int64_t start_s, int64_t end_s) : start_s_(start_s), end_s_(end_s) {}
   void Update(int64_t now_s, int64_t samples, int64_t jobs) {
     double fraction = end_s_ > start_s_ ? double(now_s - start_s_) / double(end_s_ - start_s_) : 1;
-    fraction = std::clamp(fraction, 0.0, 1.0);
-    int filled = static_cast<int>(fraction * 30);
-    std::fprintf(stderr, "\r  [%s%s] %3.0f%%  %lld jobs, %lld GPU-samples stored",
-                 std::string(filled, '#').c_str(), std::string(30 - filled, '.').c_str(),
-                 fraction * 100, static_cast<long long>(jobs), static_cast<long long>(samples));
+    std::fprintf(stderr, "\r  %s  %lld jobs, %lld GPU-samples stored",
+                 ctl::ProgressBar(fraction).c_str(), static_cast<long long>(jobs),
+                 static_cast<long long>(samples));
     std::fflush(stderr);
   }
   void Done() { std::fprintf(stderr, "\n"); }
@@ -341,21 +353,110 @@ bool Serving(const std::string& addr, const std::string& service) {
          response.status() == grpc::health::v1::HealthCheckResponse::SERVING;
 }
 
-std::string Pct(double fraction) { return absl::StrFormat("%.1f%%", fraction * 100); }
+std::string Pct(double fraction) { return ctl::Percent(fraction); }
 
-// What the platform concluded, job by job, next to the simulator's ground truth.
+bool IsRegression(v1::AlertKind kind) {
+  return kind == v1::ALERT_KIND_REGRESSION_IN_JOB || kind == v1::ALERT_KIND_REGRESSION_VS_WORKLOAD;
+}
+
+bool IsMiscount(v1::Verdict v) {
+  return v == v1::VERDICT_APP_FLOPS_OVERCOUNT || v == v1::VERDICT_APP_FLOPS_UNDERCOUNT;
+}
+
+std::string Lower(const std::string& name, absl::string_view prefix) {
+  std::string s = absl::StartsWith(name, prefix) ? name.substr(prefix.size()) : name;
+  s = absl::AsciiStrToLower(s);
+  std::replace(s.begin(), s.end(), '_', ' ');
+  return s;
+}
+
+// Why a call failed, in one line: an RPC not built yet says so by name.
+std::string Unavailable(const std::string& service, const std::string& method,
+                        const grpc::Status& status) {
+  if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
+    return absl::StrCat(service, " does not serve ", method, " yet");
+  }
+  return absl::StrCat(service, " ", method, ": ", status.error_message());
+}
+
+// Every alert of the demo's cluster; waits until the set and its deliveries stop changing
+// (alerting decides as ofu's windows reach it), at most `timeout`.
+absl::StatusOr<std::vector<v1::Alert>> SettledAlerts(const Options& options,
+                                                     absl::Duration timeout) {
+  auto alerts = v1::AlertService::NewStub(
+      grpc::CreateChannel(options.alerting, grpc::InsecureChannelCredentials()));
+  absl::Time deadline = absl::Now() + timeout;
+  std::string previous;
+  int stable = 0;
+  while (true) {
+    std::vector<v1::Alert> all;
+    v1::ListAlertsRequest request;
+    request.set_cluster(options.cluster);
+    request.set_page_size(1000);
+    while (true) {
+      v1::ListAlertsResponse page;
+      grpc::Status status = alerts->ListAlerts(Context(options, 10).get(), request, &page);
+      if (!status.ok()) {
+        return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                            Unavailable("goodput-alerting", "ListAlerts", status));
+      }
+      all.insert(all.end(), page.alerts().begin(), page.alerts().end());
+      if (page.next_page_token().empty()) break;
+      request.set_page_token(page.next_page_token());
+    }
+    // A fingerprint of what matters for the summary: alerts, states and delivery states.
+    std::string state;
+    for (const v1::Alert& a : all) {
+      absl::StrAppend(&state, a.alert_id(), ":", a.state(), ":");
+      for (const v1::Delivery& d : a.deliveries()) absl::StrAppend(&state, d.state(), ",");
+      state += ";";
+    }
+    stable = state == previous ? stable + 1 : 0;
+    previous = state;
+    std::fprintf(stderr, "\r  goodput-alerting: %zu alerts so far", all.size());
+    if (stable >= 4 || absl::Now() >= deadline) {
+      std::fprintf(stderr, "\n");
+      return all;
+    }
+    absl::SleepFor(absl::Seconds(1));
+  }
+}
+
+// A goodputctl command line for the summary, with --addr when the stack is not on the
+// default port of that service.
+std::string CtlLine(const Options& options, const std::string& words, const std::string& addr,
+                    const std::string& default_addr) {
+  std::string line = absl::StrCat(options.ctl, " ", words);
+  if (addr != default_addr) absl::StrAppend(&line, " --addr ", addr);
+  return line;
+}
+
+// What the platform concluded, job by job next to the simulator's ground truth, then the
+// short summary: fleet OFU, regressions, miscount verdicts, notifications, where to look.
 void PrintSummary(const Options& options, const sim::FleetSimulator& fleet) {
   auto ofu =
       v1::OfuService::NewStub(grpc::CreateChannel(options.ofu, grpc::InsecureChannelCredentials()));
   auto mfu =
       v1::MfuService::NewStub(grpc::CreateChannel(options.mfu, grpc::InsecureChannelCredentials()));
-  auto alerts = v1::AlertService::NewStub(
-      grpc::CreateChannel(options.alerting, grpc::InsecureChannelCredentials()));
 
-  std::printf("\n%-14s %5s %-22s %8s %8s  %-24s %s\n", "JOB", "GPUS", "GPU MODEL", "OFU", "SIM OFU",
-              "MFU VERDICT", "INJECTED");
+  ctl::Table table({{"JOB"},
+                    {"GPUS", ctl::Align::kRight},
+                    {"GPU MODEL"},
+                    {"OFU", ctl::Align::kRight},
+                    {"SIM OFU", ctl::Align::kRight},
+                    {"MFU VERDICT"},
+                    {"INJECTED"}});
   std::string ofu_note, mfu_note;
   double gpu_hours = 0, effective_gpu_hours = 0;
+  struct Miscounted {
+    std::string job_id;
+    v1::Divergence verdict;
+    std::string injected;
+  };
+  std::vector<Miscounted> miscounts;
+  int injected_miscounts = 0, injected_regressions = 0;
+  std::set<std::string> regressed_truth;
+  bool ask_mfu = true;
   for (const sim::JobTruth& job : fleet.jobs()) {
     std::string measured = "-", verdict = "-";
     v1::GetJobSummaryRequest request;
@@ -366,65 +467,168 @@ void PrintSummary(const Options& options, const sim::FleetSimulator& fleet) {
     if (status.ok()) {
       const v1::JobOfuSummary& summary = response.summary();
       measured = Pct(summary.has_steady_state_ofu() ? summary.steady_state_ofu() : summary.ofu());
-      gpu_hours += response.summary().gpu_hours();
-      effective_gpu_hours += response.summary().effective_gpu_hours();
+      gpu_hours += summary.gpu_hours();
+      effective_gpu_hours += summary.effective_gpu_hours();
     } else if (ofu_note.empty()) {
-      ofu_note = status.error_message();
+      ofu_note = Unavailable("goodput-ofu", "GetJobSummary", status);
     }
-    v1::GetReconciliationRequest rec_request;
-    rec_request.mutable_job()->set_cluster(options.cluster);
-    rec_request.mutable_job()->set_job_id(job.job_id);
-    v1::GetReconciliationResponse rec;
-    status = mfu->GetReconciliation(Context(options, 10).get(), rec_request, &rec);
-    if (status.ok()) {
-      std::string name = v1::Verdict_Name(rec.verdict().verdict());
-      verdict = absl::StrCat(
-          absl::AsciiStrToLower(name.substr(name.find('_') + 1)),
-          rec.verdict().ratio() > 0 ? absl::StrFormat(" %.2fx", rec.verdict().ratio()) : "");
-    } else if (mfu_note.empty()) {
-      mfu_note = status.error_message();
+    if (ask_mfu) {
+      v1::GetReconciliationRequest rec_request;
+      rec_request.mutable_job()->set_cluster(options.cluster);
+      rec_request.mutable_job()->set_job_id(job.job_id);
+      v1::GetReconciliationResponse rec;
+      status = mfu->GetReconciliation(Context(options, 10).get(), rec_request, &rec);
+      if (status.ok()) {
+        verdict = absl::StrCat(
+            Lower(v1::Verdict_Name(rec.verdict().verdict()), "VERDICT_"),
+            rec.verdict().ratio() > 0 ? absl::StrFormat(" %.2fx", rec.verdict().ratio()) : "");
+        if (IsMiscount(rec.verdict().verdict())) {
+          miscounts.push_back({job.job_id, rec.verdict(),
+                               job.miscount == sim::Miscount::kNone
+                                   ? "none"
+                                   : sim::MiscountName(job.miscount)});
+        }
+      } else if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED ||
+                 status.error_code() == grpc::StatusCode::UNAVAILABLE) {
+        // Not built, or the service is down: asking 40 more times says nothing new.
+        mfu_note = Unavailable("goodput-mfu", "GetReconciliation", status);
+        ask_mfu = false;
+      } else {
+        // About this job only (e.g. no reports yet): its row says so, the summary goes on.
+        verdict = absl::StrCat("(", absl::AsciiStrToLower(absl::StatusCodeToString(
+                                        static_cast<absl::StatusCode>(status.error_code()))),
+                               ")");
+      }
     }
     std::vector<std::string> injected;
     if (job.debug_flag) injected.push_back(absl::StrFormat("debug flag %.1fx", job.debug_factor));
     for (const sim::InjectedDrop& d : job.drops) {
       injected.push_back(absl::StrFormat("drop %.1fx", d.factor));
     }
-    if (job.miscount != sim::Miscount::kNone) injected.push_back(sim::MiscountName(job.miscount));
-    if (!job.idle_gpus.empty())
+    if (job.debug_flag || !job.drops.empty()) {
+      ++injected_regressions;
+      regressed_truth.insert(job.job_id);
+    }
+    if (job.miscount != sim::Miscount::kNone) {
+      injected.push_back(sim::MiscountName(job.miscount));
+      ++injected_miscounts;
+    }
+    if (!job.idle_gpus.empty()) {
       injected.push_back(absl::StrCat(job.idle_gpus.size(), " idle GPUs"));
+    }
     if (!job.straggler_gpus.empty()) {
       injected.push_back(absl::StrCat(job.straggler_gpus.size(), " stragglers"));
     }
-    std::printf("%-14s %5d %-22s %8s %8s  %-24s %s\n", job.job_id.c_str(), job.gpu_count,
-                job.gpu_model.substr(0, 22).c_str(), measured.c_str(), Pct(job.steady_ofu).c_str(),
-                verdict.c_str(), absl::StrJoin(injected, ", ").c_str());
+    table.AddRow({job.job_id, absl::StrCat(job.gpu_count), job.gpu_model.substr(0, 22), measured,
+                  Pct(job.steady_ofu), verdict,
+                  injected.empty() ? "-" : absl::StrJoin(injected, ", ")});
   }
+  std::printf("\n%s", table.Render().c_str());
   std::printf(
       "(OFU: steady-state OFU measured by goodput; SIM OFU: the simulator's steady level before\n"
       " checkpoints, evaluation passes, stalls, stragglers, idle GPUs and injected drops)\n");
-  if (gpu_hours > 0) {
-    std::printf("\nFleet: %.0f GPU-hours, %.0f effective GPU-hours, fleet OFU %s\n", gpu_hours,
-                effective_gpu_hours, Pct(effective_gpu_hours / gpu_hours).c_str());
-  }
-  if (!ofu_note.empty()) std::printf("OFU: %s\n", ofu_note.c_str());
-  if (!mfu_note.empty()) std::printf("MFU reconciliation: %s\n", mfu_note.c_str());
 
-  v1::ListAlertsRequest alert_request;
-  alert_request.set_cluster(options.cluster);
-  alert_request.set_page_size(100);
-  v1::ListAlertsResponse alert_response;
-  grpc::Status status =
-      alerts->ListAlerts(Context(options, 10).get(), alert_request, &alert_response);
-  if (status.ok()) {
-    std::printf("\nAlerts: %d\n", alert_response.alerts_size());
-    for (const v1::Alert& alert : alert_response.alerts()) {
-      std::printf("  %-10s %-14s %s (%d deliveries)\n",
-                  absl::AsciiStrToLower(v1::AlertState_Name(alert.state())).c_str(),
-                  alert.job().job_id().c_str(), alert.summary().c_str(), alert.deliveries_size());
+  absl::StatusOr<std::vector<v1::Alert>> alerts = SettledAlerts(options, absl::Seconds(60));
+
+  std::printf("\n\033[1mSummary\033[0m (cluster %s)\n", options.cluster.c_str());
+  if (gpu_hours > 0) {
+    std::printf("  fleet OFU       %s over %s GPU-hours (%s effective, %s wasted)\n",
+                Pct(effective_gpu_hours / gpu_hours).c_str(), ctl::Number(gpu_hours, 0).c_str(),
+                ctl::Number(effective_gpu_hours, 0).c_str(),
+                ctl::Number(gpu_hours - effective_gpu_hours, 0).c_str());
+  } else {
+    std::printf("  fleet OFU       not available: %s\n",
+                ofu_note.empty() ? "no windows yet" : ofu_note.c_str());
+  }
+
+  if (alerts.ok()) {
+    std::map<std::string, std::vector<const v1::Alert*>> by_job;
+    for (const v1::Alert& a : *alerts) {
+      if (IsRegression(a.kind())) by_job[a.job().job_id()].push_back(&a);
+    }
+    int caught = 0;
+    for (const auto& [job_id, list] : by_job) caught += regressed_truth.contains(job_id) ? 1 : 0;
+    std::printf("  regressions     %zu jobs flagged (%d of %d injected regressions caught)\n",
+                by_job.size(), caught, injected_regressions);
+    for (const auto& [job_id, list] : by_job) {
+      std::printf("    %-14s %s%s\n", job_id.c_str(), list.front()->summary().c_str(),
+                  regressed_truth.contains(job_id) ? "" : "  [not injected]");
     }
   } else {
-    std::printf("Alerts: %s\n", status.error_message().c_str());
+    std::printf("  regressions     not reported: %s (%d injected)\n",
+                std::string(alerts.status().message()).c_str(), injected_regressions);
   }
+
+  if (mfu_note.empty()) {
+    int right = 0;
+    for (const Miscounted& m : miscounts) right += m.injected != "none" ? 1 : 0;
+    std::printf("  miscounts       %zu jobs with a FLOPs miscount verdict (%d of %d injected found)\n",
+                miscounts.size(), right, injected_miscounts);
+    for (const Miscounted& m : miscounts) {
+      std::string cause = m.verdict.causes_size() > 0
+                              ? Lower(v1::DivergenceCause_Name(m.verdict.causes(0).cause()),
+                                      "DIVERGENCE_CAUSE_")
+                              : "no known cause";
+      std::printf("    %-14s %s, MFU/OFU %.2f, likely %s (injected: %s)\n", m.job_id.c_str(),
+                  Lower(v1::Verdict_Name(m.verdict.verdict()), "VERDICT_").c_str(),
+                  m.verdict.ratio(), cause.c_str(), m.injected.c_str());
+    }
+  } else {
+    std::printf("  miscounts       not reported: %s (%d injected)\n", mfu_note.c_str(),
+                injected_miscounts);
+  }
+
+  if (alerts.ok()) {
+    std::map<std::string, std::map<std::string, int>> by_target;  // target -> state -> count
+    int delivered = 0;
+    for (const v1::Alert& a : *alerts) {
+      for (const v1::Delivery& d : a.deliveries()) {
+        ++by_target[d.target()][Lower(v1::DeliveryState_Name(d.state()), "DELIVERY_STATE_")];
+        delivered += d.state() == v1::DELIVERY_STATE_DELIVERED ? 1 : 0;
+      }
+    }
+    std::printf("  notifications   %d delivered for %zu alerts", delivered, alerts->size());
+    if (by_target.empty()) std::printf(" (no delivery targets configured)");
+    std::printf("\n");
+    for (const auto& [target, states] : by_target) {
+      std::vector<std::string> parts;
+      for (const auto& [state, n] : states) parts.push_back(absl::StrCat(n, " ", state));
+      std::printf("    %-14s %s\n", target.c_str(), absl::StrJoin(parts, ", ").c_str());
+    }
+  } else {
+    std::printf("  notifications   not reported: %s\n",
+                std::string(alerts.status().message()).c_str());
+  }
+
+  // An interesting job to point at: a regression if one was found, else an injected one.
+  std::string example = fleet.jobs().empty() ? "JOB" : fleet.jobs().front().job_id;
+  if (!regressed_truth.empty()) example = *regressed_truth.begin();
+  std::string miscount_example = miscounts.empty() ? example : miscounts.front().job_id;
+  for (const sim::JobTruth& job : fleet.jobs()) {
+    if (miscounts.empty() && job.miscount != sim::Miscount::kNone) {
+      miscount_example = job.job_id;
+      break;
+    }
+  }
+  const std::string job_ref = absl::StrCat(options.cluster, "/", example);
+  std::printf("\n\033[1mWhere to look\033[0m\n");
+  std::printf("  dashboard       %s\n", options.dashboard_url.c_str());
+  std::printf("  %s\n", CtlLine(options, absl::StrCat("fleet summary --cluster ", options.cluster),
+                                options.ofu, "127.0.0.1:7102")
+                            .c_str());
+  std::printf("  %s --per-gpu\n",
+              CtlLine(options, absl::StrCat("ofu ", job_ref), options.ofu, "127.0.0.1:7102").c_str());
+  std::printf("  %s\n", CtlLine(options,
+                                absl::StrCat("reconcile ", options.cluster, "/", miscount_example),
+                                options.mfu, "127.0.0.1:7103")
+                            .c_str());
+  std::printf("  %s\n", CtlLine(options, "fleet report", options.mfu, "127.0.0.1:7103").c_str());
+  std::printf("  %s\n", CtlLine(options, absl::StrCat("alerts list --cluster ", options.cluster),
+                                options.alerting, "127.0.0.1:7104")
+                            .c_str());
+  std::printf("  %s\n", CtlLine(options, absl::StrCat("jobs list --cluster ", options.cluster),
+                                options.ingest, "127.0.0.1:7101")
+                            .c_str());
 }
 
 int Run(const Options& options) {
@@ -487,6 +691,9 @@ int Run(const Options& options) {
 
 int main(int argc, char** argv) {
   goodput::demo::Options options;
+  if (const char* url = std::getenv("GOODPUT_DASHBOARD_URL"); url != nullptr && *url != '\0') {
+    options.dashboard_url = url;
+  }
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     auto next = [&]() -> std::string {
@@ -508,6 +715,10 @@ int main(int argc, char** argv) {
       options.cluster = next();
     } else if (arg == "--token") {
       options.token = next();
+    } else if (arg == "--dashboard-url") {
+      options.dashboard_url = next();
+    } else if (arg == "--ctl") {
+      options.ctl = next();
     } else if (arg == "--seed") {
       std::string value = next();
       if (!absl::SimpleAtoi(value, &options.seed)) {
@@ -516,7 +727,9 @@ int main(int argc, char** argv) {
       }
     } else if (arg == "--help" || arg == "-h") {
       std::cout << "usage: goodput-demo [--ingest ADDR] [--ofu ADDR] [--mfu ADDR] "
-                   "[--alerting ADDR] [--cluster NAME] [--seed N] [--token T]\n";
+                   "[--alerting ADDR] [--cluster NAME] [--seed N] [--token T]\n"
+                   "                    [--dashboard-url URL (default $GOODPUT_DASHBOARD_URL or "
+                   "http://127.0.0.1:7300)] [--ctl PATH-TO-GOODPUTCTL]\n";
       return 0;
     } else {
       std::cerr << "goodput-demo: unknown argument '" << arg << "'\n";

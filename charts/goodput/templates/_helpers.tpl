@@ -1,5 +1,10 @@
+{{/* "<release>-goodput", or the release name alone when it already says goodput. */}}
 {{- define "goodput.fullname" -}}
+{{- if contains "goodput" .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
 {{- printf "%s-goodput" .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
 {{- end -}}
 
 {{- define "goodput.labels" -}}
@@ -43,6 +48,12 @@ auth:
     sdk: /etc/goodput/tokens/sdk
     operator: /etc/goodput/tokens/operator
     service: /etc/goodput/tokens/service
+{{- end -}}
+
+{{/* The env entry giving a forwarding service its client token. Call with (dict "root" $ "name" "ofu"). */}}
+{{- define "goodput.forwardTokenEnv" -}}
+name: GOODPUT_{{ upper .name }}__FORWARD__TOKEN
+valueFrom: {secretKeyRef: {name: {{ include "goodput.authSecretName" .root }}, key: client-token, optional: true}}
 {{- end -}}
 
 {{/*

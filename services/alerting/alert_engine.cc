@@ -1,0 +1,1374 @@
+#include "services/alerting/alert_engine.h"
+
+#include <algorithm>
+#include <exception>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "services/alerting/alert_messages.h"
+#include "services/alerting/outbox.h"
+#include "services/api/api_convert.h"
+#include "services/detect/divergence.h"
+
+namespace goodput::alerting {
+
+// ---------------------------------------------------------------------------------------------
+// SQL. Times cross as unix milliseconds; "epoch + ms" and extract(epoch) are exact.
+
+namespace {
+
+#define GP_MS(n) "(timestamptz 'epoch' + $" #n "::bigint * interval '1 millisecond')"
+#define GP_TO_MS(col) "(extract(epoch FROM " col ") * 1000)::bigint"
+
+constexpr char kEnsureWatermark[] =
+    "INSERT INTO alert_receiver_state (stream, producer) VALUES ($1, $2) "
+    "ON CONFLICT (stream, producer) DO NOTHING";
+constexpr char kLockWatermark[] =
+    "SELECT watermark FROM alert_receiver_state WHERE stream = $1 AND producer = $2 FOR UPDATE";
+constexpr char kSetWatermark[] =
+    "UPDATE alert_receiver_state SET watermark = $3, updated_at = now() "
+    "WHERE stream = $1 AND producer = $2";
+
+constexpr char kUpsertWindow[] =
+    "INSERT INTO alert_windows (cluster, job_id, start_time, end_time, revision, window_pb) "
+    "VALUES ($1, $2, " GP_MS(3) ", " GP_MS(4) ", $5, decode($6, 'base64')) "
+    "ON CONFLICT (cluster, job_id, start_time) DO UPDATE SET end_time = EXCLUDED.end_time, "
+    "  revision = EXCLUDED.revision, window_pb = EXCLUDED.window_pb, received_at = now() "
+    "WHERE alert_windows.revision < EXCLUDED.revision";
+constexpr char kJobWindows[] =
+    "SELECT encode(window_pb, 'base64') FROM alert_windows WHERE cluster = $1 AND job_id = $2 "
+    "ORDER BY start_time";
+
+constexpr char kInsertEvent[] =
+    "INSERT INTO alert_divergence_events (event_id, cluster, job_id, event_time, kind, event_pb) "
+    "VALUES ($1, $2, $3, " GP_MS(4) ", $5, decode($6, 'base64')) "
+    "ON CONFLICT (event_id) DO NOTHING";
+constexpr char kJobEvents[] =
+    "SELECT encode(event_pb, 'base64') FROM alert_divergence_events "
+    "WHERE cluster = $1 AND job_id = $2 ORDER BY event_time, received_at, event_id";
+
+constexpr char kJobLock[] = "SELECT pg_advisory_xact_lock(hashtext('alerting.job/' || $1 || '/' || $2))";
+constexpr char kJobMeta[] =
+    "SELECT scheduler, user_name, team, name, workload_fingerprint, gpu_model, state, "
+    "  labels::text FROM jobs WHERE cluster = $1 AND job_id = $2";
+
+constexpr char kUpsertJobState[] =
+    "INSERT INTO alert_job_state (cluster, job_id, workload_fingerprint, first_window_start, "
+    "  last_window_end, steady_median_ofu, steady_mad_ofu, steady_windows, effective_peak_tflops) "
+    "VALUES ($1, $2, $3, " GP_MS(4) ", " GP_MS(5) ", $6, $7, $8, $9) "
+    "ON CONFLICT (cluster, job_id) DO UPDATE SET workload_fingerprint = EXCLUDED.workload_fingerprint, "
+    "  first_window_start = EXCLUDED.first_window_start, last_window_end = EXCLUDED.last_window_end, "
+    "  steady_median_ofu = EXCLUDED.steady_median_ofu, steady_mad_ofu = EXCLUDED.steady_mad_ofu, "
+    "  steady_windows = EXCLUDED.steady_windows, "
+    "  effective_peak_tflops = EXCLUDED.effective_peak_tflops, updated_at = now()";
+// Earlier jobs of the workload: started before this one, most recent first.
+constexpr char kEarlierJobs[] =
+    "SELECT job_id, (extract(epoch FROM last_window_end))::bigint, steady_median_ofu, "
+    "  steady_mad_ofu, steady_windows, effective_peak_tflops FROM alert_job_state "
+    "WHERE workload_fingerprint = $1 AND first_window_start < " GP_MS(2)
+    "  AND NOT (cluster = $3 AND job_id = $4) "
+    "ORDER BY first_window_start DESC LIMIT $5";
+
+#define GP_ALERT_COLUMNS                                                                      \
+  "id, fingerprint, kind, state, notified_targets::text, encode(alert_pb, 'base64'), "           \
+  "labels::text, " GP_TO_MS("start_time") ", " GP_TO_MS("end_time") ", " GP_TO_MS(            \
+      "update_time") ", ack_by, " GP_TO_MS("ack_time") ", ack_comment, update_time::text"
+
+constexpr char kOpenAlertsOfJob[] =
+    "SELECT " GP_ALERT_COLUMNS " FROM alerts WHERE cluster = $1 AND job_id = $2 "
+    "AND state <> 'resolved' ORDER BY id FOR UPDATE";
+constexpr char kOpenAlerts[] =
+    "SELECT " GP_ALERT_COLUMNS " FROM alerts WHERE state <> 'resolved' ORDER BY id FOR UPDATE";
+constexpr char kAlertById[] = "SELECT " GP_ALERT_COLUMNS " FROM alerts WHERE id = $1";
+constexpr char kAlertByIdForUpdate[] =
+    "SELECT " GP_ALERT_COLUMNS " FROM alerts WHERE id = $1 FOR UPDATE";
+constexpr char kInsertAlert[] =
+    "INSERT INTO alerts (fingerprint, kind, state, severity, cluster, job_id, labels, alert_pb, "
+    "  start_time, update_time) "
+    "VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, decode($8, 'base64'), " GP_MS(9) ", " GP_MS(9)
+    ") RETURNING id";
+constexpr char kUpdateAlertDecision[] =
+    "UPDATE alerts SET severity = $2, labels = $3::jsonb, alert_pb = decode($4, 'base64'), "
+    "  update_time = " GP_MS(5) " WHERE id = $1";
+constexpr char kSetAlertState[] =
+    "UPDATE alerts SET state = $2, update_time = " GP_MS(3) " WHERE id = $1";
+constexpr char kResolveAlert[] =
+    "UPDATE alerts SET state = 'resolved', end_time = " GP_MS(2) ", update_time = " GP_MS(2)
+    " WHERE id = $1";
+constexpr char kAckAlert[] =
+    "UPDATE alerts SET state = 'acknowledged', ack_by = $2, ack_comment = $3, "
+    "  ack_time = " GP_MS(4) ", update_time = " GP_MS(4) " WHERE id = $1";
+constexpr char kSetNotified[] =
+    "UPDATE alerts SET notified_targets = (SELECT coalesce(array_agg(DISTINCT t), '{}') FROM "
+    "  unnest(notified_targets || string_to_array($2, E'\\x1f')) AS t WHERE t <> '') "
+    "WHERE id = $1";
+constexpr char kListAlerts[] =
+    "SELECT " GP_ALERT_COLUMNS " FROM alerts "
+    "WHERE ($1 = '' OR state = ANY(string_to_array($1, ','))) "
+    "  AND ($2 = '' OR kind = ANY(string_to_array($2, ','))) "
+    "  AND ($3 = '' OR severity = ANY(string_to_array($3, ','))) "
+    "  AND ($4 = '' OR cluster = $4) AND ($5 = '' OR job_id = $5) "
+    "  AND ($6::bigint IS NULL OR coalesce(end_time, 'infinity') >= " GP_MS(6) ") "
+    "  AND ($7::bigint IS NULL OR start_time < " GP_MS(7) ") "
+    "  AND ($8::text IS NULL OR (update_time, id) < ($8::timestamptz, $9::bigint)) "
+    "ORDER BY update_time DESC, id DESC LIMIT $10";
+
+// Jobs still holding open alerts that are over.
+constexpr char kOpenAlertsOfEndedJobs[] =
+    "SELECT DISTINCT a.cluster, a.job_id FROM alerts a JOIN jobs j "
+    "  ON j.cluster = a.cluster AND j.job_id = a.job_id "
+    "WHERE a.state <> 'resolved' AND j.state NOT IN ('pending', 'running', 'unknown')";
+// Running jobs whose telemetry is stale, and jobs with an open telemetry_stopped alert.
+constexpr char kTelemetryCandidates[] =
+    "SELECT s.cluster, s.job_id, " GP_TO_MS("s.last_window_end") " FROM alert_job_state s "
+    "JOIN jobs j ON j.cluster = s.cluster AND j.job_id = s.job_id "
+    "WHERE j.state = 'running' AND s.last_window_end < " GP_MS(1) " "
+    "UNION "
+    "SELECT s.cluster, s.job_id, " GP_TO_MS("s.last_window_end") " FROM alert_job_state s "
+    "JOIN alerts a ON a.cluster = s.cluster AND a.job_id = s.job_id "
+    "WHERE a.state <> 'resolved' AND a.kind = 'telemetry_stopped'";
+constexpr char kLastWindowEnd[] =
+    "SELECT " GP_TO_MS("last_window_end") " FROM alert_job_state WHERE cluster = $1 AND job_id = $2";
+
+constexpr char kActiveSilences[] =
+    "SELECT id, matchers::text FROM alert_silences WHERE deleted_at IS NULL "
+    "AND start_time <= " GP_MS(1) " AND end_time > " GP_MS(1) " ORDER BY id";
+#define GP_SILENCE_COLUMNS                                                              \
+  "id, matchers::text, " GP_TO_MS("start_time") ", " GP_TO_MS("end_time") ", created_by, " \
+  "comment, " GP_TO_MS("created_at") ", " GP_TO_MS("deleted_at")
+constexpr char kInsertSilence[] =
+    "INSERT INTO alert_silences (matchers, start_time, end_time, created_by, comment, created_at) "
+    "VALUES ($1::jsonb, " GP_MS(2) ", " GP_MS(3) ", $4, $5, " GP_MS(6) ") RETURNING " GP_SILENCE_COLUMNS;
+constexpr char kDeleteSilence[] =
+    "UPDATE alert_silences SET deleted_at = coalesce(deleted_at, " GP_MS(2) ") WHERE id = $1 "
+    "RETURNING " GP_SILENCE_COLUMNS;
+constexpr char kListSilences[] =
+    "SELECT " GP_SILENCE_COLUMNS " FROM alert_silences "
+    "WHERE ($1 OR (deleted_at IS NULL AND end_time > " GP_MS(2) ")) "
+    "  AND ($3::bigint IS NULL OR id < $3) ORDER BY id DESC LIMIT $4";
+
+// ---------------------------------------------------------------------------------------------
+
+int64_t ToMs(absl::Time t) { return absl::ToUnixMillis(t); }
+int64_t TsMs(const google::protobuf::Timestamp& t) { return api::TimestampToUnixMs(t); }
+google::protobuf::Timestamp MsTs(int64_t ms) { return api::UnixMsToTimestamp(ms); }
+
+std::string Encode(const google::protobuf::MessageLite& m) {
+  return absl::Base64Escape(m.SerializeAsString());
+}
+template <class M>
+bool Decode(const std::string& b64, M* m) {
+  std::string bytes;
+  return absl::Base64Unescape(b64, &bytes) && m->ParseFromString(bytes);
+}
+
+v1::AlertKind KindToProto(Kind k) { return static_cast<v1::AlertKind>(static_cast<int>(k) + 1); }
+std::optional<Kind> KindFromProto(v1::AlertKind k) {
+  if (k < 1 || k > 7) return std::nullopt;
+  return static_cast<Kind>(static_cast<int>(k) - 1);
+}
+v1::Severity SeverityToProto(Severity s) { return static_cast<v1::Severity>(static_cast<int>(s)); }
+
+std::string StateName(v1::AlertState s) {
+  switch (s) {
+    case v1::ALERT_STATE_FIRING:
+      return "firing";
+    case v1::ALERT_STATE_RESOLVED:
+      return "resolved";
+    case v1::ALERT_STATE_ACKNOWLEDGED:
+      return "acknowledged";
+    case v1::ALERT_STATE_SILENCED:
+      return "silenced";
+    default:
+      return "";
+  }
+}
+v1::AlertState StateFromName(const std::string& s) {
+  if (s == "firing") return v1::ALERT_STATE_FIRING;
+  if (s == "resolved") return v1::ALERT_STATE_RESOLVED;
+  if (s == "acknowledged") return v1::ALERT_STATE_ACKNOWLEDGED;
+  if (s == "silenced") return v1::ALERT_STATE_SILENCED;
+  return v1::ALERT_STATE_UNSPECIFIED;
+}
+
+std::string GpuKey(const v1::GpuRef& g) {
+  return absl::StrCat(g.host(), "/", g.has_gpu_index() ? absl::StrCat(g.gpu_index()) : "", "/",
+                      g.uuid());
+}
+
+Labels LabelsFromJson(const std::string& text) {
+  Labels out;
+  try {
+    nlohmann::json j = nlohmann::json::parse(text);
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      out[it.key()] = it.value().is_string() ? it.value().get<std::string>() : it.value().dump();
+    }
+  } catch (const std::exception&) {
+  }
+  return out;
+}
+std::string LabelsToJson(const Labels& labels) { return nlohmann::json(labels).dump(); }
+Labels LabelsOf(const v1::Alert& a) { return Labels(a.labels().begin(), a.labels().end()); }
+
+// Matchers <-> JSON ([{"name","value","op"}], op "=", "!=", "=~", "!~") and proto.
+Matcher::Op OpFromProto(v1::MatchOperator op) {
+  switch (op) {
+    case v1::MATCH_OPERATOR_NOT_EQUAL:
+      return Matcher::Op::kNotEqual;
+    case v1::MATCH_OPERATOR_REGEX:
+      return Matcher::Op::kRegex;
+    case v1::MATCH_OPERATOR_NOT_REGEX:
+      return Matcher::Op::kNotRegex;
+    default:
+      return Matcher::Op::kEqual;
+  }
+}
+v1::MatchOperator OpToProto(Matcher::Op op) {
+  switch (op) {
+    case Matcher::Op::kNotEqual:
+      return v1::MATCH_OPERATOR_NOT_EQUAL;
+    case Matcher::Op::kRegex:
+      return v1::MATCH_OPERATOR_REGEX;
+    case Matcher::Op::kNotRegex:
+      return v1::MATCH_OPERATOR_NOT_REGEX;
+    default:
+      return v1::MATCH_OPERATOR_EQUAL;
+  }
+}
+constexpr const char* kOpNames[] = {"=", "!=", "=~", "!~"};
+
+absl::StatusOr<std::vector<Matcher>> MatchersFromProto(
+    const google::protobuf::RepeatedPtrField<v1::LabelMatcher>& in, const std::string& field) {
+  std::vector<Matcher> out;
+  for (int i = 0; i < in.size(); ++i) {
+    absl::StatusOr<Matcher> m = Matcher::Create(in[i].name(), in[i].value(),
+                                                OpFromProto(in[i].comparison()),
+                                                absl::StrCat(field, "[", i, "]"));
+    if (!m.ok()) return m.status();
+    out.push_back(*std::move(m));
+  }
+  return out;
+}
+std::string MatchersToJson(const std::vector<Matcher>& ms) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const Matcher& m : ms) {
+    j.push_back({{"name", m.name()}, {"value", m.value()}, {"op", kOpNames[static_cast<int>(m.op())]}});
+  }
+  return j.dump();
+}
+std::vector<Matcher> MatchersFromJson(const std::string& text) {
+  std::vector<Matcher> out;
+  try {
+    for (const nlohmann::json& j : nlohmann::json::parse(text)) {
+      Matcher::Op op = Matcher::Op::kEqual;
+      const std::string o = j.value("op", "=");
+      for (int i = 0; i < 4; ++i) {
+        if (o == kOpNames[i]) op = static_cast<Matcher::Op>(i);
+      }
+      absl::StatusOr<Matcher> m = Matcher::Create(j.value("name", ""), j.value("value", ""), op);
+      if (m.ok()) out.push_back(*std::move(m));
+    }
+  } catch (const std::exception&) {
+  }
+  return out;
+}
+
+std::optional<std::string> OptString(const pqxx::field& f) {
+  if (f.is_null()) return std::nullopt;
+  return f.as<std::string>();
+}
+
+std::vector<std::string> PgTextArray(const std::string& text) {
+  // "{a,b}" as produced by text[]::text for simple names; quoted elements are unquoted.
+  std::vector<std::string> out;
+  if (text.size() < 2) return out;
+  for (absl::string_view part : absl::StrSplit(text.substr(1, text.size() - 2), ',')) {
+    std::string s(part);
+    if (s.size() >= 2 && s.front() == '"' && s.back() == '"') s = s.substr(1, s.size() - 2);
+    if (!s.empty()) out.push_back(s);
+  }
+  return out;
+}
+
+absl::Status PgError(const std::exception& e, absl::string_view what) {
+  return platform::PgExceptionToStatus(e, what);
+}
+
+std::string DashboardUrl(const std::string& base, const std::string& cluster,
+                         const std::string& job_id) {
+  if (base.empty()) return "";
+  std::string b = base;
+  while (!b.empty() && b.back() == '/') b.pop_back();
+  return absl::StrCat(b, "/jobs/", cluster, "/", job_id);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Filters and the hub.
+
+bool AlertFilter::Matches(const v1::Alert& a) const {
+  if (!states.empty() && states.count(a.state()) == 0) return false;
+  if (!kinds.empty() && kinds.count(a.kind()) == 0) return false;
+  if (min_severity != v1::SEVERITY_UNSPECIFIED && a.severity() < min_severity) return false;
+  if (!cluster.empty() && a.job().cluster() != cluster) return false;
+  if (!job_id.empty() && (a.job().cluster() != job_cluster || a.job().job_id() != job_id))
+    return false;
+  if (active_from_ms && a.has_end_time() && TsMs(a.end_time()) < *active_from_ms) return false;
+  if (active_to_ms && TsMs(a.start_time()) >= *active_to_ms) return false;
+  return MatchesAll(matchers, LabelsOf(a));
+}
+
+namespace {
+template <class Request>
+absl::Status CommonFilter(const Request& r, AlertFilter& f) {
+  for (int k : r.kinds()) {
+    if (!KindFromProto(static_cast<v1::AlertKind>(k))) {
+      return absl::InvalidArgumentError(absl::StrCat("kinds: ", k, " is not an alert kind"));
+    }
+    f.kinds.insert(static_cast<v1::AlertKind>(k));
+  }
+  f.min_severity = r.min_severity();
+  f.cluster = r.cluster();
+  if (r.has_job()) {
+    if (r.job().cluster().empty() || r.job().job_id().empty()) {
+      return absl::InvalidArgumentError("job: cluster and job_id are both required");
+    }
+    f.job_cluster = r.job().cluster();
+    f.job_id = r.job().job_id();
+  }
+  absl::StatusOr<std::vector<Matcher>> m = MatchersFromProto(r.matchers(), "matchers");
+  if (!m.ok()) return m.status();
+  f.matchers = *std::move(m);
+  return absl::OkStatus();
+}
+}  // namespace
+
+absl::StatusOr<AlertFilter> FilterFromRequest(const v1::ListAlertsRequest& r) {
+  AlertFilter f;
+  for (int s : r.states()) {
+    if (s < 1 || s > 4) return absl::InvalidArgumentError(absl::StrCat("states: ", s, " is not an alert state"));
+    f.states.insert(static_cast<v1::AlertState>(s));
+  }
+  if (absl::Status s = CommonFilter(r, f); !s.ok()) return s;
+  if (r.has_active_in()) {
+    if (r.active_in().has_start_time()) f.active_from_ms = TsMs(r.active_in().start_time());
+    if (r.active_in().has_end_time()) f.active_to_ms = TsMs(r.active_in().end_time());
+  }
+  return f;
+}
+
+absl::StatusOr<AlertFilter> FilterFromRequest(const v1::SubscribeAlertsRequest& r) {
+  AlertFilter f;
+  if (absl::Status s = CommonFilter(r, f); !s.ok()) return s;
+  return f;
+}
+
+int64_t AlertHub::Subscribe(AlertFilter filter, Sink sink) {
+  absl::MutexLock lock(&mu_);
+  const int64_t id = next_id_++;
+  subscribers_.emplace(id, Subscriber{std::move(filter), std::move(sink)});
+  return id;
+}
+
+void AlertHub::Unsubscribe(int64_t id) {
+  absl::MutexLock lock(&mu_);
+  subscribers_.erase(id);
+}
+
+void AlertHub::Publish(const v1::SubscribeAlertsResponse& change) {
+  absl::MutexLock lock(&mu_);
+  for (auto& [id, s] : subscribers_) {
+    if (s.filter.Matches(change.alert())) s.sink(change);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The engine.
+
+struct AlertEngine::Tx {
+  pqxx::work& w;
+  int64_t now_ms;
+  std::vector<v1::SubscribeAlertsResponse> changes;
+  std::vector<ActiveSilence>* silences = nullptr;  // loaded once per transaction
+};
+
+struct AlertEngine::JobMeta {
+  std::string cluster, job_id;
+  std::string scheduler = "other", user, team, name, workload_fingerprint, gpu_model;
+  std::string state = "running";
+  Labels labels;
+  bool active() const { return state == "running" || state == "pending" || state == "unknown"; }
+};
+
+struct AlertEngine::OpenAlert {
+  int64_t id = 0;
+  std::string fingerprint;
+  std::optional<Kind> kind;
+  std::string state;
+  std::vector<std::string> notified_targets;
+  v1::Alert alert;  // with the row's state, times and acknowledgement
+};
+
+struct AlertEngine::ActiveSilence {
+  int64_t id = 0;
+  std::vector<Matcher> matchers;
+};
+
+namespace {
+
+// Row (GP_ALERT_COLUMNS) -> alert with its row state.
+template <class Open>
+Open AlertFromRow(const pqxx::row& r) {
+  Open o;
+  o.id = r[0].as<int64_t>();
+  o.fingerprint = r[1].as<std::string>();
+  o.kind = KindFromName(r[2].as<std::string>());
+  o.state = r[3].as<std::string>();
+  o.notified_targets = PgTextArray(r[4].as<std::string>());
+  Decode(r[5].as<std::string>(), &o.alert);
+  o.alert.set_alert_id(absl::StrCat(o.id));
+  o.alert.set_fingerprint(o.fingerprint);
+  o.alert.set_state(StateFromName(o.state));
+  *o.alert.mutable_start_time() = MsTs(r[7].as<int64_t>());
+  if (!r[8].is_null()) {
+    *o.alert.mutable_end_time() = MsTs(r[8].as<int64_t>());
+  } else {
+    o.alert.clear_end_time();
+  }
+  *o.alert.mutable_update_time() = MsTs(r[9].as<int64_t>());
+  if (!r[10].is_null()) {
+    v1::Acknowledgement* ack = o.alert.mutable_acknowledgement();
+    ack->set_by(r[10].as<std::string>());
+    if (!r[11].is_null()) *ack->mutable_time() = MsTs(r[11].as<int64_t>());
+    ack->set_comment(OptString(r[12]).value_or(""));
+  }
+  return o;
+}
+
+}  // namespace
+
+AlertEngine::AlertEngine(platform::PgPool* pg, EngineConfig config, AlertHub* hub,
+                         platform::Logger logger, Clock clock)
+    : pg_(pg),
+      config_(std::move(config)),
+      hub_(hub),
+      logger_(std::move(logger)),
+      clock_(clock ? std::move(clock) : Clock([] { return absl::Now(); })) {}
+
+AlertEngine::~AlertEngine() { Stop(); }
+
+absl::Status AlertEngine::RunAndPublish(const std::function<absl::Status(Tx&)>& fn) {
+  std::vector<v1::SubscribeAlertsResponse> changes;
+  const int64_t now_ms = ToMs(clock_());
+  absl::Status s = pg_->RunTransaction([&](pqxx::work& w) -> absl::Status {
+    Tx tx{.w = w, .now_ms = now_ms, .changes = {}};
+    std::vector<ActiveSilence> silences;
+    absl::StatusOr<std::vector<ActiveSilence>> loaded = LoadActiveSilences(tx);
+    if (!loaded.ok()) return loaded.status();
+    silences = *std::move(loaded);
+    tx.silences = &silences;
+    absl::Status st = fn(tx);
+    if (st.ok()) changes = std::move(tx.changes);
+    return st;
+  });
+  if (!s.ok()) return s;
+  if (hub_ != nullptr) {
+    for (const v1::SubscribeAlertsResponse& c : changes) hub_->Publish(c);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<AlertEngine::ActiveSilence>> AlertEngine::LoadActiveSilences(Tx& tx) {
+  std::vector<ActiveSilence> out;
+  for (const pqxx::row& r : tx.w.exec_params(kActiveSilences, tx.now_ms)) {
+    out.push_back({r[0].as<int64_t>(), MatchersFromJson(r[1].as<std::string>())});
+  }
+  return out;
+}
+
+absl::StatusOr<int64_t> AlertEngine::LockWatermark(Tx& tx, const std::string& stream,
+                                                   const std::string& producer) {
+  tx.w.exec_params(kEnsureWatermark, stream, producer);
+  pqxx::result r = tx.w.exec_params(kLockWatermark, stream, producer);
+  return r[0][0].as<int64_t>();
+}
+
+namespace {
+absl::Status CheckPosition(const v1::DeliverySequence& p) {
+  if (p.producer_id().empty()) {
+    return absl::InvalidArgumentError("position.producer_id: must not be empty");
+  }
+  if (p.sequence() <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("position.sequence: ", p.sequence(), " must be positive"));
+  }
+  if (p.previous_sequence() < 0 || p.previous_sequence() >= p.sequence()) {
+    return absl::InvalidArgumentError(absl::StrCat("position.previous_sequence: ",
+                                                   p.previous_sequence(),
+                                                   " must be in [0, sequence)"));
+  }
+  return absl::OkStatus();
+}
+}  // namespace
+
+absl::StatusOr<v1::DeliveryAck> AlertEngine::PushWindows(const v1::PushWindowsRequest& request) {
+  if (absl::Status s = CheckPosition(request.position()); !s.ok()) return s;
+  const v1::DeliverySequence& pos = request.position();
+  v1::DeliveryAck ack;
+  absl::Status s = RunAndPublish([&](Tx& tx) -> absl::Status {
+    ack.Clear();
+    try {
+      absl::StatusOr<int64_t> wm = LockWatermark(tx, "windows", pos.producer_id());
+      if (!wm.ok()) return wm.status();
+      ack.set_watermark_sequence(*wm);
+      if (pos.sequence() <= *wm) {
+        ack.set_duplicate(true);
+        return absl::OkStatus();
+      }
+      if (pos.previous_sequence() > *wm) {
+        ack.set_gap_detected(true);
+        return absl::OkStatus();
+      }
+      std::set<std::pair<std::string, std::string>> jobs;
+      for (int i = 0; i < request.windows_size(); ++i) {
+        const v1::OfuWindow& w = request.windows(i);
+        if (w.job().cluster().empty() || w.job().job_id().empty() || !w.has_start_time() ||
+            w.has_gpu()) {
+          logger_.Warn("skipping a window without its job, start or that is per GPU",
+                       {{"index", i}, {"producer", pos.producer_id()}, {"sequence", pos.sequence()}});
+          continue;
+        }
+        int64_t end_ms = w.has_end_time() ? TsMs(w.end_time())
+                                          : TsMs(w.start_time()) + int64_t{w.window_s()} * 1000;
+        tx.w.exec_params(kUpsertWindow, w.job().cluster(), w.job().job_id(), TsMs(w.start_time()),
+                         end_ms, w.revision(), Encode(w));
+        jobs.insert({w.job().cluster(), w.job().job_id()});
+      }
+      for (const auto& [cluster, job_id] : jobs) {
+        if (absl::Status st = EvaluateJob(tx, cluster, job_id); !st.ok()) return st;
+      }
+      tx.w.exec_params(kSetWatermark, "windows", pos.producer_id(), pos.sequence());
+      ack.set_watermark_sequence(pos.sequence());
+      return absl::OkStatus();
+    } catch (const std::exception& e) {
+      if (platform::IsPgConnectionFailure(e)) throw;
+      return PgError(e, "PushWindows");
+    }
+  });
+  if (!s.ok()) return s;
+  return ack;
+}
+
+absl::StatusOr<v1::DeliveryAck> AlertEngine::PushDivergenceEvents(
+    const v1::PushDivergenceEventsRequest& request) {
+  if (absl::Status s = CheckPosition(request.position()); !s.ok()) return s;
+  const v1::DeliverySequence& pos = request.position();
+  v1::DeliveryAck ack;
+  absl::Status s = RunAndPublish([&](Tx& tx) -> absl::Status {
+    ack.Clear();
+    try {
+      absl::StatusOr<int64_t> wm = LockWatermark(tx, "divergence", pos.producer_id());
+      if (!wm.ok()) return wm.status();
+      ack.set_watermark_sequence(*wm);
+      if (pos.sequence() <= *wm) {
+        ack.set_duplicate(true);
+        return absl::OkStatus();
+      }
+      if (pos.previous_sequence() > *wm) {
+        ack.set_gap_detected(true);
+        return absl::OkStatus();
+      }
+      std::set<std::pair<std::string, std::string>> jobs;
+      for (int i = 0; i < request.events_size(); ++i) {
+        const v1::DivergenceEvent& e = request.events(i);
+        if (e.event_id().empty() || e.job().cluster().empty() || e.job().job_id().empty() ||
+            e.event_case() == v1::DivergenceEvent::EVENT_NOT_SET) {
+          logger_.Warn("skipping a divergence event without id, job or content",
+                       {{"index", i}, {"producer", pos.producer_id()}, {"sequence", pos.sequence()}});
+          continue;
+        }
+        const bool verdict = e.event_case() == v1::DivergenceEvent::kVerdict;
+        int64_t t_ms = e.has_time() ? TsMs(e.time()) : tx.now_ms;
+        if (!verdict && e.precision_switch().has_time()) t_ms = TsMs(e.precision_switch().time());
+        tx.w.exec_params(kInsertEvent, e.event_id(), e.job().cluster(), e.job().job_id(), t_ms,
+                         verdict ? "verdict" : "precision_switch", Encode(e));
+        jobs.insert({e.job().cluster(), e.job().job_id()});
+      }
+      for (const auto& [cluster, job_id] : jobs) {
+        if (absl::Status st = EvaluateJob(tx, cluster, job_id); !st.ok()) return st;
+      }
+      tx.w.exec_params(kSetWatermark, "divergence", pos.producer_id(), pos.sequence());
+      ack.set_watermark_sequence(pos.sequence());
+      return absl::OkStatus();
+    } catch (const std::exception& e) {
+      if (platform::IsPgConnectionFailure(e)) throw;
+      return PgError(e, "PushDivergenceEvents");
+    }
+  });
+  if (!s.ok()) return s;
+  return ack;
+}
+
+namespace {
+
+JobWindow ToJobWindow(const v1::OfuWindow& w) {
+  JobWindow j;
+  j.window.start_s = TsMs(w.start_time()) / 1000;
+  j.window.end_s = w.has_end_time() ? TsMs(w.end_time()) / 1000 : j.window.start_s + w.window_s();
+  j.window.ofu = w.ofu();
+  j.window.gpu_coverage = w.gpus_allocated() > 0 ? w.gpu_coverage() : 1.0;
+  j.warmup = w.warmup();
+  j.gpus_allocated = w.gpus_allocated();
+  j.gpus_reporting = w.gpus_reporting();
+  j.gpu_ofu_median = w.gpu_ofu_median();
+  for (const v1::Straggler& s : w.stragglers()) {
+    j.stragglers.push_back({GpuKey(s.gpu()), s.ofu(), s.score()});
+  }
+  for (const v1::GpuRef& g : w.idle_gpus()) j.idle_gpus.push_back(GpuKey(g));
+  for (int f : w.flags()) {
+    if (f > 0 && f < 32) j.flags |= 1u << f;
+  }
+  return j;
+}
+
+std::string ProtoEnumSuffix(const std::string& full, const std::string& prefix) {
+  std::string s = full.substr(std::min(full.size(), prefix.size()));
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+}  // namespace
+
+absl::Status AlertEngine::EvaluateJob(Tx& tx, const std::string& cluster,
+                                      const std::string& job_id) {
+  tx.w.exec_params(kJobLock, cluster, job_id);
+  JobMeta meta;
+  meta.cluster = cluster;
+  meta.job_id = job_id;
+  pqxx::result m = tx.w.exec_params(kJobMeta, cluster, job_id);
+  if (!m.empty()) {
+    meta.scheduler = m[0][0].as<std::string>();
+    meta.user = m[0][1].as<std::string>();
+    meta.team = m[0][2].as<std::string>();
+    meta.name = m[0][3].as<std::string>();
+    meta.workload_fingerprint = m[0][4].as<std::string>();
+    meta.gpu_model = m[0][5].as<std::string>();
+    meta.state = m[0][6].as<std::string>();
+    meta.labels = LabelsFromJson(m[0][7].as<std::string>());
+  }
+
+  JobInput input;
+  std::map<int64_t, v1::OfuWindow> windows;  // start (s) -> window
+  for (const pqxx::row& r : tx.w.exec_params(kJobWindows, cluster, job_id)) {
+    v1::OfuWindow w;
+    if (!Decode(r[0].as<std::string>(), &w)) continue;
+    input.windows.push_back(ToJobWindow(w));
+    if (meta.workload_fingerprint.empty()) meta.workload_fingerprint = w.workload_fingerprint();
+    if (meta.gpu_model.empty()) meta.gpu_model = w.gpu_model();
+    windows.emplace(input.windows.back().window.start_s, std::move(w));
+  }
+  std::vector<v1::DivergenceEvent> events;
+  for (const pqxx::row& r : tx.w.exec_params(kJobEvents, cluster, job_id)) {
+    v1::DivergenceEvent e;
+    if (!Decode(r[0].as<std::string>(), &e)) continue;
+    if (e.has_precision_switch()) {
+      const v1::PrecisionSwitch& p = e.precision_switch();
+      input.precision_switches.push_back(
+          {TsMs(p.has_time() ? p.time() : e.time()) / 1000, p.peak_tflops_before(),
+           p.peak_tflops_after()});
+    } else if (e.has_verdict()) {
+      const v1::Divergence& d = e.verdict();
+      DivergenceObs obs;
+      obs.time_s = TsMs(e.time()) / 1000;
+      obs.interval_start_s = TsMs(e.interval().start_time()) / 1000;
+      obs.interval_end_s = TsMs(e.interval().end_time()) / 1000;
+      obs.verdict = ProtoEnumSuffix(v1::Verdict_Name(d.verdict()), "VERDICT_");
+      obs.ratio = d.ratio();
+      obs.confidence = d.confidence();
+      obs.correction_factor = d.correction_factor();
+      if (!d.causes().empty()) {
+        obs.top_cause = ProtoEnumSuffix(v1::DivergenceCause_Name(d.causes(0).cause()),
+                                        "DIVERGENCE_CAUSE_");
+      }
+      obs.reason = d.reason();
+      input.divergence = obs;
+    }
+    events.push_back(std::move(e));
+  }
+  if (!input.windows.empty() && !meta.workload_fingerprint.empty()) {
+    for (const pqxx::row& r :
+         tx.w.exec_params(kEarlierJobs, meta.workload_fingerprint,
+                          input.windows.front().window.start_s * 1000, cluster, job_id,
+                          config_.detectors.baseline.max_jobs)) {
+      EarlierJob j;
+      j.job_id = r[0].as<std::string>();
+      j.last_end_s = r[1].as<int64_t>();
+      j.steady.job_id = j.job_id;
+      j.steady.median_ofu = r[2].as<double>();
+      j.steady.mad_ofu = r[3].as<double>();
+      j.steady.steady_windows = r[4].as<int64_t>();
+      j.steady.effective_peak_tflops = r[5].as<double>();
+      input.earlier_jobs.push_back(std::move(j));
+    }
+  }
+
+  JobEvaluation eval = alerting::EvaluateJob(input, config_.detectors);
+  if (!input.windows.empty()) {
+    tx.w.exec_params(kUpsertJobState, cluster, job_id, meta.workload_fingerprint,
+                     input.windows.front().window.start_s * 1000,
+                     input.windows.back().window.end_s * 1000, eval.steady.median_ofu,
+                     eval.steady.mad_ofu, eval.steady.steady_windows,
+                     eval.steady.effective_peak_tflops);
+  }
+  std::set<Kind> kinds(std::begin(kAllKinds), std::end(kAllKinds));
+  if (meta.active()) {
+    // Telemetry stopped is the sweep's: a replayed old window must not decide it.
+    kinds.erase(Kind::kTelemetryStopped);
+  } else {
+    eval.findings.clear();  // the job ended: its alerts resolve
+  }
+  return Reconcile(tx, meta, eval.findings, kinds, windows, events);
+}
+
+absl::Status AlertEngine::EnqueueState(Tx& tx, int64_t alert_id, const v1::Alert& a,
+                                       const std::string& state,
+                                       const std::vector<std::string>& targets) {
+  if (targets.empty()) return absl::OkStatus();
+  Notification n;
+  n.alert_id = alert_id;
+  n.fingerprint = a.fingerprint();
+  n.kind = std::string(KindName(KindFromProto(a.kind()).value_or(Kind::kRegressionInJob)));
+  n.severity = a.labels().count("severity") ? a.labels().at("severity") : "warning";
+  n.state = state;
+  n.cluster = a.job().cluster();
+  n.job_id = a.job().job_id();
+  auto label = [&a](const char* k) {
+    auto it = a.labels().find(k);
+    return it == a.labels().end() ? std::string() : it->second;
+  };
+  n.scheduler = label("scheduler");
+  n.team = label("team");
+  n.user = label("user");
+  n.labels = Labels(a.labels().begin(), a.labels().end());
+  n.summary = a.summary();
+  n.description = a.description();
+  if (a.evidence().has_factor()) n.factor = a.evidence().factor();
+  if (a.evidence().has_divergence()) {
+    n.verdict = ProtoEnumSuffix(v1::Verdict_Name(a.evidence().divergence().verdict()), "VERDICT_");
+  }
+  n.dashboard_url = a.dashboard_url();
+  n.start_time = std::chrono::system_clock::time_point(
+      std::chrono::milliseconds(TsMs(a.start_time())));
+  if (state == "resolved") {
+    n.end_time = std::chrono::system_clock::time_point(std::chrono::milliseconds(tx.now_ms));
+  }
+  absl::StatusOr<int> added = Enqueue(tx.w, n, targets);
+  if (!added.ok()) return added.status();
+  tx.w.exec_params(kSetNotified, alert_id, absl::StrJoin(targets, "\x1f"));
+  return absl::OkStatus();
+}
+
+absl::Status AlertEngine::Resolve(Tx& tx, const OpenAlert& open) {
+  tx.w.exec_params(kResolveAlert, open.id, tx.now_ms);
+  v1::Alert a = open.alert;
+  a.set_state(v1::ALERT_STATE_RESOLVED);
+  *a.mutable_end_time() = MsTs(tx.now_ms);
+  *a.mutable_update_time() = MsTs(tx.now_ms);
+  // Only targets that heard the firing hear the resolution.
+  if (absl::Status s = EnqueueState(tx, open.id, a, "resolved", open.notified_targets); !s.ok())
+    return s;
+  v1::SubscribeAlertsResponse c;
+  c.set_change(v1::ALERT_CHANGE_RESOLVED);
+  *c.mutable_alert() = std::move(a);
+  tx.changes.push_back(std::move(c));
+  return absl::OkStatus();
+}
+
+absl::Status AlertEngine::Reconcile(Tx& tx, const JobMeta& meta,
+                                    const std::vector<Finding>& findings,
+                                    const std::set<Kind>& kinds,
+                                    const std::map<int64_t, v1::OfuWindow>& windows,
+                                    const std::vector<v1::DivergenceEvent>& events) {
+  std::map<std::string, OpenAlert> open;
+  for (const pqxx::row& r : tx.w.exec_params(kOpenAlertsOfJob, meta.cluster, meta.job_id)) {
+    OpenAlert o = AlertFromRow<OpenAlert>(r);
+    open.emplace(o.fingerprint, std::move(o));
+  }
+  std::set<std::string> holding;
+  const int64_t now_s = tx.now_ms / 1000;
+  for (const Finding& f : findings) {
+    if (kinds.count(f.kind) == 0) continue;
+    const std::string fp = Fingerprint(f.kind, meta.cluster, meta.job_id, f.detail);
+    holding.insert(fp);
+
+    // The alert as decided now.
+    v1::Alert a;
+    a.set_fingerprint(fp);
+    a.set_kind(KindToProto(f.kind));
+    a.mutable_job()->set_cluster(meta.cluster);
+    a.mutable_job()->set_job_id(meta.job_id);
+    Labels labels = meta.labels;
+    Labels own = {{"cluster", meta.cluster},
+                  {"job_id", meta.job_id},
+                  {"scheduler", meta.scheduler},
+                  {"team", meta.team},
+                  {"user", meta.user},
+                  {"kind", std::string(KindName(f.kind))},
+                  {"gpu_model", meta.gpu_model},
+                  {"workload_fingerprint", meta.workload_fingerprint}};
+    if (f.kind == Kind::kStraggler) own["gpu"] = f.detail;
+    for (auto& [k, v] : own) labels[k] = v;
+    const Severity severity = DecideSeverity(config_.severity_rules, labels, f.factor);
+    labels["severity"] = std::string(SeverityName(severity));
+    a.set_severity(SeverityToProto(severity));
+    for (const auto& [k, v] : labels) (*a.mutable_labels())[k] = v;
+    const Message msg = Describe(f, {.cluster = meta.cluster,
+                                     .job_id = meta.job_id,
+                                     .job_name = meta.name,
+                                     .gpu_model = meta.gpu_model,
+                                     .now_s = now_s});
+    a.set_summary(msg.summary);
+    a.set_description(msg.description);
+    a.set_dashboard_url(DashboardUrl(config_.dashboard_url, meta.cluster, meta.job_id));
+
+    v1::AlertEvidence* ev = a.mutable_evidence();
+    ev->set_detector(f.detector);
+    ev->set_confidence(f.confidence);
+    *ev->mutable_onset_time() = MsTs(f.onset_s * 1000);
+    if (f.before_ofu) ev->set_before_ofu(*f.before_ofu);
+    if (f.after_ofu) ev->set_after_ofu(*f.after_ofu);
+    if (f.factor) ev->set_factor(*f.factor);
+    if (f.baseline_ofu) ev->set_baseline_ofu(*f.baseline_ofu);
+    for (const std::string& j : f.baseline_job_ids) {
+      v1::JobKey* k = ev->add_baseline_jobs();
+      k->set_cluster(meta.cluster);
+      k->set_job_id(j);
+    }
+    for (const v1::DivergenceEvent& e : events) {
+      if (e.has_verdict() && f.kind == Kind::kDivergence) *ev->mutable_divergence() = e.verdict();
+      if (e.has_precision_switch()) {
+        const int64_t t = TsMs(e.precision_switch().time()) / 1000;
+        for (const PrecisionSwitchObs& p : f.precision_switches) {
+          if (p.time_s == t) *ev->add_precision_switches() = e.precision_switch();
+        }
+      }
+    }
+    std::map<std::string, v1::GpuRef> refs;
+    for (auto it = windows.lower_bound(f.evidence_from_s);
+         it != windows.end() && it->first < f.evidence_to_s && ev->windows_size() < 60; ++it) {
+      *ev->add_windows() = it->second;
+    }
+    for (const auto& [start, w] : windows) {
+      for (const v1::Straggler& s : w.stragglers()) refs[GpuKey(s.gpu())] = s.gpu();
+      for (const v1::GpuRef& g : w.idle_gpus()) refs[GpuKey(g)] = g;
+    }
+    for (const std::string& g : f.gpus) {
+      v1::GpuRef ref = refs.count(g) ? refs[g] : v1::GpuRef();
+      *a.add_gpus() = ref;
+      if (f.kind == Kind::kIdleGpus) *ev->add_idle_gpus() = ref;
+      if (f.kind == Kind::kStraggler) {
+        v1::Straggler* s = ev->add_stragglers();
+        *s->mutable_gpu() = ref;
+        s->set_score(f.straggler_score);
+        if (!windows.empty()) s->set_ofu(f.straggler_score * windows.rbegin()->second.gpu_ofu_median());
+      }
+    }
+    if (f.kind == Kind::kIdleGpus) ev->set_idle_gpu_hours(f.idle_gpu_hours);
+    for (int bit = 1; bit < 32; ++bit) {
+      if (f.flags & (1u << bit)) ev->add_data_quality_flags(static_cast<v1::DataQualityFlag>(bit));
+    }
+    if (f.kind == Kind::kTelemetryStopped) *ev->mutable_last_sample_time() = MsTs(f.last_sample_s * 1000);
+
+    auto it = open.find(fp);
+    if (it != open.end()) {
+      OpenAlert& o = it->second;
+      // Only what a person reads counts as a change; the evidence windows move every push.
+      if (o.alert.summary() == a.summary() && o.alert.severity() == a.severity() &&
+          o.alert.description() == a.description()) {
+        continue;
+      }
+      tx.w.exec_params(kUpdateAlertDecision, o.id, std::string(SeverityName(severity)),
+                       LabelsToJson(labels), Encode(a), tx.now_ms);
+      a.set_alert_id(absl::StrCat(o.id));
+      a.set_state(o.alert.state());
+      *a.mutable_start_time() = o.alert.start_time();
+      *a.mutable_update_time() = MsTs(tx.now_ms);
+      if (o.alert.has_acknowledgement()) *a.mutable_acknowledgement() = o.alert.acknowledgement();
+      v1::SubscribeAlertsResponse c;
+      c.set_change(v1::ALERT_CHANGE_UPDATED);
+      *c.mutable_alert() = std::move(a);
+      tx.changes.push_back(std::move(c));
+      continue;
+    }
+    std::vector<int64_t> silenced_by;
+    for (const ActiveSilence& s : *tx.silences) {
+      if (MatchesAll(s.matchers, labels)) silenced_by.push_back(s.id);
+    }
+    const std::string state = silenced_by.empty() ? "firing" : "silenced";
+    pqxx::result r = tx.w.exec_params(kInsertAlert, fp, std::string(KindName(f.kind)), state,
+                                      std::string(SeverityName(severity)), meta.cluster,
+                                      meta.job_id, LabelsToJson(labels), Encode(a), tx.now_ms);
+    const int64_t id = r[0][0].as<int64_t>();
+    a.set_alert_id(absl::StrCat(id));
+    a.set_state(StateFromName(state));
+    *a.mutable_start_time() = MsTs(tx.now_ms);
+    *a.mutable_update_time() = MsTs(tx.now_ms);
+    for (int64_t s : silenced_by) a.add_silence_ids(absl::StrCat(s));
+    if (state == "firing") {
+      if (absl::Status s = EnqueueState(tx, id, a, "firing", RouteTargets(config_.routing, labels));
+          !s.ok())
+        return s;
+    }
+    v1::SubscribeAlertsResponse c;
+    c.set_change(v1::ALERT_CHANGE_FIRED);
+    *c.mutable_alert() = std::move(a);
+    tx.changes.push_back(std::move(c));
+  }
+  for (auto& [fp, o] : open) {
+    if (holding.count(fp) > 0 || !o.kind || kinds.count(*o.kind) == 0) continue;
+    if (absl::Status s = Resolve(tx, o); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status AlertEngine::ApplySilences(Tx& tx) {
+  for (const pqxx::row& r : tx.w.exec(kOpenAlerts)) {
+    OpenAlert o = AlertFromRow<OpenAlert>(r);
+    if (o.state != "firing" && o.state != "silenced") continue;
+    const Labels labels = LabelsOf(o.alert);
+    std::vector<int64_t> by;
+    for (const ActiveSilence& s : *tx.silences) {
+      if (MatchesAll(s.matchers, labels)) by.push_back(s.id);
+    }
+    const bool silenced = !by.empty();
+    if (silenced == (o.state == "silenced")) continue;
+    const std::string state = silenced ? "silenced" : "firing";
+    tx.w.exec_params(kSetAlertState, o.id, state, tx.now_ms);
+    o.alert.set_state(StateFromName(state));
+    *o.alert.mutable_update_time() = MsTs(tx.now_ms);
+    for (int64_t s : by) o.alert.add_silence_ids(absl::StrCat(s));
+    if (!silenced) {
+      // Delivered now that nothing silences it (once per target: the key is per state).
+      if (absl::Status s = EnqueueState(tx, o.id, o.alert, "firing",
+                                        RouteTargets(config_.routing, labels));
+          !s.ok())
+        return s;
+    }
+    v1::SubscribeAlertsResponse c;
+    c.set_change(v1::ALERT_CHANGE_SILENCE_CHANGED);
+    *c.mutable_alert() = std::move(o.alert);
+    tx.changes.push_back(std::move(c));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status AlertEngine::SweepEndedJobs() {
+  std::vector<std::pair<std::string, std::string>> jobs;
+  absl::Status s = pg_->RunTransaction([&](pqxx::work& w) -> absl::Status {
+    jobs.clear();
+    for (const pqxx::row& r : w.exec(kOpenAlertsOfEndedJobs)) {
+      jobs.emplace_back(r[0].as<std::string>(), r[1].as<std::string>());
+    }
+    return absl::OkStatus();
+  });
+  if (!s.ok()) return s;
+  for (const auto& [cluster, job_id] : jobs) {
+    absl::Status st = RunAndPublish([&](Tx& tx) -> absl::Status {
+      try {
+        return EvaluateJob(tx, cluster, job_id);
+      } catch (const std::exception& e) {
+        if (platform::IsPgConnectionFailure(e)) throw;
+        return PgError(e, "sweep of ended jobs");
+      }
+    });
+    if (!st.ok()) return st;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status AlertEngine::SweepTelemetry() {
+  const int64_t now_ms = ToMs(clock_());
+  const int64_t stale_before_ms = now_ms - config_.detectors.telemetry_stopped_after_s * 1000;
+  std::vector<std::pair<std::string, std::string>> jobs;
+  absl::Status s = pg_->RunTransaction([&](pqxx::work& w) -> absl::Status {
+    jobs.clear();
+    for (const pqxx::row& r : w.exec_params(kTelemetryCandidates, stale_before_ms)) {
+      jobs.emplace_back(r[0].as<std::string>(), r[1].as<std::string>());
+    }
+    return absl::OkStatus();
+  });
+  if (!s.ok()) return s;
+  for (const auto& [cluster, job_id] : jobs) {
+    absl::Status st = RunAndPublish([&](Tx& tx) -> absl::Status {
+      try {
+        tx.w.exec_params(kJobLock, cluster, job_id);
+        JobMeta meta;
+        meta.cluster = cluster;
+        meta.job_id = job_id;
+        pqxx::result m = tx.w.exec_params(kJobMeta, cluster, job_id);
+        if (!m.empty()) {
+          meta.scheduler = m[0][0].as<std::string>();
+          meta.user = m[0][1].as<std::string>();
+          meta.team = m[0][2].as<std::string>();
+          meta.name = m[0][3].as<std::string>();
+          meta.workload_fingerprint = m[0][4].as<std::string>();
+          meta.gpu_model = m[0][5].as<std::string>();
+          meta.state = m[0][6].as<std::string>();
+          meta.labels = LabelsFromJson(m[0][7].as<std::string>());
+        }
+        pqxx::result last = tx.w.exec_params(kLastWindowEnd, cluster, job_id);
+        std::vector<Finding> findings;
+        if (!last.empty() && meta.state == "running") {
+          if (std::optional<Finding> f = TelemetryStopped(last[0][0].as<int64_t>() / 1000,
+                                                          tx.now_ms / 1000, config_.detectors)) {
+            findings.push_back(*f);
+          }
+        }
+        return Reconcile(tx, meta, findings, {Kind::kTelemetryStopped}, {}, {});
+      } catch (const std::exception& e) {
+        if (platform::IsPgConnectionFailure(e)) throw;
+        return PgError(e, "telemetry sweep");
+      }
+    });
+    if (!st.ok()) return st;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status AlertEngine::Sweep() {
+  absl::Status s = RunAndPublish([&](Tx& tx) -> absl::Status {
+    try {
+      return ApplySilences(tx);
+    } catch (const std::exception& e) {
+      if (platform::IsPgConnectionFailure(e)) throw;
+      return PgError(e, "silence sweep");
+    }
+  });
+  if (!s.ok()) return s;
+  if (absl::Status st = SweepEndedJobs(); !st.ok()) return st;
+  return SweepTelemetry();
+}
+
+void AlertEngine::Start(absl::Duration interval) {
+  thread_ = std::thread([this, interval] {
+    while (true) {
+      if (absl::Status s = Sweep(); !s.ok()) {
+        logger_.Warn("alert sweep failed; retrying", {{"error", s.ToString()}});
+      }
+      absl::MutexLock lock(&mu_);
+      auto stopping = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stop_; };
+      mu_.AwaitWithTimeout(absl::Condition(&stopping), interval);
+      if (stop_) return;
+    }
+  });
+}
+
+void AlertEngine::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    stop_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reads and person-made changes.
+
+namespace {
+
+absl::StatusOr<int64_t> ParseId(const std::string& id, const char* field) {
+  int64_t v = 0;
+  if (!absl::SimpleAtoi(id, &v) || v <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": \"", id, "\" is not an id"));
+  }
+  return v;
+}
+
+v1::DeliveryState DeliveryStateOf(const DeliveryRecord& d) {
+  if (d.status == "delivered") return v1::DELIVERY_STATE_DELIVERED;
+  if (d.status == "failed" || d.status == "dropped") return v1::DELIVERY_STATE_FAILED;
+  return d.attempts > 0 ? v1::DELIVERY_STATE_RETRYING : v1::DELIVERY_STATE_PENDING;
+}
+
+google::protobuf::Timestamp TpTs(std::chrono::system_clock::time_point t) {
+  return MsTs(std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count());
+}
+
+}  // namespace
+
+absl::StatusOr<v1::Alert> AlertEngine::GetAlert(const std::string& alert_id) {
+  absl::StatusOr<int64_t> id = ParseId(alert_id, "alert_id");
+  if (!id.ok()) return id.status();
+  return pg_->RunTransactionFor<v1::Alert>([&](pqxx::work& w) -> absl::StatusOr<v1::Alert> {
+    try {
+      pqxx::result r = w.exec_params(kAlertById, *id);
+      if (r.empty()) return absl::NotFoundError(absl::StrCat("alert ", alert_id, " does not exist"));
+      OpenAlert o = AlertFromRow<OpenAlert>(r[0]);
+      if (o.state != "resolved") {
+        Tx tx{.w = w, .now_ms = ToMs(clock_()), .changes = {}};
+        absl::StatusOr<std::vector<ActiveSilence>> silences = LoadActiveSilences(tx);
+        if (!silences.ok()) return silences.status();
+        for (const ActiveSilence& s : *silences) {
+          if (MatchesAll(s.matchers, LabelsOf(o.alert))) o.alert.add_silence_ids(absl::StrCat(s.id));
+        }
+      }
+      absl::StatusOr<std::vector<DeliveryRecord>> deliveries = DeliveriesForAlert(w, *id);
+      if (!deliveries.ok()) return deliveries.status();
+      for (const DeliveryRecord& d : *deliveries) {
+        v1::Delivery* out = o.alert.add_deliveries();
+        out->set_target(d.target);
+        out->set_alert_state(StateFromName(d.state));
+        out->set_idempotency_key(d.idempotency_key);
+        out->set_state(DeliveryStateOf(d));
+        out->set_attempts(d.attempts);
+        out->set_last_error(d.last_error);
+        *out->mutable_create_time() = TpTs(d.create_time);
+        if (d.last_attempt_time) *out->mutable_last_attempt_time() = TpTs(*d.last_attempt_time);
+        if (d.next_attempt_time && out->state() == v1::DELIVERY_STATE_RETRYING)
+          *out->mutable_next_attempt_time() = TpTs(*d.next_attempt_time);
+        if (d.delivered_time) *out->mutable_delivered_time() = TpTs(*d.delivered_time);
+      }
+      return o.alert;
+    } catch (const std::exception& e) {
+      if (platform::IsPgConnectionFailure(e)) throw;
+      return PgError(e, "GetAlert");
+    }
+  });
+}
+
+absl::StatusOr<v1::ListAlertsResponse> AlertEngine::ListAlerts(const v1::ListAlertsRequest& request) {
+  absl::StatusOr<AlertFilter> filter = FilterFromRequest(request);
+  if (!filter.ok()) return filter.status();
+  int page_size = request.page_size() <= 0 ? 100 : std::min(request.page_size(), 1000);
+  std::optional<std::string> after_time;
+  std::optional<int64_t> after_id;
+  if (!request.page_token().empty()) {
+    std::vector<std::string> parts = absl::StrSplit(request.page_token(), absl::MaxSplits('|', 1));
+    int64_t id = 0;
+    if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &id)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("page_token: \"", request.page_token(), "\" is not a token of this list"));
+    }
+    after_id = id;
+    after_time = parts[1];
+  }
+  std::vector<std::string> states, kinds, severities;
+  for (v1::AlertState s : filter->states) states.push_back(StateName(s));
+  for (v1::AlertKind k : filter->kinds) kinds.push_back(std::string(KindName(*KindFromProto(k))));
+  if (filter->min_severity != v1::SEVERITY_UNSPECIFIED) {
+    for (int s = filter->min_severity; s <= 3; ++s) {
+      severities.push_back(std::string(SeverityName(static_cast<Severity>(s))));
+    }
+  }
+  return pg_->RunTransactionFor<v1::ListAlertsResponse>(
+      [&](pqxx::work& w) -> absl::StatusOr<v1::ListAlertsResponse> {
+        try {
+          v1::ListAlertsResponse out;
+          std::optional<std::string> cursor_time = after_time;
+          std::optional<int64_t> cursor_id = after_id;
+          // Label matchers are applied here, so a page may take several reads.
+          while (out.alerts_size() < page_size) {
+            const int limit = page_size - out.alerts_size();
+            pqxx::result r = w.exec_params(
+                kListAlerts, absl::StrJoin(states, ","), absl::StrJoin(kinds, ","),
+                absl::StrJoin(severities, ","), filter->cluster, filter->job_id,
+                filter->active_from_ms, filter->active_to_ms, cursor_time, cursor_id, limit);
+            for (const pqxx::row& row : r) {
+              OpenAlert o = AlertFromRow<OpenAlert>(row);
+              cursor_time = row[13].as<std::string>();
+              cursor_id = o.id;
+              if (!filter->job_id.empty() && o.alert.job().cluster() != filter->job_cluster) continue;
+              if (!MatchesAll(filter->matchers, LabelsOf(o.alert))) continue;
+              *out.add_alerts() = std::move(o.alert);
+            }
+            if (static_cast<int>(r.size()) < limit) {
+              cursor_time.reset();
+              break;
+            }
+          }
+          if (cursor_time) out.set_next_page_token(absl::StrCat(*cursor_id, "|", *cursor_time));
+          return out;
+        } catch (const std::exception& e) {
+          if (platform::IsPgConnectionFailure(e)) throw;
+          return PgError(e, "ListAlerts");
+        }
+      });
+}
+
+absl::StatusOr<std::vector<v1::Alert>> AlertEngine::OpenAlerts(const AlertFilter& filter) {
+  return pg_->RunTransactionFor<std::vector<v1::Alert>>(
+      [&](pqxx::work& w) -> absl::StatusOr<std::vector<v1::Alert>> {
+        try {
+          std::vector<v1::Alert> out;
+          for (const pqxx::row& row : w.exec(
+                   "SELECT " GP_ALERT_COLUMNS " FROM alerts WHERE state <> 'resolved' "
+                   "ORDER BY update_time DESC, id DESC")) {
+            OpenAlert o = AlertFromRow<OpenAlert>(row);
+            if (filter.Matches(o.alert)) out.push_back(std::move(o.alert));
+          }
+          return out;
+        } catch (const std::exception& e) {
+          if (platform::IsPgConnectionFailure(e)) throw;
+          return PgError(e, "open alerts");
+        }
+      });
+}
+
+absl::StatusOr<v1::Alert> AlertEngine::AckAlert(const v1::AckAlertRequest& request) {
+  absl::StatusOr<int64_t> id = ParseId(request.alert_id(), "alert_id");
+  if (!id.ok()) return id.status();
+  if (request.by().empty()) return absl::InvalidArgumentError("by: who acknowledges is required");
+  v1::Alert result;
+  absl::Status s = RunAndPublish([&](Tx& tx) -> absl::Status {
+    try {
+      pqxx::result r = tx.w.exec_params(kAlertByIdForUpdate, *id);
+      if (r.empty()) {
+        return absl::NotFoundError(absl::StrCat("alert ", request.alert_id(), " does not exist"));
+      }
+      OpenAlert o = AlertFromRow<OpenAlert>(r[0]);
+      if (o.state == "resolved") {
+        return absl::FailedPreconditionError(
+            absl::StrCat("alert ", request.alert_id(), " is resolved; there is nothing to acknowledge"));
+      }
+      if (o.state == "acknowledged") {
+        result = o.alert;
+        return absl::OkStatus();
+      }
+      tx.w.exec_params(kAckAlert, o.id, request.by(), request.comment(), tx.now_ms);
+      o.alert.set_state(v1::ALERT_STATE_ACKNOWLEDGED);
+      *o.alert.mutable_update_time() = MsTs(tx.now_ms);
+      v1::Acknowledgement* ack = o.alert.mutable_acknowledgement();
+      ack->set_by(request.by());
+      ack->set_comment(request.comment());
+      *ack->mutable_time() = MsTs(tx.now_ms);
+      result = o.alert;
+      v1::SubscribeAlertsResponse c;
+      c.set_change(v1::ALERT_CHANGE_ACKNOWLEDGED);
+      *c.mutable_alert() = o.alert;
+      tx.changes.push_back(std::move(c));
+      return absl::OkStatus();
+    } catch (const std::exception& e) {
+      if (platform::IsPgConnectionFailure(e)) throw;
+      return PgError(e, "AckAlert");
+    }
+  });
+  if (!s.ok()) return s;
+  return result;
+}
+
+namespace {
+v1::Silence SilenceFromRow(const pqxx::row& r, int64_t now_ms) {
+  v1::Silence s;
+  s.set_silence_id(absl::StrCat(r[0].as<int64_t>()));
+  for (const Matcher& m : MatchersFromJson(r[1].as<std::string>())) {
+    v1::LabelMatcher* out = s.add_matchers();
+    out->set_name(m.name());
+    out->set_value(m.value());
+    out->set_comparison(OpToProto(m.op()));
+  }
+  *s.mutable_active()->mutable_start_time() = MsTs(r[2].as<int64_t>());
+  *s.mutable_active()->mutable_end_time() = MsTs(r[3].as<int64_t>());
+  s.set_created_by(r[4].as<std::string>());
+  s.set_comment(r[5].as<std::string>());
+  *s.mutable_create_time() = MsTs(r[6].as<int64_t>());
+  s.set_expired(!r[7].is_null() || r[3].as<int64_t>() <= now_ms);
+  return s;
+}
+}  // namespace
+
+absl::StatusOr<v1::Silence> AlertEngine::CreateSilence(const v1::Silence& silence) {
+  if (silence.matchers().empty()) {
+    return absl::InvalidArgumentError("silence.matchers: at least one matcher is required");
+  }
+  absl::StatusOr<std::vector<Matcher>> matchers =
+      MatchersFromProto(silence.matchers(), "silence.matchers");
+  if (!matchers.ok()) return matchers.status();
+  const int64_t now_ms = ToMs(clock_());
+  if (!silence.active().has_end_time()) {
+    return absl::InvalidArgumentError("silence.active.end_time: required");
+  }
+  const int64_t start_ms =
+      silence.active().has_start_time() ? TsMs(silence.active().start_time()) : now_ms;
+  const int64_t end_ms = TsMs(silence.active().end_time());
+  if (end_ms <= start_ms || end_ms <= now_ms) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "silence.active.end_time: ", absl::FormatTime(absl::FromUnixMillis(end_ms)),
+        " must be after the start and in the future"));
+  }
+  v1::Silence out;
+  absl::Status s = RunAndPublish([&](Tx& tx) -> absl::Status {
+    try {
+      pqxx::result r = tx.w.exec_params(kInsertSilence, MatchersToJson(*matchers), start_ms,
+                                        end_ms, silence.created_by(), silence.comment(), tx.now_ms);
+      out = SilenceFromRow(r[0], tx.now_ms);
+      if (start_ms <= tx.now_ms) {
+        tx.silences->push_back({r[0][0].as<int64_t>(), *matchers});
+      }
+      return ApplySilences(tx);
+    } catch (const std::exception& e) {
+      if (platform::IsPgConnectionFailure(e)) throw;
+      return PgError(e, "CreateSilence");
+    }
+  });
+  if (!s.ok()) return s;
+  return out;
+}
+
+absl::StatusOr<v1::Silence> AlertEngine::DeleteSilence(const std::string& silence_id) {
+  absl::StatusOr<int64_t> id = ParseId(silence_id, "silence_id");
+  if (!id.ok()) return id.status();
+  v1::Silence out;
+  absl::Status s = RunAndPublish([&](Tx& tx) -> absl::Status {
+    try {
+      pqxx::result r = tx.w.exec_params(kDeleteSilence, *id, tx.now_ms);
+      if (r.empty()) return absl::NotFoundError(absl::StrCat("silence ", silence_id, " does not exist"));
+      out = SilenceFromRow(r[0], tx.now_ms);
+      tx.silences->erase(std::remove_if(tx.silences->begin(), tx.silences->end(),
+                                        [&](const ActiveSilence& a) { return a.id == *id; }),
+                         tx.silences->end());
+      return ApplySilences(tx);
+    } catch (const std::exception& e) {
+      if (platform::IsPgConnectionFailure(e)) throw;
+      return PgError(e, "DeleteSilence");
+    }
+  });
+  if (!s.ok()) return s;
+  return out;
+}
+
+absl::StatusOr<v1::ListSilencesResponse> AlertEngine::ListSilences(
+    const v1::ListSilencesRequest& request) {
+  const int page_size = request.page_size() <= 0 ? 100 : std::min(request.page_size(), 1000);
+  std::optional<int64_t> after;
+  if (!request.page_token().empty()) {
+    absl::StatusOr<int64_t> id = ParseId(request.page_token(), "page_token");
+    if (!id.ok()) return id.status();
+    after = *id;
+  }
+  const int64_t now_ms = ToMs(clock_());
+  return pg_->RunTransactionFor<v1::ListSilencesResponse>(
+      [&](pqxx::work& w) -> absl::StatusOr<v1::ListSilencesResponse> {
+        try {
+          v1::ListSilencesResponse out;
+          pqxx::result r =
+              w.exec_params(kListSilences, request.include_expired(), now_ms, after, page_size);
+          for (const pqxx::row& row : r) *out.add_silences() = SilenceFromRow(row, now_ms);
+          if (static_cast<int>(r.size()) == page_size) {
+            out.set_next_page_token(out.silences(out.silences_size() - 1).silence_id());
+          }
+          return out;
+        } catch (const std::exception& e) {
+          if (platform::IsPgConnectionFailure(e)) throw;
+          return PgError(e, "ListSilences");
+        }
+      });
+}
+
+}  // namespace goodput::alerting

@@ -1,0 +1,152 @@
+// The alert engine: applies the ordered pushes of ofu (windows) and mfu (divergence events)
+// exactly once, runs the detectors on each job they touch, and turns the findings into alerts
+// with a lifecycle — all in the one PostgreSQL transaction that also advances the receiver's
+// watermark and enqueues the notifications (outbox.h). A push is acknowledged only after that
+// transaction committed; a replayed push (at or below the watermark) changes nothing.
+//
+// A periodic Sweep, on an injected clock, does what no push triggers: alerts for running jobs
+// whose telemetry stopped, resolution of alerts whose job ended, and the start and end of
+// silences.
+//
+// Lifecycle: a finding with no open alert of its fingerprint opens one, `firing` (or
+// `silenced` when a silence matches: not delivered); each firing alert is enqueued once per
+// routed target. An open alert whose finding is gone (or whose job ended) is `resolved`, and
+// the resolution is enqueued to the targets that got the firing. `acknowledged` alerts stay
+// open without re-notification. Changes are published to the AlertHub after commit.
+//
+//   AlertEngine engine(pool, config, &hub, logger);
+//   absl::StatusOr<v1::DeliveryAck> ack = engine.PushWindows(request);
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "goodput/v1/alert.pb.h"
+#include "services/alerting/alert_rules.h"
+#include "services/alerting/job_detectors.h"
+#include "services/platform/logging.h"
+#include "services/platform/pg_pool.h"
+
+namespace goodput::alerting {
+
+namespace v1 = ::goodput::v1;
+
+struct EngineConfig {
+  RoutingConfig routing;
+  std::vector<SeverityRule> severity_rules;  // before the built-in ones
+  DetectorOptions detectors;
+  std::string dashboard_url;  // base; the job page is <base>/jobs/<cluster>/<job_id>
+};
+
+// Which alerts a caller wants (ListAlerts, SubscribeAlerts). Empty sets match everything.
+struct AlertFilter {
+  std::set<v1::AlertState> states;
+  std::set<v1::AlertKind> kinds;
+  v1::Severity min_severity = v1::SEVERITY_UNSPECIFIED;
+  std::string cluster;
+  std::string job_cluster, job_id;
+  std::optional<int64_t> active_from_ms, active_to_ms;
+  std::vector<Matcher> matchers;
+  bool Matches(const v1::Alert& alert) const;
+};
+absl::StatusOr<AlertFilter> FilterFromRequest(const v1::ListAlertsRequest& request);
+absl::StatusOr<AlertFilter> FilterFromRequest(const v1::SubscribeAlertsRequest& request);
+
+// Fans alert changes out to subscribers (in process; every replica publishes its own
+// decisions).
+class AlertHub {
+ public:
+  using Sink = std::function<void(const v1::SubscribeAlertsResponse&)>;
+  // `sink` is called under the hub's lock for each matching change: it must not block.
+  int64_t Subscribe(AlertFilter filter, Sink sink);
+  void Unsubscribe(int64_t id);
+  void Publish(const v1::SubscribeAlertsResponse& change);
+
+ private:
+  struct Subscriber {
+    AlertFilter filter;
+    Sink sink;
+  };
+  absl::Mutex mu_;
+  int64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  std::map<int64_t, Subscriber> subscribers_ ABSL_GUARDED_BY(mu_);
+};
+
+class AlertEngine {
+ public:
+  using Clock = std::function<absl::Time()>;
+
+  // `hub` may be null. `clock` defaults to absl::Now.
+  AlertEngine(platform::PgPool* pg, EngineConfig config, AlertHub* hub, platform::Logger logger,
+              Clock clock = nullptr);
+  ~AlertEngine();
+
+  // Ordered pushes (see DeliverySequence). INVALID_ARGUMENT for a bad position; windows and
+  // events that lack their job are skipped (and logged) so one bad item does not block the
+  // stream.
+  absl::StatusOr<v1::DeliveryAck> PushWindows(const v1::PushWindowsRequest& request);
+  absl::StatusOr<v1::DeliveryAck> PushDivergenceEvents(
+      const v1::PushDivergenceEventsRequest& request);
+
+  // Telemetry-stopped detection, alerts of ended jobs, silences that started or ended.
+  absl::Status Sweep();
+  // Runs Sweep every `interval` on a thread until Stop.
+  void Start(absl::Duration interval);
+  void Stop();
+
+  absl::StatusOr<v1::Alert> GetAlert(const std::string& alert_id);
+  absl::StatusOr<v1::ListAlertsResponse> ListAlerts(const v1::ListAlertsRequest& request);
+  // Open (firing, acknowledged, silenced) alerts matching `filter`, newest change first.
+  absl::StatusOr<std::vector<v1::Alert>> OpenAlerts(const AlertFilter& filter);
+  absl::StatusOr<v1::Alert> AckAlert(const v1::AckAlertRequest& request);
+  absl::StatusOr<v1::Silence> CreateSilence(const v1::Silence& silence);
+  absl::StatusOr<v1::Silence> DeleteSilence(const std::string& silence_id);
+  absl::StatusOr<v1::ListSilencesResponse> ListSilences(const v1::ListSilencesRequest& request);
+
+  const EngineConfig& config() const { return config_; }
+
+ private:
+  struct Tx;  // one transaction's context (changes to publish after commit)
+  struct JobMeta;
+  struct OpenAlert;
+  struct ActiveSilence;
+
+  absl::StatusOr<int64_t> LockWatermark(Tx& tx, const std::string& stream,
+                                        const std::string& producer);
+  absl::Status EvaluateJob(Tx& tx, const std::string& cluster, const std::string& job_id);
+  absl::Status Reconcile(Tx& tx, const JobMeta& meta, const std::vector<Finding>& findings,
+                         const std::set<Kind>& kinds, const std::map<int64_t, v1::OfuWindow>& windows,
+                         const std::vector<v1::DivergenceEvent>& events);
+  absl::Status Resolve(Tx& tx, const OpenAlert& open);
+  absl::Status ApplySilences(Tx& tx);
+  absl::Status EnqueueState(Tx& tx, int64_t alert_id, const v1::Alert& alert,
+                            const std::string& state, const std::vector<std::string>& targets);
+  absl::StatusOr<std::vector<ActiveSilence>> LoadActiveSilences(Tx& tx);
+  absl::Status RunAndPublish(const std::function<absl::Status(Tx&)>& fn);
+  absl::Status SweepTelemetry();
+  absl::Status SweepEndedJobs();
+
+  platform::PgPool* pg_;
+  EngineConfig config_;
+  AlertHub* hub_;
+  platform::Logger logger_;
+  Clock clock_;
+
+  absl::Mutex mu_;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+};
+
+}  // namespace goodput::alerting

@@ -1,0 +1,229 @@
+#include "services/alerting/alert_messages.h"
+
+#include <cmath>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/time.h"
+
+namespace goodput::alerting {
+namespace {
+
+std::string Factor(double f) { return absl::StrFormat("%.1f×", f); }
+
+std::string ConfidenceWords(double c) {
+  if (c >= 0.9) return absl::StrFormat("high confidence (%.0f%%)", c * 100);
+  if (c >= 0.7) return absl::StrFormat("fairly confident (%.0f%%)", c * 100);
+  return absl::StrFormat("low confidence (%.0f%%)", c * 100);
+}
+
+std::string JobName(const MessageContext& c) {
+  return absl::StrCat("job ", c.job_id, c.job_name.empty() ? "" : absl::StrCat(" (", c.job_name, ")"),
+                      " on ", c.cluster);
+}
+
+std::string FlagNames(uint32_t flags) {
+  static constexpr const char* kNames[] = {"",
+                                           "sparse sampling",
+                                           "tensor activity out of range",
+                                           "SM clock above boost",
+                                           "gaps in telemetry",
+                                           "duplicate timestamps",
+                                           "GPUs not reporting",
+                                           "late samples dropped",
+                                           "energy counter reset",
+                                           "unknown GPU model",
+                                           "single samples"};
+  std::vector<std::string> out;
+  for (uint32_t i = 1; i < std::size(kNames); ++i) {
+    if (flags & (1u << i)) out.push_back(kNames[i]);
+  }
+  return absl::StrJoin(out, ", ");
+}
+
+std::string CauseAdvice(const std::string& cause) {
+  if (cause == "latent_projection_moe")
+    return "check whether the FLOPs formula counts MoE experts at the full hidden dimension "
+           "(latent projections)";
+  if (cause == "layer_types_as_attention_mlp")
+    return "check whether Mamba/MoE layers are counted as attention plus dense MLP";
+  if (cause == "recompute_not_counted")
+    return "check whether activation recomputation is left out of the FLOPs count";
+  if (cause == "doubled_flops_or_half_peak")
+    return "check for multiply-adds counted twice or a BF16 peak used for an FP8 run";
+  if (cause == "halved_flops_or_double_peak")
+    return "check for a sparse peak as denominator, FMA counted as one FLOP, or an FP8 peak "
+           "for a BF16 run";
+  return "compare the framework's FLOPs formula with the model's architecture";
+}
+
+Message RegressionInJob(const Finding& f, const MessageContext& c) {
+  Message m;
+  const double before = f.before_ofu.value_or(0), after = f.after_ofu.value_or(0);
+  if (f.stalled) {
+    m.summary = absl::StrCat("Job stopped computing at ", ClockTime(f.onset_s, c.now_s), " (OFU ",
+                             Percent(before), " → ", Percent(after), ")");
+    m.description = absl::StrCat(
+        "The GPUs of ", JobName(c), " have been nearly idle since ", ClockTime(f.onset_s, c.now_s),
+        ", longer than a checkpoint or evaluation pass lasts; ", ConfidenceWords(f.confidence),
+        ". Look first for a hung collective (NCCL timeout, one rank stuck), a stalled data "
+        "loader or file system, or a job waiting on a failed node.");
+    return m;
+  }
+  m.summary = absl::StrCat("OFU fell ", Factor(f.factor.value_or(0)), " at ",
+                           ClockTime(f.onset_s, c.now_s), " (", Percent(before), " → ",
+                           Percent(after), ")");
+  std::string d = absl::StrCat(
+      "The OFU of ", JobName(c), " dropped from ", Percent(before), " to ", Percent(after),
+      " at ", ClockTime(f.onset_s, c.now_s),
+      " and stayed there through the following computing windows (warm-up, checkpoints and "
+      "short stalls are left out); ",
+      ConfidenceWords(f.confidence), ".");
+  if (!f.precision_switches.empty()) {
+    absl::StrAppend(&d, " The precision mix changed near the onset, but not by enough to "
+                        "explain the drop.");
+  }
+  absl::StrAppend(&d,
+                  " Look first for what changed at that time: a restart with new settings "
+                  "(debug flags, profiling), new or slower collectives (a changed parallelism, "
+                  "a slow link or node), or input-pipeline stalls.");
+  m.description = std::move(d);
+  return m;
+}
+
+Message RegressionVsWorkload(const Finding& f, const MessageContext& c) {
+  Message m;
+  const double baseline = f.baseline_ofu.value_or(0), job = f.after_ofu.value_or(0);
+  const std::string when =
+      f.baseline_last_end_s > 0 ? absl::StrCat(" ", Ago(f.baseline_last_end_s, c.now_s)) : "";
+  m.summary = absl::StrCat("OFU ", Factor(f.factor.value_or(0)), " below its workload: ",
+                           Percent(job), " vs ", Percent(baseline), " in earlier runs");
+  m.description = absl::StrCat(
+      JobName(c), " has run at ", Percent(job), " OFU since its warm-up ended at ",
+      ClockTime(f.onset_s, c.now_s), "; the same workload ran at ", Percent(baseline), when, " (",
+      f.baseline_jobs, f.baseline_jobs == 1 ? " earlier job" : " earlier jobs",
+      f.baseline_job_ids.empty() ? "" : absl::StrCat(", latest ", f.baseline_job_ids.front()),
+      "); ", ConfidenceWords(f.confidence),
+      ". A job slow from its start usually carries a changed setting: look for debug settings "
+      "(NCCL_DEBUG, CUDA_LAUNCH_BLOCKING, anomaly detection, profilers), new collectives or a "
+      "changed parallelism, then for a slower node or GPU model.");
+  return m;
+}
+
+Message DivergenceMessage(const Finding& f, const MessageContext& c) {
+  Message m;
+  const DivergenceObs d = f.divergence.value_or(DivergenceObs{});
+  const bool over = d.verdict == "app_flops_overcount";
+  m.summary = absl::StrFormat("Framework MFU is %.2f× OFU: FLOPs %s", d.ratio,
+                              over ? "overcounted" : "undercounted");
+  m.description = absl::StrCat(
+      "The MFU that ", JobName(c), " reports ", over ? "exceeds" : "falls short of",
+      " what its GPUs' tensor cores did (MFU/OFU ", absl::StrFormat("%.2f", d.ratio),
+      "); ", ConfidenceWords(d.confidence), ".", d.reason.empty() ? "" : absl::StrCat(" ", d.reason, "."),
+      " Multiply the framework's FLOPs by ", absl::StrFormat("%.2f", d.correction_factor),
+      " to match the hardware. Look first: ", CauseAdvice(d.top_cause), ".");
+  return m;
+}
+
+Message IdleGpus(const Finding& f, const MessageContext& c) {
+  Message m;
+  m.summary = absl::StrCat(f.gpus.size(), f.gpus.size() == 1 ? " allocated GPU" : " allocated GPUs",
+                           " idle since ", ClockTime(f.onset_s, c.now_s),
+                           absl::StrFormat(" (%.1f GPU-hours lost)", f.idle_gpu_hours));
+  m.description = absl::StrCat(
+      JobName(c), " holds GPUs that do no work: ", absl::StrJoin(f.gpus, ", "), "; ",
+      ConfidenceWords(f.confidence),
+      ". Look first at the launch: fewer ranks than GPUs requested, CUDA_VISIBLE_DEVICES, or a "
+      "data-parallel size that leaves devices unused; otherwise request fewer GPUs.");
+  return m;
+}
+
+Message Straggler(const Finding& f, const MessageContext& c) {
+  Message m;
+  const std::string gpu = f.gpus.empty() ? f.detail : f.gpus.front();
+  m.summary = absl::StrCat("GPU ", gpu, " runs at ", Percent(f.straggler_score),
+                           " of the job's median");
+  m.description = absl::StrCat(
+      "In ", JobName(c), ", GPU ", gpu, " has been persistently slower than the others since ",
+      ClockTime(f.onset_s, c.now_s),
+      "; in synchronous training every rank waits for it. ", ConfidenceWords(f.confidence),
+      ". Look first at that node: clock throttling (power or thermal), ECC or XID errors, a "
+      "degraded NVLink or network link, or a noisy neighbour.");
+  return m;
+}
+
+Message TelemetryStoppedMessage(const Finding& f, const MessageContext& c) {
+  Message m;
+  m.summary = absl::StrCat("No telemetry since ", ClockTime(f.last_sample_s, c.now_s),
+                           " for a running job");
+  m.description = absl::StrCat(
+      JobName(c), " is still registered as running, but no OFU window has arrived since ",
+      ClockTime(f.last_sample_s, c.now_s), "; ", ConfidenceWords(f.confidence),
+      ". Look first at dcgm-exporter on the job's nodes and the scrape or remote_write path; "
+      "if telemetry flows, check whether the job ended without its epilog reporting it.");
+  return m;
+}
+
+Message DataQualityMessage(const Finding& f, const MessageContext& c) {
+  Message m;
+  m.summary = absl::StrCat("Telemetry unreliable: ", FlagNames(f.flags));
+  m.description = absl::StrCat(
+      f.flagged_windows, " of the last ", f.recent_windows, " windows of ", JobName(c),
+      " carry data-quality problems (", FlagNames(f.flags),
+      "), so its OFU is less certain than shown. Look first at the exporter's sampling "
+      "interval and at GPUs that do not report.");
+  return m;
+}
+
+}  // namespace
+
+std::string Percent(double fraction) {
+  const double p = fraction * 100;
+  if (std::abs(p) < 1 && p != 0) return absl::StrFormat("%.1f%%", p);
+  return absl::StrFormat("%.0f%%", p);
+}
+
+std::string ClockTime(int64_t unix_s, int64_t now_s) {
+  const absl::TimeZone utc = absl::UTCTimeZone();
+  const absl::Time t = absl::FromUnixSeconds(unix_s);
+  if (absl::FormatTime("%Y-%m-%d", t, utc) ==
+      absl::FormatTime("%Y-%m-%d", absl::FromUnixSeconds(now_s), utc)) {
+    return absl::FormatTime("%H:%M UTC", t, utc);
+  }
+  return absl::FormatTime("%b %d %H:%M UTC", t, utc);
+}
+
+std::string Ago(int64_t unix_s, int64_t now_s) {
+  const int64_t age = now_s - unix_s;
+  constexpr int64_t kHour = 3600, kDay = 86400;
+  if (age < kHour) return "within the hour";
+  if (age < kDay) return absl::StrCat(age / kHour, age / kHour == 1 ? " hour ago" : " hours ago");
+  if (age < 2 * kDay) return "yesterday";
+  if (age < 7 * kDay) return absl::StrCat(age / kDay, " days ago");
+  if (age < 14 * kDay) return "last week";
+  return absl::StrCat(age / (7 * kDay), " weeks ago");
+}
+
+Message Describe(const Finding& finding, const MessageContext& context) {
+  switch (finding.kind) {
+    case Kind::kRegressionInJob:
+      return RegressionInJob(finding, context);
+    case Kind::kRegressionVsWorkload:
+      return RegressionVsWorkload(finding, context);
+    case Kind::kDivergence:
+      return DivergenceMessage(finding, context);
+    case Kind::kIdleGpus:
+      return IdleGpus(finding, context);
+    case Kind::kStraggler:
+      return Straggler(finding, context);
+    case Kind::kTelemetryStopped:
+      return TelemetryStoppedMessage(finding, context);
+    case Kind::kDataQuality:
+      return DataQualityMessage(finding, context);
+  }
+  return {};
+}
+
+}  // namespace goodput::alerting

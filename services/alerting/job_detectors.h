@@ -1,0 +1,150 @@
+// Runs the detectors of services/detect over everything the alert engine knows about one job
+// and says which conditions hold now. Pure: the engine loads the job's windows, events and
+// its workload's earlier jobs from PostgreSQL, calls EvaluateJob, and reconciles the findings
+// with the open alerts (a finding with an open alert of the same fingerprint updates it, an
+// open alert without a finding resolves).
+//
+// Re-evaluating the whole job on every change, rather than keeping detector state in memory,
+// makes the result a function of what is committed: a restarted or second replica, a replay,
+// or a revised window all give the same findings.
+//
+//   JobEvaluation e = EvaluateJob(input, options);
+//   for (const Finding& f : e.findings) ... Fingerprint(f.kind, cluster, job_id, f.detail) ...
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "services/alerting/alert_rules.h"
+#include "services/detect/findings.h"
+#include "services/detect/regression.h"
+
+namespace goodput::alerting {
+
+// A GPU named by ofu in a job-level window ("host/index/uuid").
+struct StragglerObs {
+  std::string gpu = {};
+  double ofu = 0;
+  double score = 0;  // GPU OFU / job median GPU OFU
+};
+
+// One job-level OFU window as ofu characterized it.
+struct JobWindow {
+  detect::OfuWindow window;  // effective_peak_tflops is filled from precision switches
+  bool warmup = false;
+  int gpus_allocated = 0;
+  int gpus_reporting = 0;
+  double gpu_ofu_median = 0;
+  std::vector<StragglerObs> stragglers;
+  std::vector<std::string> idle_gpus;
+  uint32_t flags = 0;  // bit n set: goodput.v1.DataQualityFlag n was seen
+};
+
+// The framework's precision mix changed at `time_s` (from mfu).
+struct PrecisionSwitchObs {
+  int64_t time_s = 0;
+  double peak_before_tflops = 0;
+  double peak_after_tflops = 0;
+};
+
+// mfu's latest divergence verdict for the job.
+struct DivergenceObs {
+  int64_t time_s = 0;
+  int64_t interval_start_s = 0;
+  int64_t interval_end_s = 0;
+  std::string verdict = {};  // detect::VerdictName: "consistent", "app_flops_overcount", ...
+  double ratio = 0;     // MFU / OFU
+  double confidence = 0;
+  double correction_factor = 0;
+  std::string top_cause = {};  // detect::CauseName of the best-fitting cause, empty if none
+  std::string reason = {};     // mfu's sentence
+};
+
+// An earlier job of the same workload fingerprint, with its steady state.
+struct EarlierJob {
+  std::string job_id = {};
+  int64_t last_end_s = 0;  // end of its last window
+  detect::JobSteadyState steady = {};
+};
+
+struct JobInput {
+  std::vector<JobWindow> windows;  // time order, one per start
+  std::vector<PrecisionSwitchObs> precision_switches;  // time order
+  std::optional<DivergenceObs> divergence;
+  std::vector<EarlierJob> earlier_jobs;  // most recent first
+};
+
+// DataQualityFlag numbers that make telemetry unreliable enough to say so.
+inline constexpr uint32_t kSeriousDataQualityFlags =
+    (1u << 1) | (1u << 2) | (1u << 3) | (1u << 4) | (1u << 5) | (1u << 6) | (1u << 9);
+
+struct DetectorOptions {
+  detect::RegressionOptions regression;
+  detect::BaselineOptions baseline;
+  detect::FindingsOptions findings;
+  // A job flagged against its workload recovers when its recent level is back within this
+  // factor of the baseline.
+  double workload_recovery_factor = 1.15;
+  // Data quality: at least this share of the last `data_quality_windows` windows flagged.
+  int data_quality_windows = 10;
+  double data_quality_share = 0.5;
+  uint32_t data_quality_flags = kSeriousDataQualityFlags;
+  // Divergence verdicts below this confidence do not alert.
+  double divergence_min_confidence = 0.8;
+  // A running job whose newest window ended longer ago than this has stopped reporting.
+  int64_t telemetry_stopped_after_s = 600;
+};
+
+// A condition that holds now, with the numbers behind it.
+struct Finding {
+  Kind kind = Kind::kRegressionInJob;
+  std::string detail;    // fingerprint detail: the GPU for stragglers, else empty
+  std::string detector;  // "in_job_change_point/two_window_median", ...
+  double confidence = 0;
+  int64_t onset_s = 0;
+  int64_t detected_s = 0;
+  std::optional<double> before_ofu;
+  std::optional<double> after_ofu;
+  std::optional<double> factor;
+  std::optional<double> baseline_ofu;
+  int baseline_jobs = 0;
+  std::vector<std::string> baseline_job_ids;  // most recent first
+  int64_t baseline_last_end_s = 0;            // when the most recent of them ended
+  bool stalled = false;
+  std::vector<std::string> gpus;  // idle GPUs, or the straggler
+  double idle_gpu_hours = 0;
+  double straggler_score = 0;
+  uint32_t flags = 0;
+  int flagged_windows = 0;
+  int recent_windows = 0;
+  int64_t last_sample_s = 0;
+  std::optional<DivergenceObs> divergence;
+  std::vector<PrecisionSwitchObs> precision_switches;  // near the onset: annotations
+  std::vector<std::string> annotations;                // detector sentences
+  int64_t evidence_from_s = 0;  // windows in [from, to) are the evidence
+  int64_t evidence_to_s = 0;
+};
+
+struct JobEvaluation {
+  std::vector<Finding> findings;
+  // The job's steady state (frozen at a confirmed in-job regression), for later baselines.
+  detect::JobSteadyState steady;
+  // Drops that a precision switch explained: annotated, not alerted.
+  std::vector<std::string> precision_annotations;
+};
+
+// Every condition of the job except telemetry_stopped (which needs the clock).
+JobEvaluation EvaluateJob(const JobInput& input, const DetectorOptions& options);
+
+// A running job whose newest window ended at `last_window_end_s` has stopped reporting at
+// `now_s`? nullopt when it has not.
+std::optional<Finding> TelemetryStopped(int64_t last_window_end_s, int64_t now_s,
+                                        const DetectorOptions& options);
+
+// Confidence from how far a factor clears the detector's threshold: 0.5 at the threshold,
+// approaching 1 for large drops. A ranking aid for people, not a probability model.
+double SeparationConfidence(double factor, double min_factor);
+
+}  // namespace goodput::alerting

@@ -1,0 +1,173 @@
+#include "services/alerting/job_detectors.h"
+
+#include <cmath>
+#include <functional>
+
+#include "gtest/gtest.h"
+
+namespace goodput::alerting {
+namespace {
+
+constexpr int64_t kStart = 1'790'000'000;
+
+// A job's one-minute windows: an 8-minute warm-up ramp to `level`, then `shape(minute)` on
+// top, with a small deterministic wobble (as the detect tests build them).
+JobInput Job(int minutes, double level,
+             const std::function<double(int)>& shape = [](int) { return 1.0; }) {
+  JobInput in;
+  for (int m = 0; m < minutes; ++m) {
+    const double ramp = m < 8 ? 0.1 + 0.9 * m / 8.0 : 1.0;
+    JobWindow w;
+    w.window.start_s = kStart + m * 60;
+    w.window.end_s = w.window.start_s + 60;
+    w.window.ofu = level * ramp * (1.0 + 0.02 * std::sin(m * 1.3)) * shape(m);
+    w.warmup = m < 8;
+    w.gpus_allocated = w.gpus_reporting = 8;
+    w.gpu_ofu_median = w.window.ofu;
+    in.windows.push_back(w);
+  }
+  return in;
+}
+
+double Checkpoints(int m) { return (m % 30) >= 26 ? 0.05 : 1.0; }
+
+std::vector<Kind> Kinds(const JobEvaluation& e) {
+  std::vector<Kind> k;
+  for (const Finding& f : e.findings) k.push_back(f.kind);
+  return k;
+}
+
+TEST(JobDetectors, WarmupCheckpointsAndShortStallsFindNothing) {
+  JobInput in = Job(300, 0.45, [](int m) { return m >= 114 && m < 120 ? 0.0 : Checkpoints(m); });
+  JobEvaluation e = EvaluateJob(in, {});
+  EXPECT_TRUE(e.findings.empty());
+  EXPECT_NEAR(e.steady.median_ofu, 0.45, 0.02);
+}
+
+TEST(JobDetectors, SustainedDropIsARegressionInJobWithOnsetAndFactor) {
+  JobInput in = Job(200, 0.5, [](int m) { return (m >= 120 ? 0.4 : 1.0) * Checkpoints(m); });
+  JobEvaluation e = EvaluateJob(in, {});
+  ASSERT_EQ(Kinds(e), std::vector<Kind>{Kind::kRegressionInJob});
+  const Finding& f = e.findings[0];
+  EXPECT_NEAR(*f.factor, 2.5, 0.15);
+  EXPECT_NEAR(*f.before_ofu, 0.5, 0.02);
+  EXPECT_EQ(f.onset_s, kStart + 120 * 60);
+  EXPECT_GT(f.confidence, 0.8);
+  EXPECT_LE(f.evidence_to_s - f.evidence_from_s, 60 * 60);
+  // The steady state describes the job before it regressed.
+  EXPECT_NEAR(e.steady.median_ofu, 0.5, 0.02);
+}
+
+TEST(JobDetectors, RecoveredJobHasNoOpenRegression) {
+  JobInput in = Job(260, 0.5, [](int m) { return m >= 120 && m < 180 ? 0.4 : 1.0; });
+  EXPECT_TRUE(EvaluateJob(in, {}).findings.empty());
+}
+
+TEST(JobDetectors, DropExplainedByAPrecisionSwitchIsAnnotatedNotFound) {
+  // FP8 doubles the peak: OFU halves for the same work.
+  JobInput in = Job(200, 0.5, [](int m) { return m >= 120 ? 0.5 : 1.0; });
+  in.precision_switches.push_back({kStart + 120 * 60, 989, 1979});
+  JobEvaluation e = EvaluateJob(in, {});
+  EXPECT_TRUE(e.findings.empty());
+  EXPECT_FALSE(e.precision_annotations.empty());
+}
+
+TEST(JobDetectors, DebugFlagJobIsFlaggedAgainstItsWorkloadFromItsFirstSteadyWindows) {
+  JobInput in = Job(60, 0.22);
+  for (int j = 0; j < 3; ++j) {
+    EarlierJob e;
+    e.job_id = "earlier-" + std::to_string(j);
+    e.last_end_s = kStart - 86400 * (7 + j);
+    e.steady = {.job_id = e.job_id, .median_ofu = 0.55 + 0.01 * j, .mad_ofu = 0.01,
+                .steady_windows = 500, .effective_peak_tflops = 0};
+    in.earlier_jobs.push_back(e);
+  }
+  JobEvaluation e = EvaluateJob(in, {});
+  ASSERT_EQ(Kinds(e), std::vector<Kind>{Kind::kRegressionVsWorkload});
+  const Finding& f = e.findings[0];
+  EXPECT_NEAR(*f.factor, 2.5, 0.15);
+  EXPECT_NEAR(*f.baseline_ofu, 0.56, 0.01);
+  EXPECT_EQ(f.baseline_jobs, 3);
+  EXPECT_EQ(f.baseline_job_ids.front(), "earlier-0");
+  // Decided from the first steady windows: well before the hour is over.
+  EXPECT_LE(f.detected_s - kStart, 35 * 60);
+}
+
+TEST(JobDetectors, UsualJobOfAWorkloadIsNotFlagged) {
+  JobInput in = Job(60, 0.54);
+  for (int j = 0; j < 3; ++j) {
+    in.earlier_jobs.push_back({"e" + std::to_string(j), kStart - 86400,
+                               {.job_id = "e", .median_ofu = 0.55, .mad_ofu = 0.01,
+                                .steady_windows = 500, .effective_peak_tflops = 0}});
+  }
+  EXPECT_TRUE(EvaluateJob(in, {}).findings.empty());
+}
+
+TEST(JobDetectors, PersistentlyIdleGpuAndStragglerAreFound) {
+  JobInput in = Job(60, 0.4);
+  for (JobWindow& w : in.windows) {
+    w.idle_gpus = {"n2/7/"};
+    w.stragglers = {{"n1/3/", w.gpu_ofu_median * 0.6, 0.6}};
+  }
+  JobEvaluation e = EvaluateJob(in, {});
+  ASSERT_EQ(e.findings.size(), 2u);
+  const Finding* idle = nullptr;
+  const Finding* slow = nullptr;
+  for (const Finding& f : e.findings) (f.kind == Kind::kIdleGpus ? idle : slow) = &f;
+  ASSERT_TRUE(idle && slow);
+  EXPECT_EQ(idle->gpus, std::vector<std::string>{"n2/7/"});
+  EXPECT_NEAR(idle->idle_gpu_hours, 1.0, 0.1);
+  EXPECT_EQ(slow->kind, Kind::kStraggler);
+  EXPECT_EQ(slow->detail, "n1/3/");
+  EXPECT_NEAR(slow->straggler_score, 0.6, 0.05);
+}
+
+TEST(JobDetectors, AnOccasionallySlowGpuIsNoStraggler) {
+  JobInput in = Job(60, 0.4);
+  for (size_t i = 0; i < in.windows.size(); i += 5) {
+    in.windows[i].stragglers = {{"n1/3/", 0.2, 0.5}};
+  }
+  EXPECT_TRUE(EvaluateJob(in, {}).findings.empty());
+}
+
+TEST(JobDetectors, DataQualityNeedsMostRecentWindowsFlagged) {
+  JobInput in = Job(30, 0.4);
+  for (size_t i = 22; i < 30; ++i) in.windows[i].flags = 1u << 6;  // low GPU coverage
+  JobEvaluation e = EvaluateJob(in, {});
+  ASSERT_EQ(Kinds(e), std::vector<Kind>{Kind::kDataQuality});
+  EXPECT_EQ(e.findings[0].flagged_windows, 8);
+  in.windows[29].flags = in.windows[28].flags = in.windows[27].flags = in.windows[26].flags = 0;
+  in.windows[25].flags = 0;
+  EXPECT_TRUE(EvaluateJob(in, {}).findings.empty());
+  in.windows[25].flags = 1u << 7;  // late samples dropped: not serious
+  EXPECT_TRUE(EvaluateJob(in, {}).findings.empty());
+}
+
+TEST(JobDetectors, ConfidentOvercountVerdictIsADivergence) {
+  JobInput in = Job(30, 0.4);
+  in.divergence = DivergenceObs{.time_s = kStart + 1800, .interval_start_s = kStart,
+                                .interval_end_s = kStart + 1800, .verdict = "app_flops_overcount",
+                                .ratio = 2.1, .confidence = 0.97, .correction_factor = 0.48,
+                                .top_cause = "latent_projection_moe", .reason = ""};
+  JobEvaluation e = EvaluateJob(in, {});
+  ASSERT_EQ(Kinds(e), std::vector<Kind>{Kind::kDivergence});
+  EXPECT_DOUBLE_EQ(*e.findings[0].factor, 2.1);
+  in.divergence->verdict = "consistent";
+  EXPECT_TRUE(EvaluateJob(in, {}).findings.empty());
+  in.divergence->verdict = "app_flops_undercount";
+  in.divergence->confidence = 0.5;
+  EXPECT_TRUE(EvaluateJob(in, {}).findings.empty());
+}
+
+TEST(JobDetectors, TelemetryStoppedAfterTheConfiguredSilence) {
+  DetectorOptions o;
+  o.telemetry_stopped_after_s = 600;
+  EXPECT_FALSE(TelemetryStopped(1000, 1500, o).has_value());
+  std::optional<Finding> f = TelemetryStopped(1000, 1700, o);
+  ASSERT_TRUE(f.has_value());
+  EXPECT_EQ(f->last_sample_s, 1000);
+  EXPECT_EQ(f->kind, Kind::kTelemetryStopped);
+}
+
+}  // namespace
+}  // namespace goodput::alerting

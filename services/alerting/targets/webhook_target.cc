@@ -1,0 +1,70 @@
+#include "services/alerting/targets/webhook_target.h"
+
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "services/alerting/targets/http_client.h"
+#include "services/alerting/targets/render.h"
+
+namespace goodput::alerting {
+
+std::string WebhookBody(const Notification& n, const std::string& idempotency_key,
+                        const std::string& target) {
+  nlohmann::json j = {
+      {"idempotency_key", idempotency_key},
+      {"target", target},
+      {"alert_id", n.alert_id},
+      {"fingerprint", n.fingerprint},
+      {"kind", n.kind},
+      {"severity", n.severity},
+      {"state", n.state},
+      {"cluster", n.cluster},
+      {"job_id", n.job_id},
+      {"scheduler", n.scheduler},
+      {"team", n.team},
+      {"user", n.user},
+      {"labels", n.labels},
+      {"summary", n.summary},
+      {"description", n.description},
+      {"verdict", n.verdict},
+      {"dashboard_url", n.dashboard_url},
+      {"start_time", Rfc3339(ToAbslTime(n.start_time))},
+  };
+  j["factor"] = n.factor ? nlohmann::json(*n.factor) : nlohmann::json(nullptr);
+  j["end_time"] = n.end_time ? nlohmann::json(Rfc3339(ToAbslTime(*n.end_time)))
+                             : nlohmann::json(nullptr);
+  return j.dump();
+}
+
+std::string WebhookSignature(const std::string& secret, const std::string& timestamp,
+                             const std::string& body) {
+  const std::string signed_text = absl::StrCat(timestamp, ".", body);
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int mac_len = 0;
+  HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
+       reinterpret_cast<const unsigned char*>(signed_text.data()), signed_text.size(), mac,
+       &mac_len);
+  return absl::StrCat(
+      "sha256=", absl::BytesToHexString(std::string(reinterpret_cast<char*>(mac), mac_len)));
+}
+
+absl::Status WebhookTarget::Send(const SendRequest& request) {
+  const std::string body = WebhookBody(*request.notification, request.idempotency_key, name());
+  const std::string timestamp = absl::StrCat(absl::ToUnixSeconds(request.now));
+  HttpRequest http{.url = config_.url, .headers = config_.headers, .body = body,
+                   .timeout = config_.timeout};
+  http.headers.emplace_back("Content-Type", "application/json");
+  http.headers.emplace_back("X-Goodput-Timestamp", timestamp);
+  http.headers.emplace_back("X-Goodput-Signature",
+                            WebhookSignature(config_.secret, timestamp, body));
+  http.headers.emplace_back("Idempotency-Key", request.idempotency_key);
+  absl::StatusOr<HttpResponse> response = PerformHttp(http);
+  if (!response.ok()) return response.status();
+  return HttpStatusToStatus(*response, absl::StrCat("webhook ", config_.url));
+}
+
+}  // namespace goodput::alerting

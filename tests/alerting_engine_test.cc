@@ -1,0 +1,566 @@
+// The alert engine against a real PostgreSQL: replayed job windows become exactly the alerts
+// (and outbox rows) they should, replays change nothing, the lifecycle (acknowledge, silence,
+// resolve) behaves, stopped telemetry is found by the sweep on an injected clock, and
+// SubscribeAlerts sees the changes over gRPC.
+
+#include <atomic>
+#include <cmath>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "goodput/v1/alert.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "services/alerting/alert_config.h"
+#include "services/alerting/alert_engine.h"
+#include "services/alerting/alerting_service.h"
+#include "services/api/api_convert.h"
+#include "services/platform/migrations.h"
+#include "services/platform/pg_pool.h"
+#include "tests/support/free_port.h"
+#include "tests/support/postgres_server.h"
+#include "tests/support/service_process.h"
+
+namespace goodput::alerting {
+namespace {
+
+using ::goodput::testing::PostgresServer;
+
+constexpr int64_t kT0 = 1'790'000'000;  // first window of the job under test (unix s)
+constexpr char kProducer[] = "ofu-0-of-1";
+
+// One-minute job-level windows: 8 minutes of warm-up ramp to `level`, then shape(minute).
+std::vector<v1::OfuWindow> Windows(const std::string& job_id, int64_t t0, int minutes,
+                                   double level,
+                                   const std::function<double(int)>& shape = [](int) { return 1.0; },
+                                   const std::string& fingerprint = "") {
+  std::vector<v1::OfuWindow> out;
+  for (int m = 0; m < minutes; ++m) {
+    const double ramp = m < 8 ? 0.1 + 0.9 * m / 8.0 : 1.0;
+    v1::OfuWindow w;
+    w.mutable_job()->set_cluster("eos");
+    w.mutable_job()->set_job_id(job_id);
+    *w.mutable_start_time() = api::UnixMsToTimestamp((t0 + m * 60) * 1000);
+    *w.mutable_end_time() = api::UnixMsToTimestamp((t0 + m * 60 + 60) * 1000);
+    w.set_window_s(60);
+    w.set_gpu_model("NVIDIA H100 80GB HBM3");
+    w.set_workload_fingerprint(fingerprint);
+    w.set_ofu(level * ramp * (1.0 + 0.02 * std::sin(m * 1.3)) * shape(m));
+    w.set_gpus_reporting(8);
+    w.set_gpus_allocated(8);
+    w.set_gpu_coverage(1.0);
+    w.set_gpu_ofu_median(w.ofu());
+    w.set_warmup(m < 8);
+    w.set_finalized(true);
+    out.push_back(w);
+  }
+  return out;
+}
+
+double Checkpoints(int m) { return (m % 30) >= 26 ? 0.05 : 1.0; }
+double DropAt120(int m) { return (m >= 120 ? 0.4 : 1.0) * Checkpoints(m); }
+
+class AlertEngineTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto pg = PostgresServer::Create();
+    ASSERT_TRUE(pg.ok()) << pg.status();
+    pg_ = *std::move(pg);
+    ASSERT_TRUE(pg_->CreateDatabase("goodput").ok());
+    auto report = platform::ApplyMigrations(pg_->Dsn("goodput"),
+                                            goodput::testing::SourceDir() / "migrations");
+    ASSERT_TRUE(report.ok()) << report.status();
+    auto pool = platform::PgPool::Create({.dsn = pg_->Dsn("goodput")});
+    ASSERT_TRUE(pool.ok());
+    pool_ = *std::move(pool);
+    EngineConfig config;
+    config.routing.routes.push_back(
+        {.match = {{"cluster", "eos"}}, .targets = {"slurm-eos", "am-prod"}});
+    config.routing.default_targets = {"am-default"};
+    config.dashboard_url = "https://goodput.example/";
+    engine_ = std::make_unique<AlertEngine>(pool_.get(), config, &hub_, platform::Logger(),
+                                            [this] { return absl::FromUnixMillis(now_ms_.load()); });
+    AddJob("j1");
+  }
+
+  void Sql(const std::string& sql) { ASSERT_TRUE(pg_->Execute("goodput", sql).ok()) << sql; }
+  int64_t Count(const std::string& sql) {
+    auto v = pg_->QueryValue("goodput", sql);
+    EXPECT_TRUE(v.ok()) << v.status() << " " << sql;
+    return v.ok() ? std::stoll(*v) : -1;
+  }
+  void AddJob(const std::string& job_id, const std::string& fingerprint = "") {
+    Sql(absl::StrCat("INSERT INTO jobs (cluster, job_id, scheduler, team, user_name, ",
+                     "workload_fingerprint, labels) VALUES ('eos', '", job_id,
+                     "', 'slurm', 'llm', 'ada', '", fingerprint, "', '{\"project\": \"p7\"}')"));
+  }
+
+  // Pushes `windows` in order, `per_push` at a time, as ofu's forwarder does.
+  std::vector<v1::DeliveryAck> Push(const std::vector<v1::OfuWindow>& windows, int per_push = 10,
+                                    std::optional<int64_t> first_seq = std::nullopt) {
+    std::vector<v1::DeliveryAck> acks;
+    int64_t seq = first_seq.value_or(next_seq_);
+    for (size_t i = 0; i < windows.size(); i += static_cast<size_t>(per_push)) {
+      v1::PushWindowsRequest req;
+      req.mutable_position()->set_producer_id(kProducer);
+      req.mutable_position()->set_sequence(seq);
+      req.mutable_position()->set_previous_sequence(seq - 1);
+      for (size_t j = i; j < std::min(windows.size(), i + static_cast<size_t>(per_push)); ++j) {
+        *req.add_windows() = windows[j];
+      }
+      auto ack = engine_->PushWindows(req);
+      EXPECT_TRUE(ack.ok()) << ack.status();
+      if (ack.ok()) acks.push_back(*ack);
+      ++seq;
+    }
+    if (!first_seq) next_seq_ = seq;
+    return acks;
+  }
+
+  std::vector<v1::Alert> Alerts(const std::string& job_id = "") {
+    v1::ListAlertsRequest req;
+    if (!job_id.empty()) {
+      req.mutable_job()->set_cluster("eos");
+      req.mutable_job()->set_job_id(job_id);
+    }
+    auto r = engine_->ListAlerts(req);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? std::vector<v1::Alert>(r->alerts().begin(), r->alerts().end())
+                  : std::vector<v1::Alert>{};
+  }
+
+  int64_t OutboxRows(const std::string& alert_id, const std::string& state = "") {
+    return Count(absl::StrCat("SELECT count(*) FROM alert_outbox WHERE alert_id = ", alert_id,
+                              state.empty() ? "" : absl::StrCat(" AND state = '", state, "'")));
+  }
+
+  std::unique_ptr<PostgresServer> pg_;
+  std::unique_ptr<platform::PgPool> pool_;
+  AlertHub hub_;
+  std::unique_ptr<AlertEngine> engine_;
+  std::atomic<int64_t> now_ms_{(kT0 + 200 * 60) * 1000};
+  int64_t next_seq_ = 1;
+};
+
+TEST_F(AlertEngineTest, RegressingJobFiresOnceWithFactorOnsetAndOneOutboxRowPerTarget) {
+  const auto windows = Windows("j1", kT0, 200, 0.5, DropAt120);
+  Push(windows);
+  std::vector<v1::Alert> alerts = Alerts();
+  ASSERT_EQ(alerts.size(), 1u);
+  const v1::Alert& a = alerts[0];
+  EXPECT_EQ(a.kind(), v1::ALERT_KIND_REGRESSION_IN_JOB);
+  EXPECT_EQ(a.state(), v1::ALERT_STATE_FIRING);
+  EXPECT_EQ(a.severity(), v1::SEVERITY_CRITICAL);
+  EXPECT_NEAR(a.evidence().factor(), 2.5, 0.15);
+  EXPECT_NEAR(a.evidence().before_ofu(), 0.5, 0.02);
+  EXPECT_EQ(api::TimestampToUnixMs(a.evidence().onset_time()), (kT0 + 120 * 60) * 1000);
+  EXPECT_GT(a.evidence().windows_size(), 10);
+  EXPECT_LE(a.evidence().windows_size(), 60);
+  EXPECT_EQ(a.labels().at("team"), "llm");
+  EXPECT_EQ(a.labels().at("project"), "p7");
+  EXPECT_EQ(a.dashboard_url(), "https://goodput.example/jobs/eos/j1");
+  EXPECT_NE(a.summary().find("OFU fell 2."), std::string::npos) << a.summary();
+  EXPECT_NE(a.description().find("Look first"), std::string::npos) << a.description();
+  EXPECT_EQ(OutboxRows(a.alert_id(), "firing"), 2);
+  EXPECT_EQ(Count("SELECT count(*) FROM alert_outbox WHERE target IN ('slurm-eos', 'am-prod')"), 2);
+
+  // GetAlert shows the deliveries.
+  auto got = engine_->GetAlert(a.alert_id());
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(got->deliveries_size(), 2);
+  EXPECT_EQ(got->deliveries(0).state(), v1::DELIVERY_STATE_PENDING);
+  EXPECT_EQ(got->deliveries(0).idempotency_key(), absl::StrCat(a.alert_id(), ":slurm-eos:firing"));
+
+  // The same pushes again (a forwarder retrying after a lost acknowledgement): nothing new.
+  const int64_t windows_before = Count("SELECT count(*) FROM alert_windows");
+  std::vector<v1::DeliveryAck> acks = Push(windows, 10, 1);
+  for (const v1::DeliveryAck& ack : acks) EXPECT_TRUE(ack.duplicate());
+  EXPECT_EQ(acks.back().watermark_sequence(), 20);
+  EXPECT_EQ(Count("SELECT count(*) FROM alerts"), 1);
+  EXPECT_EQ(Count("SELECT count(*) FROM alert_outbox"), 2);
+  EXPECT_EQ(Count("SELECT count(*) FROM alert_windows"), windows_before);
+  auto again = engine_->GetAlert(a.alert_id());
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->update_time().seconds(), a.update_time().seconds());
+}
+
+TEST_F(AlertEngineTest, WarmupCheckpointDipsAndShortStallsDoNotAlert) {
+  Push(Windows("j1", kT0, 300, 0.45,
+               [](int m) { return m >= 114 && m < 120 ? 0.0 : Checkpoints(m); }));
+  EXPECT_TRUE(Alerts().empty());
+  EXPECT_EQ(Count("SELECT count(*) FROM alert_outbox"), 0);
+}
+
+TEST_F(AlertEngineTest, AGapIsReportedAndNothingIsApplied) {
+  v1::PushWindowsRequest req;
+  req.mutable_position()->set_producer_id(kProducer);
+  req.mutable_position()->set_sequence(7);
+  req.mutable_position()->set_previous_sequence(6);
+  *req.add_windows() = Windows("j1", kT0, 1, 0.5)[0];
+  auto ack = engine_->PushWindows(req);
+  ASSERT_TRUE(ack.ok()) << ack.status();
+  EXPECT_TRUE(ack->gap_detected());
+  EXPECT_EQ(ack->watermark_sequence(), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM alert_windows"), 0);
+  req.mutable_position()->set_producer_id("");
+  EXPECT_EQ(engine_->PushWindows(req).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(AlertEngineTest, DebugFlagJobBadFromItsStartAlertsAgainstItsWorkload) {
+  const std::string fp = "llama-70b/tp8-pp4/h100x256";
+  for (int j = 0; j < 3; ++j) {
+    const std::string id = absl::StrCat("earlier-", j);
+    AddJob(id, fp);
+    Push(Windows(id, kT0 - (10 - j) * 86400, 120, 0.55 + 0.01 * j, Checkpoints, fp));
+  }
+  AddJob("debug", fp);
+  Push(Windows("debug", kT0, 60, 0.22, Checkpoints, fp));
+  std::vector<v1::Alert> alerts = Alerts("debug");
+  ASSERT_EQ(alerts.size(), 1u);
+  const v1::Alert& a = alerts[0];
+  EXPECT_EQ(a.kind(), v1::ALERT_KIND_REGRESSION_VS_WORKLOAD);
+  EXPECT_NEAR(a.evidence().factor(), 2.5, 0.2);
+  EXPECT_NEAR(a.evidence().baseline_ofu(), 0.56, 0.015);
+  ASSERT_EQ(a.evidence().baseline_jobs_size(), 3);
+  EXPECT_EQ(a.evidence().baseline_jobs(0).job_id(), "earlier-2");
+  EXPECT_NE(a.description().find("same workload ran at 5"), std::string::npos) << a.description();
+  EXPECT_TRUE(Alerts("earlier-0").empty());
+}
+
+TEST_F(AlertEngineTest, AcknowledgedAlertsAreNotRenotifiedAndResolveWhenTheJobEnds) {
+  Push(Windows("j1", kT0, 200, 0.5, DropAt120));
+  std::vector<v1::Alert> alerts = Alerts();
+  ASSERT_EQ(alerts.size(), 1u);
+  const std::string id = alerts[0].alert_id();
+
+  v1::AckAlertRequest ack;
+  ack.set_alert_id(id);
+  EXPECT_EQ(engine_->AckAlert(ack).status().code(), absl::StatusCode::kInvalidArgument);
+  ack.set_by("ada@example.org");
+  ack.set_comment("looking at the NCCL settings");
+  auto acked = engine_->AckAlert(ack);
+  ASSERT_TRUE(acked.ok()) << acked.status();
+  EXPECT_EQ(acked->state(), v1::ALERT_STATE_ACKNOWLEDGED);
+  EXPECT_EQ(acked->acknowledgement().by(), "ada@example.org");
+  ASSERT_TRUE(engine_->AckAlert(ack).ok());  // idempotent
+
+  // More windows of the still-regressed job: still one alert, still acknowledged, no
+  // new notification.
+  Push(Windows("j1", kT0, 230, 0.5, DropAt120));
+  alerts = Alerts();
+  ASSERT_EQ(alerts.size(), 1u);
+  EXPECT_EQ(alerts[0].state(), v1::ALERT_STATE_ACKNOWLEDGED);
+  EXPECT_EQ(OutboxRows(id), 2);
+
+  // The job ends: the sweep resolves the alert and tells the targets that heard the firing.
+  Sql("UPDATE jobs SET state = 'completed' WHERE job_id = 'j1'");
+  ASSERT_TRUE(engine_->Sweep().ok());
+  auto resolved = engine_->GetAlert(id);
+  ASSERT_TRUE(resolved.ok());
+  EXPECT_EQ(resolved->state(), v1::ALERT_STATE_RESOLVED);
+  EXPECT_TRUE(resolved->has_end_time());
+  EXPECT_EQ(OutboxRows(id, "resolved"), 2);
+  EXPECT_EQ(engine_->AckAlert(ack).status().code(), absl::StatusCode::kFailedPrecondition);
+  v1::AckAlertRequest unknown;
+  unknown.set_alert_id("999");
+  unknown.set_by("x");
+  EXPECT_EQ(engine_->AckAlert(unknown).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(AlertEngineTest, RecoveryResolvesTheAlert) {
+  Push(Windows("j1", kT0, 200, 0.5, DropAt120));
+  ASSERT_EQ(Alerts().size(), 1u);
+  Push(Windows("j1", kT0, 260, 0.5, [](int m) { return m >= 120 && m < 200 ? 0.4 : 1.0; }));
+  std::vector<v1::Alert> alerts = Alerts();
+  ASSERT_EQ(alerts.size(), 1u);
+  EXPECT_EQ(alerts[0].state(), v1::ALERT_STATE_RESOLVED);
+  EXPECT_EQ(OutboxRows(alerts[0].alert_id(), "resolved"), 2);
+}
+
+TEST_F(AlertEngineTest, SilencedAlertsAreNotDeliveredUntilTheSilenceEnds) {
+  v1::Silence s;
+  auto* m = s.add_matchers();
+  m->set_name("team");
+  m->set_value("ll.*");
+  m->set_comparison(v1::MATCH_OPERATOR_REGEX);
+  *s.mutable_active()->mutable_end_time() = api::UnixMsToTimestamp(now_ms_ + 3'600'000);
+  s.set_created_by("ada");
+  auto created = engine_->CreateSilence(s);
+  ASSERT_TRUE(created.ok()) << created.status();
+  EXPECT_FALSE(created->expired());
+
+  Push(Windows("j1", kT0, 200, 0.5, DropAt120));
+  std::vector<v1::Alert> alerts = Alerts();
+  ASSERT_EQ(alerts.size(), 1u);
+  EXPECT_EQ(alerts[0].state(), v1::ALERT_STATE_SILENCED);
+  EXPECT_EQ(OutboxRows(alerts[0].alert_id()), 0);
+  auto got = engine_->GetAlert(alerts[0].alert_id());
+  ASSERT_TRUE(got.ok());
+  ASSERT_EQ(got->silence_ids_size(), 1);
+  EXPECT_EQ(got->silence_ids(0), created->silence_id());
+
+  auto listed = engine_->ListSilences({});
+  ASSERT_TRUE(listed.ok());
+  EXPECT_EQ(listed->silences_size(), 1);
+
+  auto deleted = engine_->DeleteSilence(created->silence_id());
+  ASSERT_TRUE(deleted.ok()) << deleted.status();
+  EXPECT_TRUE(deleted->expired());
+  alerts = Alerts();
+  EXPECT_EQ(alerts[0].state(), v1::ALERT_STATE_FIRING);
+  EXPECT_EQ(OutboxRows(alerts[0].alert_id(), "firing"), 2);
+  EXPECT_TRUE(engine_->DeleteSilence(created->silence_id()).ok());
+  EXPECT_EQ(engine_->DeleteSilence("12345").status().code(), absl::StatusCode::kNotFound);
+
+  // A silence that ends by itself: the sweep un-silences.
+  EXPECT_EQ(engine_->ListSilences({})->silences_size(), 0);
+  v1::Silence bad;
+  bad.add_matchers()->set_name("team");
+  EXPECT_EQ(engine_->CreateSilence(bad).status().code(), absl::StatusCode::kInvalidArgument);
+  auto* re = bad.mutable_matchers(0);
+  re->set_value("(");
+  re->set_comparison(v1::MATCH_OPERATOR_REGEX);
+  *bad.mutable_active()->mutable_end_time() = api::UnixMsToTimestamp(now_ms_ + 60'000);
+  auto refused = engine_->CreateSilence(bad);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("silence.matchers[0].value"), std::string::npos)
+      << refused.status();
+}
+
+TEST_F(AlertEngineTest, SweepFindsStoppedTelemetryOfARunningJobAndResolvesWhenItReturns) {
+  Push(Windows("j1", kT0, 30, 0.45));
+  const int64_t last_end_ms = (kT0 + 30 * 60) * 1000;
+  now_ms_ = last_end_ms + 5 * 60 * 1000;
+  ASSERT_TRUE(engine_->Sweep().ok());
+  EXPECT_TRUE(Alerts().empty());
+  now_ms_ = last_end_ms + 20 * 60 * 1000;
+  ASSERT_TRUE(engine_->Sweep().ok());
+  std::vector<v1::Alert> alerts = Alerts();
+  ASSERT_EQ(alerts.size(), 1u);
+  EXPECT_EQ(alerts[0].kind(), v1::ALERT_KIND_TELEMETRY_STOPPED);
+  EXPECT_EQ(api::TimestampToUnixMs(alerts[0].evidence().last_sample_time()), last_end_ms);
+  ASSERT_TRUE(engine_->Sweep().ok());
+  EXPECT_EQ(Alerts().size(), 1u);  // one alert, however many sweeps
+
+  Push(Windows("j1", kT0, 50, 0.45));
+  ASSERT_TRUE(engine_->Sweep().ok());
+  alerts = Alerts();
+  ASSERT_EQ(alerts.size(), 1u);
+  EXPECT_EQ(alerts[0].state(), v1::ALERT_STATE_RESOLVED);
+}
+
+TEST_F(AlertEngineTest, ListAlertsFiltersAndPages) {
+  for (int j = 0; j < 5; ++j) {
+    const std::string id = absl::StrCat("p", j);
+    AddJob(id);
+    Push(Windows(id, kT0, 200, 0.5, DropAt120));
+  }
+  v1::ListAlertsRequest req;
+  req.set_page_size(2);
+  std::vector<std::string> seen;
+  for (int page = 0; page < 5; ++page) {
+    auto r = engine_->ListAlerts(req);
+    ASSERT_TRUE(r.ok()) << r.status();
+    for (const auto& a : r->alerts()) seen.push_back(a.job().job_id());
+    if (r->next_page_token().empty()) break;
+    req.set_page_token(r->next_page_token());
+  }
+  EXPECT_EQ(seen, (std::vector<std::string>{"p4", "p3", "p2", "p1", "p0"}));
+  v1::ListAlertsRequest filtered;
+  auto* m = filtered.add_matchers();
+  m->set_name("job_id");
+  m->set_value("p[13]");
+  m->set_comparison(v1::MATCH_OPERATOR_REGEX);
+  filtered.add_kinds(v1::ALERT_KIND_REGRESSION_IN_JOB);
+  filtered.set_min_severity(v1::SEVERITY_WARNING);
+  auto r = engine_->ListAlerts(filtered);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->alerts_size(), 2);
+  filtered.clear_kinds();
+  filtered.add_kinds(v1::ALERT_KIND_STRAGGLER);
+  EXPECT_EQ(engine_->ListAlerts(filtered)->alerts_size(), 0);
+}
+
+TEST_F(AlertEngineTest, SubscribeAlertsSeesOpenAlertsAndChanges) {
+  Push(Windows("j1", kT0, 200, 0.5, DropAt120));
+  auto port = goodput::testing::FreePort();
+  ASSERT_TRUE(port.ok());
+  AlertServiceImpl service(engine_.get(), &hub_);
+  grpc::ServerBuilder b;
+  b.AddListeningPort(absl::StrCat("127.0.0.1:", *port), grpc::InsecureServerCredentials());
+  b.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = b.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  auto stub = v1::AlertService::NewStub(
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", *port), grpc::InsecureChannelCredentials()));
+
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  v1::SubscribeAlertsRequest req;
+  req.set_include_open(true);
+  req.set_cluster("eos");
+  auto reader = stub->SubscribeAlerts(&ctx, req);
+  v1::SubscribeAlertsResponse msg;
+  ASSERT_TRUE(reader->Read(&msg));
+  EXPECT_EQ(msg.change(), v1::ALERT_CHANGE_SNAPSHOT);
+  const std::string first = msg.alert().alert_id();
+
+  // Changes made through the API arrive in order.
+  AddJob("j2");
+  Push(Windows("j2", kT0, 200, 0.5, DropAt120));
+  ASSERT_TRUE(reader->Read(&msg));
+  EXPECT_EQ(msg.change(), v1::ALERT_CHANGE_FIRED);
+  EXPECT_EQ(msg.alert().job().job_id(), "j2");
+  grpc::ClientContext ack_ctx;
+  v1::AckAlertRequest ack;
+  ack.set_alert_id(first);
+  ack.set_by("ada");
+  v1::AckAlertResponse ack_resp;
+  ASSERT_TRUE(stub->AckAlert(&ack_ctx, ack, &ack_resp).ok());
+  ASSERT_TRUE(reader->Read(&msg));
+  EXPECT_EQ(msg.change(), v1::ALERT_CHANGE_ACKNOWLEDGED);
+  EXPECT_EQ(msg.alert().alert_id(), first);
+  ctx.TryCancel();
+  reader->Finish();
+  server->Shutdown(std::chrono::system_clock::now());
+}
+
+
+TEST_F(AlertEngineTest, DivergenceVerdictsAlertAndPrecisionSwitchesAnnotate) {
+  auto push = [&](int64_t seq, const std::vector<v1::DivergenceEvent>& events) {
+    v1::PushDivergenceEventsRequest req;
+    req.mutable_position()->set_producer_id("mfu-0");
+    req.mutable_position()->set_sequence(seq);
+    req.mutable_position()->set_previous_sequence(seq - 1);
+    for (const auto& e : events) *req.add_events() = e;
+    auto ack = engine_->PushDivergenceEvents(req);
+    EXPECT_TRUE(ack.ok()) << ack.status();
+    return ack.ok() ? *ack : v1::DeliveryAck{};
+  };
+  Push(Windows("j1", kT0, 60, 0.4));
+  v1::DivergenceEvent e;
+  e.set_event_id("v1");
+  e.mutable_job()->set_cluster("eos");
+  e.mutable_job()->set_job_id("j1");
+  *e.mutable_time() = api::UnixMsToTimestamp((kT0 + 3600) * 1000);
+  *e.mutable_interval()->mutable_start_time() = api::UnixMsToTimestamp(kT0 * 1000);
+  *e.mutable_interval()->mutable_end_time() = api::UnixMsToTimestamp((kT0 + 3600) * 1000);
+  v1::Divergence* d = e.mutable_verdict();
+  d->set_verdict(v1::VERDICT_APP_FLOPS_OVERCOUNT);
+  d->set_ratio(2.12);
+  d->set_confidence(0.97);
+  d->set_correction_factor(0.47);
+  d->add_causes()->set_cause(v1::DIVERGENCE_CAUSE_LATENT_PROJECTION_MOE);
+  EXPECT_FALSE(push(1, {e}).duplicate());
+  EXPECT_TRUE(push(1, {e}).duplicate());
+  std::vector<v1::Alert> alerts = Alerts();
+  ASSERT_EQ(alerts.size(), 1u);
+  EXPECT_EQ(alerts[0].kind(), v1::ALERT_KIND_DIVERGENCE);
+  EXPECT_EQ(alerts[0].evidence().divergence().verdict(), v1::VERDICT_APP_FLOPS_OVERCOUNT);
+  EXPECT_NE(alerts[0].description().find("MoE"), std::string::npos) << alerts[0].description();
+  EXPECT_EQ(OutboxRows(alerts[0].alert_id(), "firing"), 2);
+
+  // The framework fixed its formula: the verdict is consistent again.
+  e.set_event_id("v2");
+  *e.mutable_time() = api::UnixMsToTimestamp((kT0 + 7200) * 1000);
+  d->set_verdict(v1::VERDICT_CONSISTENT);
+  push(2, {e});
+  alerts = Alerts();
+  ASSERT_EQ(alerts.size(), 1u);
+  EXPECT_EQ(alerts[0].state(), v1::ALERT_STATE_RESOLVED);
+
+  // FP8 doubles the peak: OFU halves at the switch, which annotates, not alerts.
+  AddJob("fp8");
+  v1::DivergenceEvent sw;
+  sw.set_event_id("s1");
+  sw.mutable_job()->set_cluster("eos");
+  sw.mutable_job()->set_job_id("fp8");
+  *sw.mutable_time() = api::UnixMsToTimestamp((kT0 + 120 * 60) * 1000);
+  *sw.mutable_precision_switch()->mutable_time() = sw.time();
+  sw.mutable_precision_switch()->set_peak_tflops_before(989);
+  sw.mutable_precision_switch()->set_peak_tflops_after(1979);
+  push(3, {sw});
+  Push(Windows("fp8", kT0, 200, 0.5, [](int m) { return m >= 120 ? 0.5 : 1.0; }));
+  EXPECT_TRUE(Alerts("fp8").empty());
+}
+
+TEST_F(AlertEngineTest, PersistentlyIdleGpusAndStragglersAlertWithTheirGpus) {
+  auto windows = Windows("j1", kT0, 40, 0.4);
+  for (v1::OfuWindow& w : windows) {
+    v1::GpuRef* idle = w.add_idle_gpus();
+    idle->set_host("n2");
+    idle->set_gpu_index(7);
+    v1::Straggler* s = w.add_stragglers();
+    s->mutable_gpu()->set_host("n1");
+    s->mutable_gpu()->set_gpu_index(3);
+    s->set_score(0.6);
+    s->set_ofu(w.ofu() * 0.6);
+  }
+  Push(windows);
+  std::vector<v1::Alert> alerts = Alerts();
+  ASSERT_EQ(alerts.size(), 2u);
+  for (const v1::Alert& a : alerts) {
+    ASSERT_EQ(a.gpus_size(), 1);
+    if (a.kind() == v1::ALERT_KIND_IDLE_GPUS) {
+      EXPECT_EQ(a.gpus(0).host(), "n2");
+      EXPECT_GT(a.evidence().idle_gpu_hours(), 0.5);
+    } else {
+      EXPECT_EQ(a.kind(), v1::ALERT_KIND_STRAGGLER);
+      EXPECT_EQ(a.gpus(0).host(), "n1");
+      EXPECT_EQ(a.labels().at("gpu"), "n1/3/");
+      EXPECT_NEAR(a.evidence().stragglers(0).score(), 0.6, 0.05);
+    }
+  }
+}
+
+TEST(AlertingConfig, RoutesAndRulesLoadAndBadOnesAreNamed) {
+  auto tree = platform::ConfigTree::LoadString(R"(
+alerting:
+  dashboard_url: https://goodput.example
+  default_targets: [am-default]
+  routes:
+    - match: {cluster: eos, severity: critical}
+      targets: [slurm-eos, am-prod]
+      continue: true
+    - match: {team: llm}
+      targets: hook-llm
+  severity_rules:
+    - match: {team: llm}
+      min_factor: 1.5
+      severity: critical
+)");
+  ASSERT_TRUE(tree.ok()) << tree.status();
+  auto c = LoadAlertingConfig(*tree);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->engine.routing.routes.size(), 2u);
+  EXPECT_TRUE(c->engine.routing.routes[0].continue_matching);
+  EXPECT_EQ(c->engine.routing.routes[1].targets, std::vector<std::string>{"hook-llm"});
+  EXPECT_EQ(c->engine.routing.default_targets, std::vector<std::string>{"am-default"});
+  ASSERT_EQ(c->engine.severity_rules.size(), 1u);
+  EXPECT_EQ(c->engine.dashboard_url, "https://goodput.example");
+
+  auto bad = platform::ConfigTree::LoadString(R"(
+alerting:
+  routes:
+    - match: {colour: red}
+      targets: [x]
+)");
+  ASSERT_TRUE(bad.ok());
+  auto refused = LoadAlertingConfig(*bad);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("alerting.routes[0].match.colour"), std::string::npos)
+      << refused.status();
+  auto bad_severity = platform::ConfigTree::LoadString(
+      "alerting: {severity_rules: [{match: {kind: idle_gpus}, severity: urgent}]}");
+  ASSERT_TRUE(bad_severity.ok());
+  EXPECT_NE(LoadAlertingConfig(*bad_severity).status().message().find("urgent"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace goodput::alerting

@@ -1,0 +1,179 @@
+// ofu -> alerting end to end with the real binaries, PostgreSQL and Redis: samples of a job
+// whose OFU falls 2.5x are stored, goodput-ofu computes and forwards its windows, and
+// goodput-alerting raises exactly one regression_in_job alert with one outbox row per routed
+// target. Killed with SIGKILL and restarted, alerting is caught up again and adds nothing.
+
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "goodput/v1/alert.grpc.pb.h"
+#include "gtest/gtest.h"
+#include "tests/support/child_process.h"
+#include "tests/support/free_port.h"
+#include "tests/support/postgres_server.h"
+#include "tests/support/redis_server.h"
+#include "tests/support/service_process.h"
+
+namespace goodput::alerting {
+namespace {
+
+using ::goodput::testing::BuiltBinary;
+using ::goodput::testing::PollUntil;
+using ::goodput::testing::PostgresServer;
+using ::goodput::testing::RedisServer;
+using ::goodput::testing::ServiceProcess;
+using ::goodput::testing::SourceDir;
+namespace v1 = ::goodput::v1;
+
+constexpr int kGpus = 4;
+constexpr int kMinutes = 170;
+constexpr int kDropMinute = 110;
+constexpr int kIntervalS = 20;
+
+class AlertingProcess : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto pg = PostgresServer::Create();
+    ASSERT_TRUE(pg.ok()) << pg.status();
+    pg_ = *std::move(pg);
+    ASSERT_TRUE(pg_->CreateDatabase("goodput").ok());
+    auto redis = RedisServer::Create();
+    ASSERT_TRUE(redis.ok()) << redis.status();
+    redis_ = *std::move(redis);
+    // Recent enough that the job's telemetry is not "stopped" for the sweep.
+    start_ms_ = (absl::ToUnixSeconds(absl::Now()) / 60 - kMinutes - 5) * 60 * 1000;
+  }
+
+  std::string Common() const {
+    return absl::StrCat("postgres:\n  dsn: \"", pg_->Dsn("goodput"), "\"\nredis:\n  host: ",
+                        redis_->host(), "\n  port: ", redis_->port(), "\nlog:\n  format: text\n");
+  }
+
+  absl::StatusOr<std::unique_ptr<ServiceProcess>> StartAlerting(int grpc_port) {
+    return ServiceProcess::Start(
+        {.binary = BuiltBinary("services/alerting/goodput-alerting"),
+         .config_yaml = absl::StrCat(Common(), "grpc:\n  port: ", grpc_port,
+                                     "\nalerting:\n  sweep_interval_s: 1\n"
+                                     "  routes:\n    - match: {cluster: c1}\n"
+                                     "      targets: [slurm-c1, am-prod]\n"
+                                     "  default_targets: [am-default]\n"),
+         .extra_args = {"--migrate", "--migrations-dir", (SourceDir() / "migrations").string()}});
+  }
+
+  absl::StatusOr<std::unique_ptr<ServiceProcess>> StartOfu(const std::string& alerting) {
+    return ServiceProcess::Start(
+        {.binary = BuiltBinary("services/ofu/goodput-ofu"),
+         .config_yaml = absl::StrCat(Common(),
+                                     "ofu:\n  poll_interval_s: 0.1\n  idle_flush_s: 2\n"
+                                     "  forward:\n    alerting_address: \"",
+                                     alerting, "\"\n    timeout_s: 5\n"),
+         .extra_args = {"--migrate", "--migrations-dir", (SourceDir() / "migrations").string()}});
+  }
+
+  void Sql(const std::string& sql) {
+    absl::Status s = pg_->Execute("goodput", sql);
+    ASSERT_TRUE(s.ok()) << s;
+  }
+  int64_t Value(const std::string& sql) {
+    auto v = pg_->QueryValue("goodput", sql);
+    return v.ok() && !v->empty() ? std::stoll(*v) : -1;
+  }
+
+  // A job on 4 GPUs: warm-up, steady at ~50% tensor activity, then 2.5x lower.
+  void StoreJob() {
+    Sql(absl::StrCat("SELECT samples_create_partitions(timestamptz 'epoch' + ", start_ms_,
+                     " * interval '1 millisecond', now() + interval '1 day')"));
+    Sql("INSERT INTO jobs (cluster, job_id, scheduler, team, gpu_model, start_time) VALUES "
+        "('c1', 'j1', 'slurm', 'llm', 'NVIDIA H100 80GB HBM3', now() - interval '1 day')");
+    for (int g = 0; g < kGpus; ++g) {
+      Sql(absl::StrCat("INSERT INTO job_gpus (job, cluster, host, gpu_index, valid) SELECT id, "
+                       "'c1', 'node-1', ",
+                       g, ", tstzrange(now() - interval '2 days', NULL) FROM jobs"));
+    }
+    std::vector<std::string> values;
+    for (int64_t t = 0; t < int64_t{kMinutes} * 60; t += kIntervalS) {
+      const double m = t / 60.0;
+      const double ramp = m < 8 ? 0.1 + 0.9 * m / 8.0 : 1.0;
+      const double level = 0.5 * ramp * (m >= kDropMinute ? 0.4 : 1.0);
+      for (int g = 0; g < kGpus; ++g) {
+        values.push_back(absl::StrFormat(
+            "(timestamptz 'epoch' + %d * interval '1 millisecond', 'c1', 'node-1', %d, "
+            "'NVIDIA H100 80GB HBM3', (SELECT id FROM jobs WHERE job_id = 'j1'), %.6f, 1755)",
+            start_ms_ + t * 1000 + g * 13, g, level * (1.0 + 0.02 * std::sin(t / 70.0 + g))));
+      }
+    }
+    Sql(absl::StrCat("INSERT INTO samples (sample_time, cluster, host, gpu_index, gpu_model, "
+                     "job, tensor_active, sm_clock_mhz) VALUES ",
+                     absl::StrJoin(values, ",")));
+  }
+
+  std::vector<v1::Alert> Alerts(ServiceProcess& alerting) {
+    auto stub = v1::AlertService::NewStub(alerting.Channel());
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::ListAlertsRequest req;
+    v1::ListAlertsResponse resp;
+    if (!stub->ListAlerts(&ctx, req, &resp).ok()) return {};
+    return {resp.alerts().begin(), resp.alerts().end()};
+  }
+
+  std::unique_ptr<PostgresServer> pg_;
+  std::unique_ptr<RedisServer> redis_;
+  int64_t start_ms_ = 0;
+};
+
+TEST_F(AlertingProcess, OfuWindowsOfARegressingJobRaiseOneAlertAndARestartAddsNothing) {
+  auto port = goodput::testing::FreePort();
+  ASSERT_TRUE(port.ok());
+  auto alerting = StartAlerting(*port);
+  ASSERT_TRUE(alerting.ok()) << alerting.status();
+  auto ofu = StartOfu(absl::StrCat("127.0.0.1:", *port));
+  ASSERT_TRUE(ofu.ok()) << ofu.status();
+  StoreJob();
+
+  ASSERT_TRUE(PollUntil([&] { return !Alerts(**alerting).empty(); }, absl::Seconds(90)))
+      << "no alert; windows received: " << Value("SELECT count(*) FROM alert_windows");
+  // Let ofu finish forwarding everything, then look.
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        return Value("SELECT count(*) FROM alert_windows") >= kMinutes - 1 &&
+               Value("SELECT coalesce(max(acked_seq), 0) FROM ofu_forward_state") ==
+                   Value("SELECT coalesce(max(commit_seq), 0) FROM ofu_windows WHERE gpu = ''");
+      },
+      absl::Seconds(90)));
+  std::vector<v1::Alert> alerts = Alerts(**alerting);
+  ASSERT_EQ(alerts.size(), 1u);
+  EXPECT_EQ(alerts[0].kind(), v1::ALERT_KIND_REGRESSION_IN_JOB);
+  EXPECT_NEAR(alerts[0].evidence().factor(), 2.5, 0.25);
+  EXPECT_NEAR(static_cast<double>(alerts[0].evidence().onset_time().seconds()),
+              static_cast<double>(start_ms_ / 1000 + kDropMinute * 60), 60.0);
+  EXPECT_EQ(Value("SELECT count(*) FROM alert_outbox WHERE state = 'firing'"), 2);
+
+  // alerting dies; ofu keeps forwarding into the void, then alerting returns and is caught up.
+  ASSERT_TRUE((*alerting)->process().Signal(SIGKILL).ok());
+  (void)(*alerting)->process().Wait(absl::Seconds(30));
+  Sql("UPDATE ofu_forward_state SET acked_seq = 0");  // as if ofu had lost its acknowledgements
+  alerting = StartAlerting(*port);
+  ASSERT_TRUE(alerting.ok()) << alerting.status();
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        return Value("SELECT coalesce(max(acked_seq), 0) FROM ofu_forward_state") ==
+               Value("SELECT coalesce(max(commit_seq), 0) FROM ofu_windows WHERE gpu = ''");
+      },
+      absl::Seconds(90)));
+  alerts = Alerts(**alerting);
+  ASSERT_EQ(alerts.size(), 1u);
+  EXPECT_EQ(Value("SELECT count(*) FROM alerts"), 1);
+  EXPECT_EQ(Value("SELECT count(*) FROM alert_outbox"), 2);
+}
+
+}  // namespace
+}  // namespace goodput::alerting

@@ -1,0 +1,274 @@
+#include "tests/support/slurm_cluster.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <random>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "tests/support/free_port.h"
+#include "tests/support/service_process.h"
+
+namespace goodput::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr char kNodeName[] = "gpnode";
+
+// Daemons live in sbin, which a test's PATH may lack.
+std::string FindProgram(const std::string& name) {
+  std::vector<std::string> dirs;
+  if (const char* path = std::getenv("PATH")) dirs = absl::StrSplit(path, ':', absl::SkipEmpty());
+  dirs.push_back("/usr/sbin");
+  dirs.push_back("/sbin");
+  for (const std::string& d : dirs) {
+    const fs::path candidate = fs::path(d) / name;
+    if (access(candidate.c_str(), X_OK) == 0) return candidate.string();
+  }
+  return name;
+}
+
+std::string ReadFile(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<SlurmCluster>> SlurmCluster::Create(SlurmClusterOptions options) {
+  if (geteuid() != 0) {
+    return absl::FailedPreconditionError("a test Slurm cluster needs root (slurmd starts jobs)");
+  }
+  absl::StatusOr<TempDir> dir = TempDir::Create("goodput-slurm");
+  if (!dir.ok()) return dir.status();
+  std::unique_ptr<SlurmCluster> cluster(new SlurmCluster(*std::move(dir)));
+  if (absl::Status s = cluster->Start(options); !s.ok()) return s;
+  return cluster;
+}
+
+std::vector<std::pair<std::string, std::string>> SlurmCluster::Env() const {
+  return {{"SLURM_CONF", conf_path_.string()}};
+}
+
+absl::Status SlurmCluster::Start(const SlurmClusterOptions& options) {
+  const fs::path root = dir_.path();
+  for (const char* sub : {"state", "spool", "log", "jobs"}) fs::create_directories(root / sub);
+  fs::permissions(root, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                            fs::perms::others_read | fs::perms::others_exec);
+
+  // munge: a fresh key and a private socket.
+  const fs::path key = root / "munge.key";
+  {
+    std::random_device rd;
+    std::ofstream out(key, std::ios::binary);
+    for (int i = 0; i < 1024; ++i) out.put(static_cast<char>(rd() & 0xff));
+  }
+  fs::permissions(key, fs::perms::owner_read);
+  const fs::path munge_socket = root / "munge.socket";
+  absl::StatusOr<std::unique_ptr<ChildProcess>> munged = ChildProcess::Start(
+      {.argv = {FindProgram("munged"), "--foreground", "--force",
+                absl::StrCat("--socket=", munge_socket.string()),
+                absl::StrCat("--key-file=", key.string()),
+                absl::StrCat("--pid-file=", (root / "munged.pid").string()),
+                absl::StrCat("--seed-file=", (root / "munged.seed").string()),
+                absl::StrCat("--log-file=", (root / "log" / "munged.log").string())},
+       .log_path = root / "log" / "munged.out"});
+  if (!munged.ok()) return munged.status();
+  munged_ = *std::move(munged);
+  if (!PollUntil([&] { return fs::exists(munge_socket); }, options.start_timeout)) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("munged did not create its socket: ", munged_->LogTail()));
+  }
+
+  absl::StatusOr<int> ctld_port = FreePort();
+  if (!ctld_port.ok()) return ctld_port.status();
+  absl::StatusOr<int> slurmd_port = FreePort();
+  if (!slurmd_port.ok()) return slurmd_port.status();
+  const unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
+  conf_path_ = root / "slurm.conf";
+  {
+    std::ofstream conf(conf_path_);
+    conf << "ClusterName=goodputtest\n"
+         << "SlurmctldHost=localhost(127.0.0.1)\n"
+         << "SlurmctldPort=" << *ctld_port << "\n"
+         << "SlurmdPort=" << *slurmd_port << "\n"
+         << "SlurmUser=root\nSlurmdUser=root\n"
+         << "AuthType=auth/munge\nCredType=cred/munge\n"
+         << "AuthInfo=socket=" << munge_socket.string() << "\n"
+         << "StateSaveLocation=" << (root / "state").string() << "\n"
+         << "SlurmdSpoolDir=" << (root / "spool").string() << "\n"
+         << "SlurmctldPidFile=" << (root / "slurmctld.pid").string() << "\n"
+         << "SlurmdPidFile=" << (root / "slurmd.pid").string() << "\n"
+         << "SlurmctldLogFile=" << (root / "log" / "slurmctld.log").string() << "\n"
+         << "SlurmdLogFile=" << (root / "log" / "slurmd.log").string() << "\n"
+         << "ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\n"
+         << "JobAcctGatherType=jobacct_gather/none\nAccountingStorageType=accounting_storage/none\n"
+         << "JobCompType=jobcomp/none\nJobContainerType=job_container/none\n"
+         << "SwitchType=switch/none\nMpiDefault=none\nMailProg=/bin/true\n"
+         << "SchedulerType=sched/builtin\nSelectType=select/cons_tres\n"
+         << "SelectTypeParameters=CR_Core\nReturnToService=2\n"
+         << "NodeName=" << kNodeName << " NodeAddr=127.0.0.1 NodeHostname=localhost CPUs=" << cpus
+         << " State=UNKNOWN\n"
+         << "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP\n";
+  }
+  const std::vector<std::pair<std::string, std::string>> env = Env();
+  absl::StatusOr<std::unique_ptr<ChildProcess>> ctld = ChildProcess::Start(
+      {.argv = {FindProgram("slurmctld"), "-D", "-f", conf_path_.string()},
+       .env = env,
+       .log_path = root / "log" / "slurmctld.out",
+       .working_dir = root});
+  if (!ctld.ok()) return ctld.status();
+  slurmctld_ = *std::move(ctld);
+  absl::StatusOr<std::unique_ptr<ChildProcess>> slurmd = ChildProcess::Start(
+      {.argv = {FindProgram("slurmd"), "-D", "-N", kNodeName, "-f", conf_path_.string()},
+       .env = env,
+       .log_path = root / "log" / "slurmd.out",
+       .working_dir = root});
+  if (!slurmd.ok()) return slurmd.status();
+  slurmd_ = *std::move(slurmd);
+
+  std::string last;
+  const bool up = PollUntil(
+      [&] {
+        if (!slurmctld_->IsRunning() || !slurmd_->IsRunning()) return true;
+        absl::StatusOr<ProgramResult> r =
+            RunProgram({"sinfo", "-h", "-n", kNodeName, "-o", "%t"}, env, absl::Seconds(10));
+        last = r.ok() ? r->output : std::string(r.status().message());
+        return r.ok() && r->exit.Success() && absl::StripAsciiWhitespace(r->output) == "idle";
+      },
+      options.start_timeout, absl::Milliseconds(200));
+  if (!slurmctld_->IsRunning() || !slurmd_->IsRunning() || !up) {
+    return absl::UnavailableError(absl::StrCat(
+        "the test Slurm cluster did not come up (node state: ", last, ")\nslurmctld: ",
+        ReadFileTail(root / "log" / "slurmctld.log", 2000), "\nslurmd: ",
+        ReadFileTail(root / "log" / "slurmd.log", 2000)));
+  }
+  return absl::OkStatus();
+}
+
+SlurmCluster::~SlurmCluster() {
+  if (slurmctld_ != nullptr && slurmctld_->IsRunning()) {
+    (void)RunProgram({"scancel", "--user=root"}, Env(), absl::Seconds(10));
+    PollUntil(
+        [&] {
+          absl::StatusOr<ProgramResult> r = RunProgram({"squeue", "-h"}, Env(), absl::Seconds(10));
+          return !r.ok() || !r->exit.Success() || absl::StripAsciiWhitespace(r->output).empty();
+        },
+        absl::Seconds(15), absl::Milliseconds(200));
+  }
+  if (slurmrestd_) slurmrestd_->Terminate(absl::Seconds(5));
+  if (slurmd_) slurmd_->Terminate(absl::Seconds(10));
+  if (slurmctld_) slurmctld_->Terminate(absl::Seconds(10));
+  KillLeftoverSteps();
+  if (munged_) munged_->Terminate(absl::Seconds(5));
+}
+
+// slurmstepd detaches from slurmd, so a job that outlived the cancel is found through its
+// script, which lives in this cluster's spool folder.
+void SlurmCluster::KillLeftoverSteps() {
+  const std::string marker = dir_.path().string();
+  std::set<pid_t> victims;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator("/proc", ec)) {
+    pid_t pid = 0;
+    if (!absl::SimpleAtoi(e.path().filename().string(), &pid) || pid == getpid()) continue;
+    std::string cmdline = ReadFile(e.path() / "cmdline");
+    if (!absl::StrContains(cmdline, marker)) continue;
+    victims.insert(pid);
+    // The parent of a job script is its slurmstepd.
+    const std::string stat = ReadFile(e.path() / "stat");
+    const size_t close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    std::vector<std::string> fields = absl::StrSplit(stat.substr(close + 2), ' ');
+    pid_t ppid = 0;
+    if (fields.size() > 1 && absl::SimpleAtoi(fields[1], &ppid) && ppid > 1) {
+      if (absl::StrContains(ReadFile(fs::path("/proc") / std::to_string(ppid) / "comm"),
+                            "slurmstepd")) {
+        victims.insert(ppid);
+      }
+    }
+  }
+  for (pid_t pid : victims) kill(pid, SIGKILL);
+}
+
+absl::StatusOr<std::string> SlurmCluster::Run(std::vector<std::string> argv) {
+  const std::string what = argv.empty() ? "" : argv[0];
+  absl::StatusOr<ProgramResult> r = RunProgram(std::move(argv), Env(), absl::Seconds(30));
+  if (!r.ok()) return r.status();
+  if (!r->exit.Success()) {
+    return absl::InternalError(absl::StrCat(what, " ", r->exit.ToString(), ": ", r->output));
+  }
+  return r->output;
+}
+
+std::filesystem::path SlurmCluster::JobStderrPath(const std::string& job_id) const {
+  return dir_.path() / "jobs" / absl::StrCat(job_id, ".err");
+}
+
+absl::StatusOr<std::string> SlurmCluster::SubmitSleepJob(const SleepJobOptions& options) {
+  std::vector<std::string> argv = {
+      "sbatch", "--parsable", "-D", (dir_.path() / "jobs").string(),
+      "-o", (dir_.path() / "jobs" / "%j.out").string(),
+      "-e", (dir_.path() / "jobs" / "%j.err").string()};
+  if (!options.comment.empty()) argv.push_back(absl::StrCat("--comment=", options.comment));
+  argv.push_back(absl::StrCat("--wrap=sleep ", options.seconds));
+  absl::StatusOr<std::string> out = Run(std::move(argv));
+  if (!out.ok()) return out.status();
+  std::string id(absl::StripAsciiWhitespace(*out));
+  if (size_t semi = id.find(';'); semi != std::string::npos) id.resize(semi);  // "id;cluster"
+  return id;
+}
+
+absl::StatusOr<std::string> SlurmCluster::ShowJob(const std::string& job_id) {
+  return Run({"scontrol", "show", "job", job_id});
+}
+
+absl::Status SlurmCluster::WaitForJobState(const std::string& job_id, const std::string& state,
+                                           absl::Duration timeout) {
+  std::string last;
+  if (PollUntil(
+          [&] {
+            absl::StatusOr<std::string> show = ShowJob(job_id);
+            last = show.ok() ? *show : std::string(show.status().message());
+            return show.ok() && absl::StrContains(*show, absl::StrCat("JobState=", state, " "));
+          },
+          timeout, absl::Milliseconds(100))) {
+    return absl::OkStatus();
+  }
+  return absl::DeadlineExceededError(
+      absl::StrCat("job ", job_id, " did not reach ", state, ": ", last));
+}
+
+absl::StatusOr<std::filesystem::path> SlurmCluster::StartRestd() {
+  const fs::path socket = dir_.path() / "slurmrestd.socket";
+  std::vector<std::pair<std::string, std::string>> env = Env();
+  // slurmrestd refuses root unless told that this is intended (a test cluster run as root).
+  env.emplace_back("SLURMRESTD_SECURITY", "disable_user_check");
+  absl::StatusOr<std::unique_ptr<ChildProcess>> restd = ChildProcess::Start(
+      {.argv = {FindProgram("slurmrestd"), "-f", conf_path_.string(), "-a", "rest_auth/local",
+                "-s", "openapi/v0.0.38", absl::StrCat("unix:", socket.string())},
+       .env = env,
+       .log_path = dir_.path() / "log" / "slurmrestd.out"});
+  if (!restd.ok()) return restd.status();
+  slurmrestd_ = *std::move(restd);
+  if (!PollUntil([&] { return fs::exists(socket) || !slurmrestd_->IsRunning(); },
+                 absl::Seconds(30)) ||
+      !slurmrestd_->IsRunning()) {
+    return absl::UnavailableError(
+        absl::StrCat("slurmrestd did not start: ", slurmrestd_->LogTail()));
+  }
+  return socket;
+}
+
+}  // namespace goodput::testing
