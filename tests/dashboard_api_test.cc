@@ -247,6 +247,13 @@ TEST_F(DashboardApi, ServesJobPagesListingsAndSaysWhichPartsAreNotBuilt) {
   EXPECT_TRUE(absl::StrContains(bad.value("error", ""), "range_h=lots")) << bad.dump();
 
   httplib::Client client("127.0.0.1", port_);
+  // Alerts link to <dashboard>/jobs/<cluster>/<job id>: that leads to the job's page.
+  httplib::Result link = client.Get(absl::StrCat("/jobs/", kCluster, "/team-a/train-7"));
+  ASSERT_TRUE(link);
+  EXPECT_EQ(link->status, 302);
+  // (httplib's client hands out Location percent-decoded; the gateway sends team-a%2Ftrain-7.)
+  EXPECT_EQ(link->get_header_value("Location"),
+            absl::StrCat("/#/job/", kCluster, "/team-a/train-7"));
   httplib::Result index = client.Get("/");
   ASSERT_TRUE(index);
   EXPECT_EQ(index->status, 200);

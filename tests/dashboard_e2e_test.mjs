@@ -75,7 +75,12 @@ try {
     await page.locator(`[data-testid="job-row"][data-job="${job}"]`).waitFor();
   }
   await page.locator("#live", { hasText: /^live$/ }).waitFor();
-  if (!expectAlert) {
+  if (expectAlert) {
+    // The test waited for detection before opening the browser: the fleet lists the alert.
+    await page.locator('[data-testid="alerts-panel"] [data-testid="alert"][data-kind^="regression"]').first().waitFor();
+    const openAlerts = page.locator(`[data-testid="job-row"][data-job="${regressed}"] td.num .badge`);
+    assert.match(await openAlerts.innerText(), /^[1-9]\d*$/, "the regressing job has open alerts");
+  } else {
     await page.locator('[data-testid="alerts-panel"]', { hasText: "not available yet" }).waitFor();
   }
   if (shots) await page.screenshot({ path: join(shots, "fleet.png"), fullPage: true });

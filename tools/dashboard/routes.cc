@@ -4,7 +4,9 @@
 #include <memory>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_cat.h"
 
 namespace goodput::dashboard {
@@ -36,6 +38,19 @@ absl::StatusOr<int> IntParam(const httplib::Request& req, const char* name, int 
 }
 
 constexpr int kMaxRangeHours = 24 * 366;
+
+// Everything but RFC 3986's unreserved characters as %XX (so '/' inside a job id too).
+std::string PercentEncode(const std::string& text) {
+  std::string out;
+  for (unsigned char c : text) {
+    if (absl::ascii_isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      absl::StrAppendFormat(&out, "%%%02X", c);
+    }
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -96,6 +111,13 @@ void RegisterRoutes(httplib::Server& server, Gateway* gateway, EventHub* hub,
                if (!job.ok()) return SendError(res, job.status());
                SendJson(res, *job);
              });
+
+  // Alerts link to <dashboard_url>/jobs/<cluster>/<job id> (alerting.dashboard_url): send
+  // the browser to that job's page.
+  server.Get(R"(/jobs/([^/]+)/(.+))", [](const httplib::Request& req, httplib::Response& res) {
+    res.set_redirect(absl::StrCat("/#/job/", PercentEncode(req.matches[1]), "/",
+                                  PercentEncode(req.matches[2])));
+  });
 
   server.Get("/api/alerts", [gateway](const httplib::Request& req, httplib::Response& res) {
     SendJson(res, gateway->OpenAlerts(req.get_param_value("cluster")));

@@ -6,6 +6,7 @@
 //   GET /api/jobs/<cluster>/<job id>         one job's page (job ids may contain '/')
 //   GET /api/alerts?cluster=                 open alerts
 //   GET /api/events?cluster=&job=            Server-Sent Events (ofu, alert, fleet, status)
+//   GET /jobs/<cluster>/<job id>             redirect to the job's page (alerts link here)
 //
 // Errors are JSON {"error": "..."} with the HTTP status matching the gRPC code (404 for an
 // unknown job, 400 for a bad parameter, 503 when a service is down).
