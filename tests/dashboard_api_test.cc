@@ -14,8 +14,8 @@
 #include <thread>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -65,9 +65,9 @@ class DashboardApi : public ::testing::Test {
     auto redis = RedisServer::Create();
     ASSERT_TRUE(redis.ok()) << redis.status();
     redis_ = *std::move(redis);
-    const std::string yaml =
-        absl::StrCat("postgres:\n  dsn: \"", pg_->Dsn("goodput"), "\"\nredis:\n  host: ",
-                     redis_->host(), "\n  port: ", redis_->port(), "\nlog:\n  format: text\n");
+    const std::string yaml = absl::StrCat("postgres:\n  dsn: \"", pg_->Dsn("goodput"),
+                                          "\"\nredis:\n  host: ", redis_->host(),
+                                          "\n  port: ", redis_->port(), "\nlog:\n  format: text\n");
     auto start = [&](const char* path, const std::string& extra, std::vector<std::string> args,
                      std::unique_ptr<ServiceProcess>* out) {
       auto process = ServiceProcess::Start(
@@ -75,10 +75,9 @@ class DashboardApi : public ::testing::Test {
       ASSERT_TRUE(process.ok()) << process.status();
       *out = *std::move(process);
     };
-    ASSERT_NO_FATAL_FAILURE(start("services/ingest/goodput-ingest", "",
-                                  {"--migrate", "--migrations-dir",
-                                   (SourceDir() / "migrations").string()},
-                                  &ingest_));
+    ASSERT_NO_FATAL_FAILURE(
+        start("services/ingest/goodput-ingest", "",
+              {"--migrate", "--migrations-dir", (SourceDir() / "migrations").string()}, &ingest_));
     ASSERT_NO_FATAL_FAILURE(start("services/mfu/goodput-mfu", "", {}, &mfu_));
     ASSERT_NO_FATAL_FAILURE(start("services/alerting/goodput-alerting", "", {}, &alerting_));
     ASSERT_NO_FATAL_FAILURE(start(
@@ -227,8 +226,7 @@ TEST_F(DashboardApi, ServesJobPagesListingsAndSaysWhichPartsAreNotBuilt) {
   ASSERT_EQ(jobs_status, 200) << jobs.dump();
   ASSERT_EQ(jobs["jobs"].size(), 1u) << jobs.dump();
   EXPECT_EQ(jobs["jobs"][0]["job_id"], job_id);
-  EXPECT_NEAR(jobs["jobs"][0]["ofu"].get<double>(),
-              page["summary"]["ofu"].get<double>(), 1e-9);
+  EXPECT_NEAR(jobs["jobs"][0]["ofu"].get<double>(), page["summary"]["ofu"].get<double>(), 1e-9);
   EXPECT_FALSE(jobs["jobs"][0]["latest_ofu"].is_null());
 
   auto [fleet_status, fleet] = Get("/api/fleet?range_h=1");

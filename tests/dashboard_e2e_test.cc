@@ -152,9 +152,12 @@ class PlatformSink : public sim::FleetSink {
   void OnMfuReport(const sim::JobTruth& job, const sim::MfuReport& report) override {
     auto it = reporters_.find(job.job_id);
     if (it == reporters_.end()) {
-      absl::StatusOr<std::unique_ptr<sdk::Reporter>> reporter = sdk::Reporter::Create(
-          {.endpoint = mfu_address_, .cluster = kCluster, .job_id = job.job_id,
-           .framework = "megatron-lm", .flops_formula = "6N + attention"});
+      absl::StatusOr<std::unique_ptr<sdk::Reporter>> reporter =
+          sdk::Reporter::Create({.endpoint = mfu_address_,
+                                 .cluster = kCluster,
+                                 .job_id = job.job_id,
+                                 .framework = "megatron-lm",
+                                 .flops_formula = "6N + attention"});
       if (!reporter.ok()) {
         ADD_FAILURE() << reporter.status();
         return;
@@ -270,9 +273,9 @@ TEST(DashboardE2E, TheFleetAndARegressingJobShowInHeadlessChromium) {
   ASSERT_TRUE((*pg)->CreateDatabase("goodput").ok());
   absl::StatusOr<std::unique_ptr<RedisServer>> redis = RedisServer::Create();
   ASSERT_TRUE(redis.ok()) << redis.status();
-  const std::string yaml =
-      absl::StrCat("postgres:\n  dsn: \"", (*pg)->Dsn("goodput"), "\"\nredis:\n  host: ",
-                   (*redis)->host(), "\n  port: ", (*redis)->port(), "\nlog:\n  format: text\n");
+  const std::string yaml = absl::StrCat("postgres:\n  dsn: \"", (*pg)->Dsn("goodput"),
+                                        "\"\nredis:\n  host: ", (*redis)->host(),
+                                        "\n  port: ", (*redis)->port(), "\nlog:\n  format: text\n");
   auto start = [&](const char* path, const std::string& extra_yaml,
                    std::vector<std::string> args = {}) {
     return ServiceProcess::Start(
@@ -287,11 +290,14 @@ TEST(DashboardE2E, TheFleetAndARegressingJobShowInHeadlessChromium) {
   absl::StatusOr<std::unique_ptr<ServiceProcess>> alerting =
       start("services/alerting/goodput-alerting", "");
   ASSERT_TRUE(alerting.ok()) << alerting.status();
-  absl::StatusOr<std::unique_ptr<ServiceProcess>> ofu = start(
-      "services/ofu/goodput-ofu",
-      absl::StrCat("ofu:\n  poll_interval_s: 0.2\n  idle_flush_s: 3\n  forward:\n"
-                   "    mfu_address: \"", (*mfu)->grpc_address(), "\"\n"
-                   "    alerting_address: \"", (*alerting)->grpc_address(), "\"\n"));
+  absl::StatusOr<std::unique_ptr<ServiceProcess>> ofu =
+      start("services/ofu/goodput-ofu",
+            absl::StrCat("ofu:\n  poll_interval_s: 0.2\n  idle_flush_s: 3\n  forward:\n"
+                         "    mfu_address: \"",
+                         (*mfu)->grpc_address(),
+                         "\"\n"
+                         "    alerting_address: \"",
+                         (*alerting)->grpc_address(), "\"\n"));
   ASSERT_TRUE(ofu.ok()) << ofu.status();
 
   absl::StatusOr<TempDir> dir = TempDir::Create("dashboard-e2e");
@@ -300,8 +306,8 @@ TEST(DashboardE2E, TheFleetAndARegressingJobShowInHeadlessChromium) {
   absl::StatusOr<std::unique_ptr<ChildProcess>> dashboard = ChildProcess::Start(
       {.argv = {BuiltBinary("tools/dashboard/goodput-dashboard").string(), "--port", "0",
                 "--ingest", (*ingest)->grpc_address(), "--ofu", (*ofu)->grpc_address(), "--mfu",
-                (*mfu)->grpc_address(), "--alerting", (*alerting)->grpc_address(),
-                "--static-dir", web_dist.string(), "--ready-file", ready.string()},
+                (*mfu)->grpc_address(), "--alerting", (*alerting)->grpc_address(), "--static-dir",
+                web_dist.string(), "--ready-file", ready.string()},
        .log_path = dir->path() / "dashboard.log"});
   ASSERT_TRUE(dashboard.ok()) << dashboard.status();
   int port = 0;
@@ -346,7 +352,8 @@ TEST(DashboardE2E, TheFleetAndARegressingJobShowInHeadlessChromium) {
         return true;
       },
       absl::Seconds(60), absl::Milliseconds(250)))
-      << "goodput-ofu did not count every sample:\n" << (*ofu)->process().LogTail();
+      << "goodput-ofu did not count every sample:\n"
+      << (*ofu)->process().LogTail();
 
   // The regression alert is expected once goodput-alerting lists alerts.
   auto alert_stub = v1::AlertService::NewStub((*alerting)->Channel());
@@ -369,11 +376,11 @@ TEST(DashboardE2E, TheFleetAndARegressingJobShowInHeadlessChromium) {
           return false;
         },
         absl::Seconds(90), absl::Milliseconds(500));
-    ASSERT_TRUE(alerted) << "no regression_in_job alert for " << plan->regressed_job
-                         << "; OFU windows received by alerting: "
-                         << (*pg)->QueryValue("goodput", "SELECT count(*) FROM alert_windows")
-                                .value_or("?")
-                         << "\n" << (*alerting)->process().LogTail();
+    ASSERT_TRUE(alerted)
+        << "no regression_in_job alert for " << plan->regressed_job
+        << "; OFU windows received by alerting: "
+        << (*pg)->QueryValue("goodput", "SELECT count(*) FROM alert_windows").value_or("?") << "\n"
+        << (*alerting)->process().LogTail();
   }
   std::cout << "regressing job " << plan->regressed_job << ", steady job " << plan->steady_job
             << "; alerts " << (expect_alert ? "listed" : "not built yet") << "\n";
@@ -397,10 +404,9 @@ TEST(DashboardE2E, TheFleetAndARegressingJobShowInHeadlessChromium) {
                  absl::Seconds(150));
   ASSERT_TRUE(browser.ok()) << browser.status();
   std::cout << browser->output;
-  EXPECT_TRUE(browser->exit.Success())
-      << browser->exit.ToString() << "\n"
-      << browser->output << "\ndashboard log:\n"
-      << (*dashboard)->LogTail();
+  EXPECT_TRUE(browser->exit.Success()) << browser->exit.ToString() << "\n"
+                                       << browser->output << "\ndashboard log:\n"
+                                       << (*dashboard)->LogTail();
 }
 
 }  // namespace

@@ -137,9 +137,10 @@ void EventSession::FollowAlerts() {
     auto reader = gateway_->alerts().SubscribeAlerts(ctx.get(), request);
     v1::SubscribeAlertsResponse response;
     while (reader->Read(&response)) {
-      Push(SseMessage("alert", Json{{"change", EnumShortName(v1::AlertChange_Name(response.change()),
-                                                             "ALERT_CHANGE_")},
-                                    {"alert", AlertJson(response.alert())}}));
+      Push(SseMessage(
+          "alert",
+          Json{{"change", EnumShortName(v1::AlertChange_Name(response.change()), "ALERT_CHANGE_")},
+               {"alert", AlertJson(response.alert())}}));
     }
     grpc::Status status = reader->Finish();
     {

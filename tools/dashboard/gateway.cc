@@ -36,7 +36,8 @@ Gateway::Gateway(Backends backends, GatewayOptions options)
 
 std::unique_ptr<grpc::ClientContext> Gateway::Context() const {
   auto ctx = StreamContext();
-  ctx->set_deadline(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(options_.rpc_timeout));
+  ctx->set_deadline(std::chrono::system_clock::now() +
+                    absl::ToChronoMilliseconds(options_.rpc_timeout));
   return ctx;
 }
 
@@ -65,8 +66,10 @@ Json Gateway::Fleet(absl::Time start, absl::Time end) {
   out["by_gpu_model"] = Json::array();
   if (!status.ok()) return out;
   out["total"] = FleetGroupJson(by_cluster.total());
-  for (const v1::FleetGroup& g : by_cluster.groups()) out["by_cluster"].push_back(FleetGroupJson(g));
-  for (const v1::FleetGroup& g : by_model.groups()) out["by_gpu_model"].push_back(FleetGroupJson(g));
+  for (const v1::FleetGroup& g : by_cluster.groups())
+    out["by_cluster"].push_back(FleetGroupJson(g));
+  for (const v1::FleetGroup& g : by_model.groups())
+    out["by_gpu_model"].push_back(FleetGroupJson(g));
   return out;
 }
 
@@ -135,7 +138,8 @@ absl::StatusOr<Json> Gateway::Jobs(const JobsQuery& query) {
     for (Json& row : rows) row["open_alerts"] = 0;
     for (const v1::Alert& a : alerts.alerts()) {
       auto it = index.find(KeyOf(a.job()));
-      if (it != index.end()) rows[it->second]["open_alerts"] = rows[it->second]["open_alerts"].get<int>() + 1;
+      if (it != index.end())
+        rows[it->second]["open_alerts"] = rows[it->second]["open_alerts"].get<int>() + 1;
     }
   } else {
     out["alerts"] = UnavailableSection(status);

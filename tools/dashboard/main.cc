@@ -44,8 +44,7 @@ int Run(int argc, char** argv) {
     std::cout << kUsage;
     return 0;
   }
-  std::string static_dir =
-      options->static_dir.empty() ? DefaultStaticDir() : options->static_dir;
+  std::string static_dir = options->static_dir.empty() ? DefaultStaticDir() : options->static_dir;
 
   auto channel = [](const std::string& address) {
     return grpc::CreateChannel(address, grpc::InsecureChannelCredentials());

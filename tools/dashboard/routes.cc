@@ -6,8 +6,8 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
-#include "absl/strings/str_format.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 
 namespace goodput::dashboard {
 namespace {
@@ -115,8 +115,8 @@ void RegisterRoutes(httplib::Server& server, Gateway* gateway, EventHub* hub,
   // Alerts link to <dashboard_url>/jobs/<cluster>/<job id> (alerting.dashboard_url): send
   // the browser to that job's page.
   server.Get(R"(/jobs/([^/]+)/(.+))", [](const httplib::Request& req, httplib::Response& res) {
-    res.set_redirect(absl::StrCat("/#/job/", PercentEncode(req.matches[1]), "/",
-                                  PercentEncode(req.matches[2])));
+    res.set_redirect(
+        absl::StrCat("/#/job/", PercentEncode(req.matches[1]), "/", PercentEncode(req.matches[2])));
   });
 
   server.Get("/api/alerts", [gateway](const httplib::Request& req, httplib::Response& res) {
@@ -132,8 +132,8 @@ void RegisterRoutes(httplib::Server& server, Gateway* gateway, EventHub* hub,
     }
     std::shared_ptr<EventSession> session = hub->Open(std::move(filter));
     if (session == nullptr) {
-      return SendError(res, absl::ResourceExhaustedError(
-                                "too many live pages are open; reload later"));
+      return SendError(res,
+                       absl::ResourceExhaustedError("too many live pages are open; reload later"));
     }
     res.set_header("Cache-Control", "no-store");
     res.set_header("X-Accel-Buffering", "no");

@@ -33,7 +33,6 @@ struct RouteOptions {
 int HttpStatusFor(absl::StatusCode code);
 
 // Registers every route on `server`. `gateway` and `hub` must outlive it.
-void RegisterRoutes(httplib::Server& server, Gateway* gateway, EventHub* hub,
-                    RouteOptions options);
+void RegisterRoutes(httplib::Server& server, Gateway* gateway, EventHub* hub, RouteOptions options);
 
 }  // namespace goodput::dashboard
