@@ -104,6 +104,11 @@ try {
   }
   const verdictPanel = page.locator('[data-testid="verdict-panel"]');
   await verdictPanel.locator('[data-testid="verdict"], [data-testid="unavailable"]').first().waitFor();
+  if ((await verdictPanel.locator('[data-testid="verdict"]').count()) > 0) {
+    // Reconciliation answers: the framework's MFU (reported through the SDK) is drawn too.
+    assert.equal(await page.locator('[data-testid="ofu-chart"] path.line.mfu').count(), 1, "app MFU line");
+    console.log(`  verdict: ${await verdictPanel.locator('[data-testid="verdict"]').getAttribute("data-verdict")}`);
+  }
   await page.locator("#live", { hasText: /^live$/ }).waitFor();
 
   step(expectAlert ? "the regression alert is listed" : "alerts say they are not available yet");
