@@ -222,6 +222,12 @@ TEST_F(DashboardApi, ServesJobPagesListingsAndSaysWhichPartsAreNotBuilt) {
             alert_status.error_code() == grpc::StatusCode::UNIMPLEMENTED);
   EXPECT_EQ(page["alerts"]["available"].get<bool>(), alert_status.ok());
 
+  auto [alerts_status, fleet_alerts] = Get("/api/alerts?range_h=1");
+  ASSERT_EQ(alerts_status, 200);
+  EXPECT_EQ(fleet_alerts["available"].get<bool>(), alert_status.ok()) << fleet_alerts.dump();
+  EXPECT_TRUE(fleet_alerts["items"].is_array());
+  EXPECT_EQ(Get("/api/alerts?range_h=0").first, 400);
+
   auto [jobs_status, jobs] = Get("/api/jobs?range_h=1");
   ASSERT_EQ(jobs_status, 200) << jobs.dump();
   ASSERT_EQ(jobs["jobs"].size(), 1u) << jobs.dump();

@@ -214,10 +214,11 @@ absl::StatusOr<Json> Gateway::Job(const std::string& cluster, const std::string&
   return out;
 }
 
-Json Gateway::OpenAlerts(const std::string& cluster) {
+Json Gateway::Alerts(const std::string& cluster, absl::Time start, absl::Time end) {
   v1::ListAlertsRequest request;
-  AddOpenStates(&request);
   request.set_cluster(cluster);
+  SetTime(start, request.mutable_active_in()->mutable_start_time());
+  SetTime(end, request.mutable_active_in()->mutable_end_time());
   request.set_page_size(100);
   v1::ListAlertsResponse response;
   grpc::Status status = alerts_->ListAlerts(Context().get(), request, &response);

@@ -119,8 +119,12 @@ void RegisterRoutes(httplib::Server& server, Gateway* gateway, EventHub* hub,
         absl::StrCat("/#/job/", PercentEncode(req.matches[1]), "/", PercentEncode(req.matches[2])));
   });
 
-  server.Get("/api/alerts", [gateway](const httplib::Request& req, httplib::Response& res) {
-    SendJson(res, gateway->OpenAlerts(req.get_param_value("cluster")));
+  server.Get("/api/alerts", [gateway, now](const httplib::Request& req, httplib::Response& res) {
+    absl::StatusOr<int> range_h = IntParam(req, "range_h", 24, 1, kMaxRangeHours);
+    if (!range_h.ok()) return SendError(res, range_h.status());
+    absl::Time end = now();
+    SendJson(res,
+             gateway->Alerts(req.get_param_value("cluster"), end - absl::Hours(*range_h), end));
   });
 
   server.Get("/api/events", [hub](const httplib::Request& req, httplib::Response& res) {

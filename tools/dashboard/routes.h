@@ -4,7 +4,7 @@
 //   GET /api/fleet?range_h=24                fleet summary of the last 24 hours
 //   GET /api/jobs?cluster=&range_h=&limit=   jobs active in the range, newest first
 //   GET /api/jobs/<cluster>/<job id>         one job's page (job ids may contain '/')
-//   GET /api/alerts?cluster=                 open alerts
+//   GET /api/alerts?cluster=&range_h=        alerts open at some point in the range
 //   GET /api/events?cluster=&job=            Server-Sent Events (ofu, alert, fleet, status)
 //   GET /jobs/<cluster>/<job id>             redirect to the job's page (alerts link here)
 //
