@@ -48,12 +48,12 @@ stop_service() {
   rm -f "$pidfile" "$data/run/$svc.ready"
 }
 
-# goodput-dashboard: the web dashboard over the four services (port 7300 when free).
+# goodput-dashboard: the web dashboard over the four services, on PORT.
 start_dashboard() {
-  local data=$1 build=$2 bin="$2/tools/dashboard/goodput-dashboard"
+  local data=$1 build=$2 port=$3 bin="$2/tools/dashboard/goodput-dashboard"
   [[ -x "$bin" ]] || { echo "stack: goodput-dashboard not built; no dashboard" >&2; return 0; }
   stop_service "$data" dashboard
-  local port gport; port=$(pick_port 7300)
+  local gport
   local -a addr=()
   for svc in "${SERVICES[@]}"; do
     read -r gport _ <"$data/run/$svc.ports"
@@ -90,6 +90,9 @@ cmd_up() {
     gport[$svc]=$(pick_port "${GRPC_PORT[$svc]}")
     hport[$svc]=$(pick_port "${HTTP_PORT[$svc]}")
   done
+  # The dashboard's too: alerts link to it.
+  stop_service "$data" dashboard
+  local dport; dport=$(pick_port 7300)
 
   for svc in "${SERVICES[@]}"; do
     cat >"$data/etc/$svc.yaml" <<YAML
@@ -126,6 +129,11 @@ ofu:
     alerting_address: 127.0.0.1:${gport[alerting]}
 YAML
         ;;
+      alerting) cat >>"$data/etc/$svc.yaml" <<YAML
+alerting:
+  dashboard_url: http://127.0.0.1:$dport
+YAML
+        ;;
       mfu) cat >>"$data/etc/$svc.yaml" <<YAML
 mfu:
   forward:
@@ -152,7 +160,7 @@ YAML
     done
   done
   [[ $failed -eq 0 ]] || die "some services did not start (logs in $data/logs)"
-  start_dashboard "$data" "$build"
+  start_dashboard "$data" "$build" "$dport"
 
   local demo_rc=0
   if [[ "${GOODPUT_DEMO:-1}" != 0 ]]; then
