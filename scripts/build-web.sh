@@ -3,7 +3,7 @@
 #
 #   scripts/build-web.sh [OUT_DIR]     # default web/dist
 #
-# Installs the exact packages of web/package-lock.json from the npm registry (`npm ci`, only
+# Installs the exact packages of web/package-lock.json from the npm registry (only
 # when the lockfile changed since the last install), type-checks and bundles with Vite.
 # Needs Node.js >= 20.19 and npm.
 set -euo pipefail
@@ -25,11 +25,14 @@ node -e '
   }' || exit 1
 
 cd "$WEB"
-# npm ci removes node_modules and installs from scratch: do it only when the lockfile is
-# newer than what is installed (npm writes node_modules/.package-lock.json on install).
+# Install the lockfile's exact versions, only when the lockfile is newer than what is installed
+# (npm writes node_modules/.package-lock.json on install). `npm install --no-save` rather than
+# `npm ci`: npm 11's `ci` refuses a lockfile that lacks other platforms' optional packages
+# (rollup's native builds), which is what npm itself writes on Linux; `--no-save` never
+# rewrites the lockfile, so the installed tree is still the locked one.
 if [[ ! -f node_modules/.package-lock.json || package-lock.json -nt node_modules/.package-lock.json ]]; then
-  echo "build-web: installing front-end packages (npm ci)"
-  npm ci --no-audit --no-fund --loglevel=error
+  echo "build-web: installing front-end packages (npm install of the lockfile)"
+  npm install --no-save --no-audit --no-fund --loglevel=error
 fi
 echo "build-web: building into $OUT"
 GOODPUT_WEB_OUT_DIR="$OUT" npm run --silent build -- --logLevel warn

@@ -11,7 +11,7 @@ packages=(
   g++ cmake ninja-build pkg-config ccache
   # libraries
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libpqxx-dev libhiredis-dev libabsl-dev libyaml-cpp-dev nlohmann-json3-dev libspdlog-dev
+  libpqxx-dev libhiredis-dev libabsl-dev libre2-dev libyaml-cpp-dev nlohmann-json3-dev libspdlog-dev
   libcurl4-openssl-dev libsnappy-dev libcpp-httplib-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   # servers the platform and its tests start on loopback

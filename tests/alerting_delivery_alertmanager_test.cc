@@ -2,9 +2,8 @@
 // GET /api/v2/alerts with the stable labels and the annotations, is re-sent while it fires,
 // and its resolution (endsAt) closes it: it leaves the active alerts and Alertmanager's own
 // receiver is notified that it resolved, at the time goodput gave.
-#include <thread>
-
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "httplib.h"
@@ -58,18 +57,20 @@ class AlertmanagerDeliveryTest : public DeliveryTest {};
 TEST_F(AlertmanagerDeliveryTest, FiringAlertIsShownResentAndThenResolved) {
   NotificationSink sink;
   const int sink_port = sink.Start();
-  auto am = testing::AlertmanagerServer::Create({.config_yaml = absl::StrCat(
-      "route:\n"
-      "  receiver: sink\n"
-      "  group_by: [alertname, cluster, job_id]\n"
-      "  group_wait: 0s\n"
-      "  group_interval: 1s\n"
-      "  repeat_interval: 1h\n"
-      "receivers:\n"
-      "  - name: sink\n"
-      "    webhook_configs:\n"
-      "      - url: http://127.0.0.1:", sink_port, "/am\n"
-      "        send_resolved: true\n")});
+  auto am = testing::AlertmanagerServer::Create(
+      {.config_yaml = absl::StrCat("route:\n"
+                                   "  receiver: sink\n"
+                                   "  group_by: [alertname, cluster, job_id]\n"
+                                   "  group_wait: 0s\n"
+                                   "  group_interval: 1s\n"
+                                   "  repeat_interval: 1h\n"
+                                   "receivers:\n"
+                                   "  - name: sink\n"
+                                   "    webhook_configs:\n"
+                                   "      - url: http://127.0.0.1:",
+                                   sink_port,
+                                   "/am\n"
+                                   "        send_resolved: true\n")});
   ASSERT_TRUE(am.ok()) << am.status();
   const int am_port = (*am)->port();
 
@@ -121,8 +122,8 @@ TEST_F(AlertmanagerDeliveryTest, FiringAlertIsShownResentAndThenResolved) {
   clock_.Advance(absl::Minutes(10));
   EXPECT_EQ(StepOrDie(*worker, "am").resent, 0);
   EXPECT_EQ(Query("SELECT count(*) FROM alert_outbox WHERE resend_at IS NOT NULL"), "0");
-  ASSERT_TRUE(testing::PollUntil(
-      [&] { return ActiveAlerts("127.0.0.1", am_port).empty(); }, absl::Seconds(10)))
+  ASSERT_TRUE(testing::PollUntil([&] { return ActiveAlerts("127.0.0.1", am_port).empty(); },
+                                 absl::Seconds(10)))
       << ActiveAlerts("127.0.0.1", am_port).dump();
 
   // Alertmanager told its receiver: first firing, then resolved with goodput's end time.
@@ -139,8 +140,8 @@ TEST_F(AlertmanagerDeliveryTest, FiringAlertIsShownResentAndThenResolved) {
   ASSERT_EQ(resolved_note["alerts"].size(), 1u);
   EXPECT_EQ(resolved_note["alerts"][0]["labels"]["job_id"], "4242");
   absl::Time ends;
-  ASSERT_TRUE(absl::ParseTime(absl::RFC3339_full,
-                              resolved_note["alerts"][0]["endsAt"].get<std::string>(), &ends, &err));
+  ASSERT_TRUE(absl::ParseTime(
+      absl::RFC3339_full, resolved_note["alerts"][0]["endsAt"].get<std::string>(), &ends, &err));
   EXPECT_EQ(ends, absl::FromChrono(*resolved.end_time));
   EXPECT_EQ(sink.received().front().value("status", ""), "firing");
 }

@@ -59,8 +59,7 @@ inline Notification TestNotification(int64_t alert_id, const std::string& state,
   n.user = "alice";
   n.labels = {{"osmo.workflow_id", "llama-pretrain-7"}};
   n.summary = "OFU fell 2.5x at 14:02 (58% -> 23%)";
-  n.description =
-      "Same workload ran at 55% last week; look for debug settings or new collectives.";
+  n.description = "Same workload ran at 55% last week; look for debug settings or new collectives.";
   n.factor = 2.5;
   n.verdict = "";
   n.dashboard_url = absl::StrCat("https://goodput.example/jobs/eos/", job_id);
@@ -115,7 +114,8 @@ class DeliveryTest : public ::testing::Test {
                                              RetryPolicy retry = {.jitter = 0}) {
     return std::make_unique<DeliveryWorker>(
         store_.get(), std::move(targets), limiter,
-        DeliveryOptions{.retry = retry, .clock = clock_.AsFunction(), .uniform01 = [] { return 0.5; }},
+        DeliveryOptions{
+            .retry = retry, .clock = clock_.AsFunction(), .uniform01 = [] { return 0.5; }},
         platform::Logger());
   }
 

@@ -74,7 +74,8 @@ class FakeOsmoApi {
  private:
   void Record(const httplib::Request& req) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     std::string query;
-    for (const auto& [k, v] : req.params) absl::StrAppend(&query, query.empty() ? "" : "&", k, "=", v);
+    for (const auto& [k, v] : req.params)
+      absl::StrAppend(&query, query.empty() ? "" : "&", k, "=", v);
     calls_.push_back({req.method, req.path, query, req.get_header_value("Authorization")});
   }
 
@@ -92,9 +93,11 @@ class OsmoDeliveryTest : public DeliveryTest {
  protected:
   std::unique_ptr<DeliveryWorker> OsmoWorker(bool cancel) {
     std::vector<std::unique_ptr<Target>> targets;
-    targets.push_back(std::make_unique<OsmoTarget>(OsmoTargetConfig{
-        .name = "osmo", .url = osmo_.Url(), .headers = {{"Authorization", "Bearer osmo-token"}},
-        .cancel = cancel}));
+    targets.push_back(std::make_unique<OsmoTarget>(
+        OsmoTargetConfig{.name = "osmo",
+                         .url = osmo_.Url(),
+                         .headers = {{"Authorization", "Bearer osmo-token"}},
+                         .cancel = cancel}));
     return MakeWorker(std::move(targets));
   }
   FakeOsmoApi osmo_;

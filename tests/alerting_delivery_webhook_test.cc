@@ -8,9 +8,8 @@
 
 #include <deque>
 #include <map>
-#include <thread>
-
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
@@ -56,8 +55,7 @@ class HookReceiver {
                 .timestamp = req.get_header_value("X-Goodput-Timestamp"),
                 .signature = req.get_header_value("X-Goodput-Signature"),
                 .body = req.body};
-      r.signature_ok =
-          r.signature == "sha256=" + HmacHex(kSecret, r.timestamp + "." + req.body);
+      r.signature_ok = r.signature == "sha256=" + HmacHex(kSecret, r.timestamp + "." + req.body);
       requests_.push_back(r);
       int code = 200;
       if (!responses_.empty()) {
@@ -110,9 +108,11 @@ class WebhookDeliveryTest : public DeliveryTest {
   }
   std::vector<std::unique_ptr<Target>> Hook() {
     std::vector<std::unique_ptr<Target>> t;
-    t.push_back(std::make_unique<WebhookTarget>(WebhookTargetConfig{
-        .name = "hook", .url = absl::StrCat("http://127.0.0.1:", port_, "/hook"),
-        .secret = kSecret, .timeout = absl::Seconds(5)}));
+    t.push_back(std::make_unique<WebhookTarget>(
+        WebhookTargetConfig{.name = "hook",
+                            .url = absl::StrCat("http://127.0.0.1:", port_, "/hook"),
+                            .secret = kSecret,
+                            .timeout = absl::Seconds(5)}));
     return t;
   }
   int port_ = 0;
@@ -167,8 +167,9 @@ TEST_F(WebhookDeliveryTest, SignedBodyArrivesExactlyOnceAcrossARetryAfterTheRece
 
   // A sender that stopped between the send and the mark sends again: same key, so the
   // receiver acts once.
-  ASSERT_TRUE(pg_->Execute("goodput", "UPDATE alert_outbox SET status = 'pending', "
-                                      "next_attempt_at = now() - interval '1 hour'")
+  ASSERT_TRUE(pg_->Execute("goodput",
+                           "UPDATE alert_outbox SET status = 'pending', "
+                           "next_attempt_at = now() - interval '1 hour'")
                   .ok());
   EXPECT_EQ(StepOrDie(*worker, "hook").delivered, 1);
   got = receiver_.requests();

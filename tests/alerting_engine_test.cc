@@ -36,10 +36,10 @@ constexpr int64_t kT0 = 1'790'000'000;  // first window of the job under test (u
 constexpr char kProducer[] = "ofu-0-of-1";
 
 // One-minute job-level windows: 8 minutes of warm-up ramp to `level`, then shape(minute).
-std::vector<v1::OfuWindow> Windows(const std::string& job_id, int64_t t0, int minutes,
-                                   double level,
-                                   const std::function<double(int)>& shape = [](int) { return 1.0; },
-                                   const std::string& fingerprint = "") {
+std::vector<v1::OfuWindow> Windows(
+    const std::string& job_id, int64_t t0, int minutes, double level,
+    const std::function<double(int)>& shape = [](int) { return 1.0; },
+    const std::string& fingerprint = "") {
   std::vector<v1::OfuWindow> out;
   for (int m = 0; m < minutes; ++m) {
     const double ramp = m < 8 ? 0.1 + 0.9 * m / 8.0 : 1.0;
@@ -84,8 +84,10 @@ class AlertEngineTest : public ::testing::Test {
         {.match = {{"cluster", "eos"}}, .targets = {"slurm-eos", "am-prod"}});
     config.routing.default_targets = {"am-default"};
     config.dashboard_url = "https://goodput.example/";
-    engine_ = std::make_unique<AlertEngine>(pool_.get(), config, &hub_, platform::Logger(),
-                                            [this] { return absl::FromUnixMillis(now_ms_.load()); });
+    config.target_kinds = {{"slurm-eos", "slurm"}, {"am-prod", "alertmanager"}};
+    engine_ = std::make_unique<AlertEngine>(pool_.get(), config, &hub_, platform::Logger(), [this] {
+      return absl::FromUnixMillis(now_ms_.load());
+    });
     AddJob("j1");
   }
 
@@ -164,7 +166,7 @@ TEST_F(AlertEngineTest, RegressingJobFiresOnceWithFactorOnsetAndOneOutboxRowPerT
   EXPECT_LE(a.evidence().windows_size(), 60);
   EXPECT_EQ(a.labels().at("team"), "llm");
   EXPECT_EQ(a.labels().at("project"), "p7");
-  EXPECT_EQ(a.dashboard_url(), "https://goodput.example/jobs/eos/j1");
+  EXPECT_EQ(a.dashboard_url(), "https://goodput.example/#/job/eos/j1");
   EXPECT_NE(a.summary().find("OFU fell 2."), std::string::npos) << a.summary();
   EXPECT_NE(a.description().find("Look first"), std::string::npos) << a.description();
   EXPECT_EQ(OutboxRows(a.alert_id(), "firing"), 2);
@@ -176,6 +178,8 @@ TEST_F(AlertEngineTest, RegressingJobFiresOnceWithFactorOnsetAndOneOutboxRowPerT
   ASSERT_EQ(got->deliveries_size(), 2);
   EXPECT_EQ(got->deliveries(0).state(), v1::DELIVERY_STATE_PENDING);
   EXPECT_EQ(got->deliveries(0).idempotency_key(), absl::StrCat(a.alert_id(), ":slurm-eos:firing"));
+  EXPECT_EQ(got->deliveries(0).target_kind(), v1::TARGET_KIND_SLURM);
+  EXPECT_EQ(got->deliveries(1).target_kind(), v1::TARGET_KIND_ALERTMANAGER);
 
   // The same pushes again (a forwarder retrying after a lost acknowledgement): nothing new.
   const int64_t windows_before = Count("SELECT count(*) FROM alert_windows");
@@ -431,7 +435,6 @@ TEST_F(AlertEngineTest, SubscribeAlertsSeesOpenAlertsAndChanges) {
   server->Shutdown(std::chrono::system_clock::now());
 }
 
-
 TEST_F(AlertEngineTest, DivergenceVerdictsAlertAndPrecisionSwitchesAnnotate) {
   auto push = [&](int64_t seq, const std::vector<v1::DivergenceEvent>& events) {
     v1::PushDivergenceEventsRequest req;
@@ -466,11 +469,20 @@ TEST_F(AlertEngineTest, DivergenceVerdictsAlertAndPrecisionSwitchesAnnotate) {
   EXPECT_NE(alerts[0].description().find("MoE"), std::string::npos) << alerts[0].description();
   EXPECT_EQ(OutboxRows(alerts[0].alert_id(), "firing"), 2);
 
+  // Too little evidence for a while: the last decisive verdict stands.
+  e.set_event_id("v1b");
+  *e.mutable_time() = api::UnixMsToTimestamp((kT0 + 5400) * 1000);
+  d->set_verdict(v1::VERDICT_INSUFFICIENT_EVIDENCE);
+  push(2, {e});
+  alerts = Alerts();
+  ASSERT_EQ(alerts.size(), 1u);
+  EXPECT_EQ(alerts[0].state(), v1::ALERT_STATE_FIRING);
+
   // The framework fixed its formula: the verdict is consistent again.
   e.set_event_id("v2");
   *e.mutable_time() = api::UnixMsToTimestamp((kT0 + 7200) * 1000);
   d->set_verdict(v1::VERDICT_CONSISTENT);
-  push(2, {e});
+  push(3, {e});
   alerts = Alerts();
   ASSERT_EQ(alerts.size(), 1u);
   EXPECT_EQ(alerts[0].state(), v1::ALERT_STATE_RESOLVED);
@@ -485,7 +497,7 @@ TEST_F(AlertEngineTest, DivergenceVerdictsAlertAndPrecisionSwitchesAnnotate) {
   *sw.mutable_precision_switch()->mutable_time() = sw.time();
   sw.mutable_precision_switch()->set_peak_tflops_before(989);
   sw.mutable_precision_switch()->set_peak_tflops_after(1979);
-  push(3, {sw});
+  push(4, {sw});
   Push(Windows("fp8", kT0, 200, 0.5, [](int m) { return m >= 120 ? 0.5 : 1.0; }));
   EXPECT_TRUE(Alerts("fp8").empty());
 }

@@ -1,21 +1,26 @@
 // ofu -> alerting end to end with the real binaries, PostgreSQL and Redis: samples of a job
 // whose OFU falls 2.5x are stored, goodput-ofu computes and forwards its windows, and
 // goodput-alerting raises exactly one regression_in_job alert with one outbox row per routed
-// target. Killed with SIGKILL and restarted, alerting is caught up again and adds nothing.
+// target, which its delivery worker sends to two webhooks once each. Killed with SIGKILL and
+// restarted, alerting is caught up again and adds and sends nothing.
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <csignal>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "goodput/v1/alert.grpc.pb.h"
 #include "gtest/gtest.h"
+#include "httplib.h"
 #include "tests/support/child_process.h"
 #include "tests/support/free_port.h"
 #include "tests/support/postgres_server.h"
@@ -38,6 +43,37 @@ constexpr int kMinutes = 170;
 constexpr int kDropMinute = 110;
 constexpr int kIntervalS = 20;
 
+// Receives webhook posts and remembers their idempotency keys.
+class Hooks {
+ public:
+  explicit Hooks(int port) {
+    server_.Post("/hook", [this](const httplib::Request& req, httplib::Response& res) {
+      absl::MutexLock lock(&mu_);
+      keys_.push_back(req.get_header_value("Idempotency-Key"));
+      res.set_content("ok", "text/plain");
+    });
+    ok_ = server_.bind_to_port("127.0.0.1", port);
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+    while (ok_ && !server_.is_running()) std::this_thread::yield();
+  }
+  ~Hooks() {
+    server_.stop();
+    thread_.join();
+  }
+  bool ok() const { return ok_; }
+  std::vector<std::string> keys() {
+    absl::MutexLock lock(&mu_);
+    return keys_;
+  }
+
+ private:
+  httplib::Server server_;
+  bool ok_ = false;
+  std::thread thread_;
+  absl::Mutex mu_;
+  std::vector<std::string> keys_;
+};
+
 class AlertingProcess : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -53,18 +89,27 @@ class AlertingProcess : public ::testing::Test {
   }
 
   std::string Common() const {
-    return absl::StrCat("postgres:\n  dsn: \"", pg_->Dsn("goodput"), "\"\nredis:\n  host: ",
-                        redis_->host(), "\n  port: ", redis_->port(), "\nlog:\n  format: text\n");
+    return absl::StrCat("postgres:\n  dsn: \"", pg_->Dsn("goodput"),
+                        "\"\nredis:\n  host: ", redis_->host(), "\n  port: ", redis_->port(),
+                        "\nlog:\n  format: text\n");
   }
 
-  absl::StatusOr<std::unique_ptr<ServiceProcess>> StartAlerting(int grpc_port) {
+  absl::StatusOr<std::unique_ptr<ServiceProcess>> StartAlerting(int grpc_port, int hook_port) {
+    const std::string hook = absl::StrCat("http://127.0.0.1:", hook_port, "/hook");
     return ServiceProcess::Start(
         {.binary = BuiltBinary("services/alerting/goodput-alerting"),
          .config_yaml = absl::StrCat(Common(), "grpc:\n  port: ", grpc_port,
                                      "\nalerting:\n  sweep_interval_s: 1\n"
                                      "  routes:\n    - match: {cluster: c1}\n"
-                                     "      targets: [slurm-c1, am-prod]\n"
-                                     "  default_targets: [am-default]\n"),
+                                     "      targets: [hook-a, hook-b]\n"
+                                     "  default_targets: [hook-a]\n"
+                                     "  delivery: {poll_interval_s: 0.2}\n"
+                                     "  targets:\n"
+                                     "    - {name: hook-a, kind: webhook, url: \"",
+                                     hook,
+                                     "\", secret: s3cret}\n"
+                                     "    - {name: hook-b, kind: webhook, url: \"",
+                                     hook, "\", secret: s3cret}\n"),
          .extra_args = {"--migrate", "--migrations-dir", (SourceDir() / "migrations").string()}});
   }
 
@@ -94,7 +139,8 @@ class AlertingProcess : public ::testing::Test {
     Sql("INSERT INTO jobs (cluster, job_id, scheduler, team, gpu_model, start_time) VALUES "
         "('c1', 'j1', 'slurm', 'llm', 'NVIDIA H100 80GB HBM3', now() - interval '1 day')");
     for (int g = 0; g < kGpus; ++g) {
-      Sql(absl::StrCat("INSERT INTO job_gpus (job, cluster, host, gpu_index, valid) SELECT id, "
+      Sql(
+          absl::StrCat("INSERT INTO job_gpus (job, cluster, host, gpu_index, valid) SELECT id, "
                        "'c1', 'node-1', ",
                        g, ", tstzrange(now() - interval '2 days', NULL) FROM jobs"));
     }
@@ -110,7 +156,8 @@ class AlertingProcess : public ::testing::Test {
             start_ms_ + t * 1000 + g * 13, g, level * (1.0 + 0.02 * std::sin(t / 70.0 + g))));
       }
     }
-    Sql(absl::StrCat("INSERT INTO samples (sample_time, cluster, host, gpu_index, gpu_model, "
+    Sql(
+        absl::StrCat("INSERT INTO samples (sample_time, cluster, host, gpu_index, gpu_model, "
                      "job, tensor_active, sm_clock_mhz) VALUES ",
                      absl::StrJoin(values, ",")));
   }
@@ -133,7 +180,11 @@ class AlertingProcess : public ::testing::Test {
 TEST_F(AlertingProcess, OfuWindowsOfARegressingJobRaiseOneAlertAndARestartAddsNothing) {
   auto port = goodput::testing::FreePort();
   ASSERT_TRUE(port.ok());
-  auto alerting = StartAlerting(*port);
+  auto hook_port = goodput::testing::FreePort();
+  ASSERT_TRUE(hook_port.ok());
+  Hooks hooks(*hook_port);
+  ASSERT_TRUE(hooks.ok());
+  auto alerting = StartAlerting(*port, *hook_port);
   ASSERT_TRUE(alerting.ok()) << alerting.status();
   auto ofu = StartOfu(absl::StrCat("127.0.0.1:", *port));
   ASSERT_TRUE(ofu.ok()) << ofu.status();
@@ -156,12 +207,29 @@ TEST_F(AlertingProcess, OfuWindowsOfARegressingJobRaiseOneAlertAndARestartAddsNo
   EXPECT_NEAR(static_cast<double>(alerts[0].evidence().onset_time().seconds()),
               static_cast<double>(start_ms_ / 1000 + kDropMinute * 60), 60.0);
   EXPECT_EQ(Value("SELECT count(*) FROM alert_outbox WHERE state = 'firing'"), 2);
+  {
+    httplib::Client http("127.0.0.1", (*alerting)->http_port());
+    auto metrics = http.Get("/metrics");
+    ASSERT_TRUE(metrics);
+    EXPECT_NE(metrics->body.find("goodput_alerting_alert_changes_total{kind=\"ALERT_KIND_"
+                                 "REGRESSION_IN_JOB\",change=\"ALERT_CHANGE_FIRED\"} 1"),
+              std::string::npos)
+        << metrics->body;
+  }
+  // Delivery sends each row once.
+  ASSERT_TRUE(PollUntil(
+      [&] { return Value("SELECT count(*) FROM alert_outbox WHERE status = 'delivered'") == 2; },
+      absl::Seconds(60)));
+  std::vector<std::string> keys = hooks.keys();
+  std::sort(keys.begin(), keys.end());
+  EXPECT_EQ(keys, (std::vector<std::string>{absl::StrCat(alerts[0].alert_id(), ":hook-a:firing"),
+                                            absl::StrCat(alerts[0].alert_id(), ":hook-b:firing")}));
 
   // alerting dies; ofu keeps forwarding into the void, then alerting returns and is caught up.
   ASSERT_TRUE((*alerting)->process().Signal(SIGKILL).ok());
   (void)(*alerting)->process().Wait(absl::Seconds(30));
   Sql("UPDATE ofu_forward_state SET acked_seq = 0");  // as if ofu had lost its acknowledgements
-  alerting = StartAlerting(*port);
+  alerting = StartAlerting(*port, *hook_port);
   ASSERT_TRUE(alerting.ok()) << alerting.status();
   ASSERT_TRUE(PollUntil(
       [&] {
@@ -173,6 +241,7 @@ TEST_F(AlertingProcess, OfuWindowsOfARegressingJobRaiseOneAlertAndARestartAddsNo
   ASSERT_EQ(alerts.size(), 1u);
   EXPECT_EQ(Value("SELECT count(*) FROM alerts"), 1);
   EXPECT_EQ(Value("SELECT count(*) FROM alert_outbox"), 2);
+  EXPECT_EQ(hooks.keys().size(), 2u);
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // goodput-dashboard's JSON API and live events against the real services: job pages with
 // per-GPU series (also for job ids holding '/'), jobs and fleet listings, parts whose RPC is
 // not built yet reported as such, errors with their HTTP status, the built front-end served
-// at /, and an "ofu" event on the live stream when a job's windows close.
+// at /, an "ofu" event on the live stream when a job's windows close, and a clean exit on
+// SIGTERM with a stream open.
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -13,8 +14,8 @@
 #include <thread>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -64,9 +65,9 @@ class DashboardApi : public ::testing::Test {
     auto redis = RedisServer::Create();
     ASSERT_TRUE(redis.ok()) << redis.status();
     redis_ = *std::move(redis);
-    const std::string yaml =
-        absl::StrCat("postgres:\n  dsn: \"", pg_->Dsn("goodput"), "\"\nredis:\n  host: ",
-                     redis_->host(), "\n  port: ", redis_->port(), "\nlog:\n  format: text\n");
+    const std::string yaml = absl::StrCat("postgres:\n  dsn: \"", pg_->Dsn("goodput"),
+                                          "\"\nredis:\n  host: ", redis_->host(),
+                                          "\n  port: ", redis_->port(), "\nlog:\n  format: text\n");
     auto start = [&](const char* path, const std::string& extra, std::vector<std::string> args,
                      std::unique_ptr<ServiceProcess>* out) {
       auto process = ServiceProcess::Start(
@@ -74,10 +75,9 @@ class DashboardApi : public ::testing::Test {
       ASSERT_TRUE(process.ok()) << process.status();
       *out = *std::move(process);
     };
-    ASSERT_NO_FATAL_FAILURE(start("services/ingest/goodput-ingest", "",
-                                  {"--migrate", "--migrations-dir",
-                                   (SourceDir() / "migrations").string()},
-                                  &ingest_));
+    ASSERT_NO_FATAL_FAILURE(
+        start("services/ingest/goodput-ingest", "",
+              {"--migrate", "--migrations-dir", (SourceDir() / "migrations").string()}, &ingest_));
     ASSERT_NO_FATAL_FAILURE(start("services/mfu/goodput-mfu", "", {}, &mfu_));
     ASSERT_NO_FATAL_FAILURE(start("services/alerting/goodput-alerting", "", {}, &alerting_));
     ASSERT_NO_FATAL_FAILURE(start(
@@ -222,12 +222,17 @@ TEST_F(DashboardApi, ServesJobPagesListingsAndSaysWhichPartsAreNotBuilt) {
             alert_status.error_code() == grpc::StatusCode::UNIMPLEMENTED);
   EXPECT_EQ(page["alerts"]["available"].get<bool>(), alert_status.ok());
 
+  auto [alerts_status, fleet_alerts] = Get("/api/alerts?range_h=1");
+  ASSERT_EQ(alerts_status, 200);
+  EXPECT_EQ(fleet_alerts["available"].get<bool>(), alert_status.ok()) << fleet_alerts.dump();
+  EXPECT_TRUE(fleet_alerts["items"].is_array());
+  EXPECT_EQ(Get("/api/alerts?range_h=0").first, 400);
+
   auto [jobs_status, jobs] = Get("/api/jobs?range_h=1");
   ASSERT_EQ(jobs_status, 200) << jobs.dump();
   ASSERT_EQ(jobs["jobs"].size(), 1u) << jobs.dump();
   EXPECT_EQ(jobs["jobs"][0]["job_id"], job_id);
-  EXPECT_NEAR(jobs["jobs"][0]["ofu"].get<double>(),
-              page["summary"]["ofu"].get<double>(), 1e-9);
+  EXPECT_NEAR(jobs["jobs"][0]["ofu"].get<double>(), page["summary"]["ofu"].get<double>(), 1e-9);
   EXPECT_FALSE(jobs["jobs"][0]["latest_ofu"].is_null());
 
   auto [fleet_status, fleet] = Get("/api/fleet?range_h=1");
@@ -246,6 +251,13 @@ TEST_F(DashboardApi, ServesJobPagesListingsAndSaysWhichPartsAreNotBuilt) {
   EXPECT_TRUE(absl::StrContains(bad.value("error", ""), "range_h=lots")) << bad.dump();
 
   httplib::Client client("127.0.0.1", port_);
+  // Alerts link to <dashboard>/jobs/<cluster>/<job id>: that leads to the job's page.
+  httplib::Result link = client.Get(absl::StrCat("/jobs/", kCluster, "/team-a/train-7"));
+  ASSERT_TRUE(link);
+  EXPECT_EQ(link->status, 302);
+  // (httplib's client hands out Location percent-decoded; the gateway sends team-a%2Ftrain-7.)
+  EXPECT_EQ(link->get_header_value("Location"),
+            absl::StrCat("/#/job/", kCluster, "/team-a/train-7"));
   httplib::Result index = client.Get("/");
   ASSERT_TRUE(index);
   EXPECT_EQ(index->status, 200);
@@ -289,6 +301,10 @@ TEST_F(DashboardApi, TheLiveStreamSendsAnEventWhenAJobWindowCloses) {
   Json window = Json::parse(line, nullptr, false);
   ASSERT_FALSE(window.is_discarded()) << line;
   EXPECT_NEAR(window["ofu"].get<double>(), 0.5 * 1500 / 1830, 0.01) << line;
+
+  // SIGTERM ends the gateway cleanly while a live stream is still open on its side.
+  ExitStatus exit = dashboard_->Terminate(absl::Seconds(20));
+  EXPECT_TRUE(exit.Success()) << exit.ToString() << "\n" << dashboard_->LogTail();
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // The dashboard end to end, as a person would use it: real PostgreSQL and Redis, the four
 // services and goodput-dashboard started from this build, a small simulated fleet (two jobs
-// of one GPU model, one of them losing more than half its OFU mid-run) sent through the real
+// of one GPU model; one completed, the other still running and losing more than half its
+// OFU mid-run) sent through the real
 // APIs — jobs registered as a scheduler would, telemetry through ingest, MFU through the C++
 // SDK — then headless Chromium (tests/dashboard_e2e_test.mjs, playwright-core) opens the
 // fleet page and both job pages and checks what they show. When goodput-alerting lists
@@ -117,10 +118,14 @@ absl::StatusOr<PlannedFleet> PlanFleet(int64_t end_unix_s) {
 // Sends the fleet through the platform's APIs as goodput-demo does.
 class PlatformSink : public sim::FleetSink {
  public:
-  PlatformSink(std::shared_ptr<grpc::Channel> ingest, std::string mfu_address)
+  // `still_running`: a job whose end is not reported (it is still running when the page is
+  // looked at, as a regression one wants to act on is; alerts of ended jobs resolve).
+  PlatformSink(std::shared_ptr<grpc::Channel> ingest, std::string mfu_address,
+               std::string still_running)
       : jobs_(v1::JobService::NewStub(ingest)),
         ingest_(v1::IngestService::NewStub(ingest)),
-        mfu_address_(std::move(mfu_address)) {}
+        mfu_address_(std::move(mfu_address)),
+        still_running_(std::move(still_running)) {}
 
   void OnSamples(const sim::JobTruth& job, int64_t, int64_t,
                  const std::vector<sim::GpuSample>& samples) override {
@@ -147,9 +152,12 @@ class PlatformSink : public sim::FleetSink {
   void OnMfuReport(const sim::JobTruth& job, const sim::MfuReport& report) override {
     auto it = reporters_.find(job.job_id);
     if (it == reporters_.end()) {
-      absl::StatusOr<std::unique_ptr<sdk::Reporter>> reporter = sdk::Reporter::Create(
-          {.endpoint = mfu_address_, .cluster = kCluster, .job_id = job.job_id,
-           .framework = "megatron-lm", .flops_formula = "6N + attention"});
+      absl::StatusOr<std::unique_ptr<sdk::Reporter>> reporter =
+          sdk::Reporter::Create({.endpoint = mfu_address_,
+                                 .cluster = kCluster,
+                                 .job_id = job.job_id,
+                                 .framework = "megatron-lm",
+                                 .flops_formula = "6N + attention"});
       if (!reporter.ok()) {
         ADD_FAILURE() << reporter.status();
         return;
@@ -171,6 +179,7 @@ class PlatformSink : public sim::FleetSink {
       EXPECT_TRUE(it->second->Close(absl::Seconds(20))) << "MFU reports of " << job.job_id;
       reporters_.erase(it);
     }
+    if (job.job_id == still_running_) return;
     v1::EndJobRequest request;
     request.mutable_key()->set_cluster(kCluster);
     request.mutable_key()->set_job_id(job.job_id);
@@ -231,6 +240,7 @@ class PlatformSink : public sim::FleetSink {
   std::unique_ptr<v1::JobService::Stub> jobs_;
   std::unique_ptr<v1::IngestService::Stub> ingest_;
   std::string mfu_address_;
+  std::string still_running_;
   std::set<std::string> registered_;
   std::map<std::string, std::unique_ptr<sdk::Reporter>> reporters_;
   std::map<std::string, int64_t> pushed_;
@@ -263,9 +273,9 @@ TEST(DashboardE2E, TheFleetAndARegressingJobShowInHeadlessChromium) {
   ASSERT_TRUE((*pg)->CreateDatabase("goodput").ok());
   absl::StatusOr<std::unique_ptr<RedisServer>> redis = RedisServer::Create();
   ASSERT_TRUE(redis.ok()) << redis.status();
-  const std::string yaml =
-      absl::StrCat("postgres:\n  dsn: \"", (*pg)->Dsn("goodput"), "\"\nredis:\n  host: ",
-                   (*redis)->host(), "\n  port: ", (*redis)->port(), "\nlog:\n  format: text\n");
+  const std::string yaml = absl::StrCat("postgres:\n  dsn: \"", (*pg)->Dsn("goodput"),
+                                        "\"\nredis:\n  host: ", (*redis)->host(),
+                                        "\n  port: ", (*redis)->port(), "\nlog:\n  format: text\n");
   auto start = [&](const char* path, const std::string& extra_yaml,
                    std::vector<std::string> args = {}) {
     return ServiceProcess::Start(
@@ -280,11 +290,14 @@ TEST(DashboardE2E, TheFleetAndARegressingJobShowInHeadlessChromium) {
   absl::StatusOr<std::unique_ptr<ServiceProcess>> alerting =
       start("services/alerting/goodput-alerting", "");
   ASSERT_TRUE(alerting.ok()) << alerting.status();
-  absl::StatusOr<std::unique_ptr<ServiceProcess>> ofu = start(
-      "services/ofu/goodput-ofu",
-      absl::StrCat("ofu:\n  poll_interval_s: 0.2\n  idle_flush_s: 3\n  forward:\n"
-                   "    mfu_address: \"", (*mfu)->grpc_address(), "\"\n"
-                   "    alerting_address: \"", (*alerting)->grpc_address(), "\"\n"));
+  absl::StatusOr<std::unique_ptr<ServiceProcess>> ofu =
+      start("services/ofu/goodput-ofu",
+            absl::StrCat("ofu:\n  poll_interval_s: 0.2\n  idle_flush_s: 3\n  forward:\n"
+                         "    mfu_address: \"",
+                         (*mfu)->grpc_address(),
+                         "\"\n"
+                         "    alerting_address: \"",
+                         (*alerting)->grpc_address(), "\"\n"));
   ASSERT_TRUE(ofu.ok()) << ofu.status();
 
   absl::StatusOr<TempDir> dir = TempDir::Create("dashboard-e2e");
@@ -293,8 +306,8 @@ TEST(DashboardE2E, TheFleetAndARegressingJobShowInHeadlessChromium) {
   absl::StatusOr<std::unique_ptr<ChildProcess>> dashboard = ChildProcess::Start(
       {.argv = {BuiltBinary("tools/dashboard/goodput-dashboard").string(), "--port", "0",
                 "--ingest", (*ingest)->grpc_address(), "--ofu", (*ofu)->grpc_address(), "--mfu",
-                (*mfu)->grpc_address(), "--alerting", (*alerting)->grpc_address(),
-                "--static-dir", web_dist.string(), "--ready-file", ready.string()},
+                (*mfu)->grpc_address(), "--alerting", (*alerting)->grpc_address(), "--static-dir",
+                web_dist.string(), "--ready-file", ready.string()},
        .log_path = dir->path() / "dashboard.log"});
   ASSERT_TRUE(dashboard.ok()) << dashboard.status();
   int port = 0;
@@ -316,7 +329,7 @@ TEST(DashboardE2E, TheFleetAndARegressingJobShowInHeadlessChromium) {
   for (const sim::JobTruth& job : (*fleet)->jobs()) {
     EXPECT_EQ(job.drops.size(), job.job_id == plan->regressed_job ? 1u : 0u) << job.job_id;
   }
-  PlatformSink sink((*ingest)->Channel(), (*mfu)->grpc_address());
+  PlatformSink sink((*ingest)->Channel(), (*mfu)->grpc_address(), plan->regressed_job);
   while ((*fleet)->Step(sink)) {
   }
   sink.Flush();
@@ -339,7 +352,8 @@ TEST(DashboardE2E, TheFleetAndARegressingJobShowInHeadlessChromium) {
         return true;
       },
       absl::Seconds(60), absl::Milliseconds(250)))
-      << "goodput-ofu did not count every sample:\n" << (*ofu)->process().LogTail();
+      << "goodput-ofu did not count every sample:\n"
+      << (*ofu)->process().LogTail();
 
   // The regression alert is expected once goodput-alerting lists alerts.
   auto alert_stub = v1::AlertService::NewStub((*alerting)->Channel());
@@ -347,6 +361,27 @@ TEST(DashboardE2E, TheFleetAndARegressingJobShowInHeadlessChromium) {
   v1::ListAlertsResponse probe_response;
   grpc::Status alert_status = alert_stub->ListAlerts(Ctx().get(), probe, &probe_response);
   const bool expect_alert = alert_status.error_code() != grpc::StatusCode::UNIMPLEMENTED;
+  if (expect_alert) {
+    // The browser looks once detection is done; a missing alert fails here, with the reason.
+    bool alerted = PollUntil(
+        [&] {
+          v1::ListAlertsRequest request;
+          request.mutable_job()->set_cluster(kCluster);
+          request.mutable_job()->set_job_id(plan->regressed_job);
+          v1::ListAlertsResponse response;
+          if (!alert_stub->ListAlerts(Ctx().get(), request, &response).ok()) return false;
+          for (const v1::Alert& a : response.alerts()) {
+            if (a.kind() == v1::ALERT_KIND_REGRESSION_IN_JOB) return true;
+          }
+          return false;
+        },
+        absl::Seconds(90), absl::Milliseconds(500));
+    ASSERT_TRUE(alerted)
+        << "no regression_in_job alert for " << plan->regressed_job
+        << "; OFU windows received by alerting: "
+        << (*pg)->QueryValue("goodput", "SELECT count(*) FROM alert_windows").value_or("?") << "\n"
+        << (*alerting)->process().LogTail();
+  }
   std::cout << "regressing job " << plan->regressed_job << ", steady job " << plan->steady_job
             << "; alerts " << (expect_alert ? "listed" : "not built yet") << "\n";
 
@@ -369,10 +404,9 @@ TEST(DashboardE2E, TheFleetAndARegressingJobShowInHeadlessChromium) {
                  absl::Seconds(150));
   ASSERT_TRUE(browser.ok()) << browser.status();
   std::cout << browser->output;
-  EXPECT_TRUE(browser->exit.Success())
-      << browser->exit.ToString() << "\n"
-      << browser->output << "\ndashboard log:\n"
-      << (*dashboard)->LogTail();
+  EXPECT_TRUE(browser->exit.Success()) << browser->exit.ToString() << "\n"
+                                       << browser->output << "\ndashboard log:\n"
+                                       << (*dashboard)->LogTail();
 }
 
 }  // namespace

@@ -75,7 +75,12 @@ try {
     await page.locator(`[data-testid="job-row"][data-job="${job}"]`).waitFor();
   }
   await page.locator("#live", { hasText: /^live$/ }).waitFor();
-  if (!expectAlert) {
+  if (expectAlert) {
+    // The test waited for detection before opening the browser: the fleet lists the alert.
+    await page.locator('[data-testid="alerts-panel"] [data-testid="alert"][data-kind^="regression"]').first().waitFor();
+    const openAlerts = page.locator(`[data-testid="job-row"][data-job="${regressed}"] td.num .badge`);
+    assert.match(await openAlerts.innerText(), /^[1-9]\d*$/, "the regressing job has open alerts");
+  } else {
     await page.locator('[data-testid="alerts-panel"]', { hasText: "not available yet" }).waitFor();
   }
   if (shots) await page.screenshot({ path: join(shots, "fleet.png"), fullPage: true });
@@ -99,6 +104,11 @@ try {
   }
   const verdictPanel = page.locator('[data-testid="verdict-panel"]');
   await verdictPanel.locator('[data-testid="verdict"], [data-testid="unavailable"]').first().waitFor();
+  if ((await verdictPanel.locator('[data-testid="verdict"]').count()) > 0) {
+    // Reconciliation answers: the framework's MFU (reported through the SDK) is drawn too.
+    assert.equal(await page.locator('[data-testid="ofu-chart"] path.line.mfu').count(), 1, "app MFU line");
+    console.log(`  verdict: ${await verdictPanel.locator('[data-testid="verdict"]').getAttribute("data-verdict")}`);
+  }
   await page.locator("#live", { hasText: /^live$/ }).waitFor();
 
   step(expectAlert ? "the regression alert is listed" : "alerts say they are not available yet");

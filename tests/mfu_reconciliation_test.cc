@@ -4,13 +4,13 @@
 // revises the reconciliation; the fleet report on a small known fleet matches statistics
 // computed by hand; divergence events reach alerting in commit order and are caught up after
 // alerting was down or lost its state.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <functional>
-#include <algorithm>
 #include <map>
-#include <set>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -88,9 +88,9 @@ v1::MfuReport Report(const std::string& id, const std::string& job_id, int64_t s
 // remembers every event it applied, and can forget its state (a restart without storage).
 class FakeAlerting final : public v1::AlertService::CallbackService {
  public:
-  grpc::ServerUnaryReactor* PushDivergenceEvents(
-      grpc::CallbackServerContext* ctx, const v1::PushDivergenceEventsRequest* req,
-      v1::PushDivergenceEventsResponse* resp) override {
+  grpc::ServerUnaryReactor* PushDivergenceEvents(grpc::CallbackServerContext* ctx,
+                                                 const v1::PushDivergenceEventsRequest* req,
+                                                 v1::PushDivergenceEventsResponse* resp) override {
     absl::MutexLock lock(&mu_);
     int64_t& wm = watermark_[req->position().producer_id()];
     if (req->position().sequence() <= wm) {
@@ -159,11 +159,11 @@ class MfuReconciliation : public ::testing::Test {
     mfu_.reset();
     absl::StatusOr<std::unique_ptr<ServiceProcess>> mfu = ServiceProcess::Start(
         {.binary = BuiltBinary("services/mfu/goodput-mfu"),
-         .config_yaml = absl::StrCat(
-             "postgres:\n  dsn: \"", pg_->Dsn("goodput"), "\"\nlog:\n  format: text\n",
-             "mfu:\n  reconcile:\n    poll_interval_s: 0.1\n  forward:\n",
-             "    alerting_address: \"127.0.0.1:", alerting_port_, "\"\n",
-             "    retry_backoff_s: 0.2\n    timeout_s: 2\n"),
+         .config_yaml =
+             absl::StrCat("postgres:\n  dsn: \"", pg_->Dsn("goodput"), "\"\nlog:\n  format: text\n",
+                          "mfu:\n  reconcile:\n    poll_interval_s: 0.1\n  forward:\n",
+                          "    alerting_address: \"127.0.0.1:", alerting_port_, "\"\n",
+                          "    retry_backoff_s: 0.2\n    timeout_s: 2\n"),
          .extra_args = {"--migrate", "--migrations-dir", (SourceDir() / "migrations").string()}});
     ASSERT_TRUE(mfu.ok()) << mfu.status();
     mfu_ = *std::move(mfu);
@@ -183,10 +183,11 @@ class MfuReconciliation : public ::testing::Test {
   // A job that ran [start_s, end_s) on `gpus` GPUs of `model`.
   void RegisterJob(const std::string& job_id, const std::string& model, int gpus,
                    int64_t start_s = kT0, int64_t end_s = kT0 + 3600) {
-    Sql(absl::StrCat("INSERT INTO jobs (cluster, job_id, gpu_model, gpu_count, start_time, "
-                     "end_time, workload_fingerprint) VALUES ('eos', '", job_id, "', '", model,
-                     "', ", gpus, ", to_timestamp(", start_s, "), to_timestamp(", end_s,
-                     "), 'wf-", job_id, "')"));
+    Sql(
+        absl::StrCat("INSERT INTO jobs (cluster, job_id, gpu_model, gpu_count, start_time, "
+                     "end_time, workload_fingerprint) VALUES ('eos', '",
+                     job_id, "', '", model, "', ", gpus, ", to_timestamp(", start_s,
+                     "), to_timestamp(", end_s, "), 'wf-", job_id, "')"));
   }
 
   v1::DeliveryAck Push(const std::string& producer, int64_t seq, int64_t prev,
@@ -290,7 +291,8 @@ TEST_F(MfuReconciliation, OfuWindowPushesApplyExactlyOnceAcrossRetriesAndRestart
   EXPECT_EQ(ack.watermark_sequence(), 9);
   EXPECT_EQ(Value("SELECT count(*) FROM mfu_ofu_windows WHERE job_id = 'w1'"), "3");
   EXPECT_EQ(Value("SELECT ofu FROM mfu_ofu_windows WHERE job_id = 'w1' AND start_time = "
-                  "to_timestamp(" + std::to_string(kT0) + ")"),
+                  "to_timestamp(" +
+                  std::to_string(kT0) + ")"),
             "0.35");
   // Another producer (an ofu shard) has its own watermark.
   ack = Push("ofu-1-of-2", 1, 0, {Window("w1", kT0 + 180, 0.33)});
@@ -316,9 +318,9 @@ TEST_F(MfuReconciliation, OfuWindowPushesApplyExactlyOnceAcrossRetriesAndRestart
 TEST_F(MfuReconciliation, ThePapersThreeCasesGetTheirVerdictsAndCauses) {
   // 288-GPU DeepSeek-style MoE: MFU 54.27% as model TFLOP/s per GPU, OFU 25.58%.
   RegisterJob("moe", kH100, 288);
-  Replay("moe", 20, 0.2558, [](v1::MfuReport& r) {
-    r.set_model_tflops_per_gpu(0.5427 * kH100Bf16PeakTflops);
-  }, 288);
+  Replay(
+      "moe", 20, 0.2558,
+      [](v1::MfuReport& r) { r.set_model_tflops_per_gpu(0.5427 * kH100Bf16PeakTflops); }, 288);
   // 8B hybrid: MFU 24.51% as total TFLOP/s over 8 GPUs, OFU 15.56%.
   RegisterJob("hybrid", kH100, 8);
   Replay("hybrid", 20, 0.1556, [](v1::MfuReport& r) {
@@ -328,12 +330,15 @@ TEST_F(MfuReconciliation, ThePapersThreeCasesGetTheirVerdictsAndCauses) {
   // 8B world model on 256 GB200 with full activation checkpointing: MFU 26% as FLOPs per
   // step and step time, OFU 34%.
   RegisterJob("world", kGb200, 256);
-  Replay("world", 20, 0.34, [](v1::MfuReport& r) {
-    r.mutable_step_flops()->set_flops_per_step(0.26 * kGb200Bf16PeakTflops * 1e12 * 256 * 12.0);
-    r.mutable_step_flops()->set_step_time_s(12.0);
-    r.mutable_step_flops()->set_gpu_count(256);
-    r.set_activation_checkpointing(v1::ACTIVATION_CHECKPOINTING_FULL);
-  }, 256);
+  Replay(
+      "world", 20, 0.34,
+      [](v1::MfuReport& r) {
+        r.mutable_step_flops()->set_flops_per_step(0.26 * kGb200Bf16PeakTflops * 1e12 * 256 * 12.0);
+        r.mutable_step_flops()->set_step_time_s(12.0);
+        r.mutable_step_flops()->set_gpu_count(256);
+        r.set_activation_checkpointing(v1::ACTIVATION_CHECKPOINTING_FULL);
+      },
+      256);
 
   struct Case {
     std::string job;
@@ -451,8 +456,10 @@ TEST_F(MfuReconciliation, TheFleetReportMatchesHandComputedStatistics) {
     int gpus;
     double mfu, ofu;
   };
-  const std::vector<Job> jobs = {{"A", 8, 0.30, 0.28},      {"B", 16, 0.40, 0.37},
-                                 {"C", 64, 0.20, 0.22},     {"D", 256, 0.5427, 0.2558},
+  const std::vector<Job> jobs = {{"A", 8, 0.30, 0.28},
+                                 {"B", 16, 0.40, 0.37},
+                                 {"C", 64, 0.20, 0.22},
+                                 {"D", 256, 0.5427, 0.2558},
                                  {"E", 1024, 0.25, 0.27}};
   for (const Job& j : jobs) {
     RegisterJob(j.id, kH100, j.gpus);
@@ -601,8 +608,7 @@ TEST_F(MfuReconciliation, DivergenceEventsReachAlertingInOrderAndAreCaughtUpAfte
   StartMfu();
   alerting.Forget();
   server = std::make_unique<AlertingServer>(alerting_port_, &alerting);
-  ASSERT_TRUE(WaitFor([&] { return alerting.Events().size() == 3; }))
-      << alerting.Events().size();
+  ASSERT_TRUE(WaitFor([&] { return alerting.Events().size() == 3; })) << alerting.Events().size();
   std::vector<v1::DivergenceEvent> events = alerting.Events();
   std::vector<int64_t> seqs = alerting.Sequences();
   EXPECT_TRUE(std::is_sorted(seqs.begin(), seqs.end()));

@@ -65,9 +65,8 @@ class MfuRemoteWrite : public ::testing::Test {
          .config_yaml = absl::StrCat(
              "postgres:\n  dsn: \"", pg_->Dsn("goodput"), "\"\nredis:\n  host: \"\"\n",
              "log:\n  format: text\ningest:\n  maintenance_interval_s: 3600\n",
-             "  remote_write:\n    cluster: eos\n",
-             "  mfu_metrics:\n    mfu_address: \"127.0.0.1:", mfu_port_, "\"\n",
-             "    timeout_s: 5\n")});
+             "  remote_write:\n    cluster: eos\n", "  mfu_metrics:\n    mfu_address: \"127.0.0.1:",
+             mfu_port_, "\"\n", "    timeout_s: 5\n")});
     ASSERT_TRUE(ingest.ok()) << ingest.status();
     ingest_ = *std::move(ingest);
     ASSERT_TRUE(pg_->Execute("goodput", absl::StrCat("INSERT INTO jobs (cluster, job_id, "
@@ -81,8 +80,7 @@ class MfuRemoteWrite : public ::testing::Test {
     absl::StatusOr<std::unique_ptr<ServiceProcess>> mfu = ServiceProcess::Start(
         {.binary = BuiltBinary("services/mfu/goodput-mfu"),
          .config_yaml = absl::StrCat("postgres:\n  dsn: \"", pg_->Dsn("goodput"),
-                                     "\"\nlog:\n  format: text\ngrpc:\n  port: ", mfu_port_,
-                                     "\n"),
+                                     "\"\nlog:\n  format: text\ngrpc:\n  port: ", mfu_port_, "\n"),
          .extra_args = {"--migrate", "--migrations-dir", (SourceDir() / "migrations").string()}});
     ASSERT_TRUE(mfu.ok()) << mfu.status();
     mfu_ = *std::move(mfu);

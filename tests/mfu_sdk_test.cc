@@ -44,11 +44,11 @@ class MfuSdk : public ::testing::Test {
   // Registers the job and pushes `n` one-minute OFU windows of 0.40 from `start_s`, as ofu
   // would.
   void JobWithWindows(const std::string& job_id, int64_t start_s, int n) {
-    ASSERT_TRUE(pg_->Execute("goodput",
-                             absl::StrCat("INSERT INTO jobs (cluster, job_id, gpu_model, "
-                                          "gpu_count) VALUES ('eos', '",
-                                          job_id, "', '", kH100, "', 8)"))
-                    .ok());
+    ASSERT_TRUE(
+        pg_->Execute("goodput", absl::StrCat("INSERT INTO jobs (cluster, job_id, gpu_model, "
+                                             "gpu_count) VALUES ('eos', '",
+                                             job_id, "', '", kH100, "', 8)"))
+            .ok());
     v1::PushOfuWindowsRequest req;
     req.mutable_position()->set_producer_id(absl::StrCat("ofu-", job_id));
     req.mutable_position()->set_sequence(1);
@@ -95,12 +95,12 @@ class MfuSdk : public ::testing::Test {
 TEST_F(MfuSdk, CppReporterFiguresAppearInTheReconciliation) {
   constexpr int64_t kStart = 1'780'000'020;
   JobWithWindows("cpp-1", kStart, 12);
-  absl::StatusOr<std::unique_ptr<sdk::Reporter>> reporter = sdk::Reporter::Create(
-      {.endpoint = mfu_->grpc_address(),
-       .cluster = "eos",
-       .job_id = "cpp-1",
-       .framework = "cpp-sdk-test",
-       .flush_interval = absl::Milliseconds(50)});
+  absl::StatusOr<std::unique_ptr<sdk::Reporter>> reporter =
+      sdk::Reporter::Create({.endpoint = mfu_->grpc_address(),
+                             .cluster = "eos",
+                             .job_id = "cpp-1",
+                             .framework = "cpp-sdk-test",
+                             .flush_interval = absl::Milliseconds(50)});
   ASSERT_TRUE(reporter.ok()) << reporter.status();
   const double tflops = 0.41 * kH100Bf16PeakTflops;
   for (int i = 0; i < 12; ++i) {

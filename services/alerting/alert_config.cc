@@ -27,7 +27,8 @@ absl::StatusOr<std::vector<std::string>> Names(const YAML::Node& node, const std
   std::vector<std::string> out;
   if (!node.IsDefined() || node.IsNull()) return out;
   if (node.IsScalar()) return std::vector<std::string>{node.as<std::string>()};
-  if (!node.IsSequence()) return absl::InvalidArgumentError(absl::StrCat(where, ": expected a list"));
+  if (!node.IsSequence())
+    return absl::InvalidArgumentError(absl::StrCat(where, ": expected a list"));
   for (const auto& n : node) {
     if (!n.IsScalar()) return absl::InvalidArgumentError(absl::StrCat(where, ": expected names"));
     out.push_back(n.as<std::string>());
@@ -89,11 +90,13 @@ absl::StatusOr<AlertingConfig> LoadAlertingConfig(const platform::ConfigTree& tr
 
     YAML::Node routes = Child(root, "alerting", "routes");
     if (routes.IsDefined() && !routes.IsNull()) {
-      if (!routes.IsSequence()) return absl::InvalidArgumentError("alerting.routes: expected a list");
+      if (!routes.IsSequence())
+        return absl::InvalidArgumentError("alerting.routes: expected a list");
       for (size_t i = 0; i < routes.size(); ++i) {
         const std::string where = absl::StrCat("alerting.routes[", i, "]");
         const YAML::Node r = routes[i];
-        if (!r.IsMap()) return absl::InvalidArgumentError(absl::StrCat(where, ": expected a mapping"));
+        if (!r.IsMap())
+          return absl::InvalidArgumentError(absl::StrCat(where, ": expected a mapping"));
         for (const auto& kv : r) {
           const std::string k = kv.first.as<std::string>();
           if (k != "match" && k != "targets" && k != "continue") {
@@ -102,7 +105,8 @@ absl::StatusOr<AlertingConfig> LoadAlertingConfig(const platform::ConfigTree& tr
           }
         }
         Route route;
-        absl::StatusOr<std::map<std::string, std::string>> match = MatchMap(r["match"], where + ".match");
+        absl::StatusOr<std::map<std::string, std::string>> match =
+            MatchMap(r["match"], where + ".match");
         if (!match.ok()) return match.status();
         route.match = *match;
         absl::StatusOr<std::vector<std::string>> targets = Names(r["targets"], where + ".targets");
@@ -114,6 +118,16 @@ absl::StatusOr<AlertingConfig> LoadAlertingConfig(const platform::ConfigTree& tr
     }
     if (absl::Status s = ValidateRouting(e.routing); !s.ok()) return s;
 
+    // Delivery validates its targets; the engine only learns each one's kind.
+    YAML::Node targets = Child(root, "alerting", "targets");
+    if (targets.IsDefined() && targets.IsSequence()) {
+      for (const YAML::Node& t : targets) {
+        if (t.IsMap() && t["name"].IsScalar() && t["kind"].IsScalar()) {
+          e.target_kinds[t["name"].as<std::string>()] = t["kind"].as<std::string>();
+        }
+      }
+    }
+
     YAML::Node rules = Child(root, "alerting", "severity_rules");
     if (rules.IsDefined() && !rules.IsNull()) {
       if (!rules.IsSequence()) {
@@ -122,17 +136,19 @@ absl::StatusOr<AlertingConfig> LoadAlertingConfig(const platform::ConfigTree& tr
       for (size_t i = 0; i < rules.size(); ++i) {
         const std::string where = absl::StrCat("alerting.severity_rules[", i, "]");
         const YAML::Node r = rules[i];
-        if (!r.IsMap()) return absl::InvalidArgumentError(absl::StrCat(where, ": expected a mapping"));
+        if (!r.IsMap())
+          return absl::InvalidArgumentError(absl::StrCat(where, ": expected a mapping"));
         SeverityRule rule;
-        absl::StatusOr<std::map<std::string, std::string>> match = MatchMap(r["match"], where + ".match");
+        absl::StatusOr<std::map<std::string, std::string>> match =
+            MatchMap(r["match"], where + ".match");
         if (!match.ok()) return match.status();
         rule.match = *match;
         if (r["min_factor"].IsDefined()) rule.min_factor = r["min_factor"].as<double>();
         const std::string sev = r["severity"].IsDefined() ? r["severity"].as<std::string>() : "";
         std::optional<Severity> s = SeverityFromName(sev);
         if (!s) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              where, ".severity: \"", sev, "\" is not info, warning or critical"));
+          return absl::InvalidArgumentError(
+              absl::StrCat(where, ".severity: \"", sev, "\" is not info, warning or critical"));
         }
         rule.severity = *s;
         e.severity_rules.push_back(std::move(rule));

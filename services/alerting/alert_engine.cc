@@ -1,14 +1,16 @@
 #include "services/alerting/alert_engine.h"
 
 #include <algorithm>
+#include <cctype>
+#include <cstring>
 #include <exception>
-#include <utility>
-
 #include <nlohmann/json.hpp>
+#include <utility>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "services/alerting/alert_messages.h"
@@ -53,7 +55,8 @@ constexpr char kJobEvents[] =
     "SELECT encode(event_pb, 'base64') FROM alert_divergence_events "
     "WHERE cluster = $1 AND job_id = $2 ORDER BY event_time, received_at, event_id";
 
-constexpr char kJobLock[] = "SELECT pg_advisory_xact_lock(hashtext('alerting.job/' || $1 || '/' || $2))";
+constexpr char kJobLock[] =
+    "SELECT pg_advisory_xact_lock(hashtext('alerting.job/' || $1 || '/' || $2))";
 constexpr char kJobMeta[] =
     "SELECT scheduler, user_name, team, name, workload_fingerprint, gpu_model, state, "
     "  labels::text FROM jobs WHERE cluster = $1 AND job_id = $2";
@@ -75,14 +78,14 @@ constexpr char kEarlierJobs[] =
     "  AND NOT (cluster = $3 AND job_id = $4) "
     "ORDER BY first_window_start DESC LIMIT $5";
 
-#define GP_ALERT_COLUMNS                                                                      \
-  "id, fingerprint, kind, state, notified_targets::text, encode(alert_pb, 'base64'), "           \
-  "labels::text, " GP_TO_MS("start_time") ", " GP_TO_MS("end_time") ", " GP_TO_MS(            \
+#define GP_ALERT_COLUMNS                                                               \
+  "id, fingerprint, kind, state, notified_targets::text, encode(alert_pb, 'base64'), " \
+  "labels::text, " GP_TO_MS("start_time") ", " GP_TO_MS("end_time") ", " GP_TO_MS(     \
       "update_time") ", ack_by, " GP_TO_MS("ack_time") ", ack_comment, update_time::text"
 
-constexpr char kOpenAlertsOfJob[] =
-    "SELECT " GP_ALERT_COLUMNS " FROM alerts WHERE cluster = $1 AND job_id = $2 "
-    "AND state <> 'resolved' ORDER BY id FOR UPDATE";
+constexpr char kOpenAlertsOfJob[] = "SELECT " GP_ALERT_COLUMNS
+                                    " FROM alerts WHERE cluster = $1 AND job_id = $2 "
+                                    "AND state <> 'resolved' ORDER BY id FOR UPDATE";
 constexpr char kOpenAlerts[] =
     "SELECT " GP_ALERT_COLUMNS " FROM alerts WHERE state <> 'resolved' ORDER BY id FOR UPDATE";
 constexpr char kAlertById[] = "SELECT " GP_ALERT_COLUMNS " FROM alerts WHERE id = $1";
@@ -91,16 +94,15 @@ constexpr char kAlertByIdForUpdate[] =
 constexpr char kInsertAlert[] =
     "INSERT INTO alerts (fingerprint, kind, state, severity, cluster, job_id, labels, alert_pb, "
     "  start_time, update_time) "
-    "VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, decode($8, 'base64'), " GP_MS(9) ", " GP_MS(9)
-    ") RETURNING id";
+    "VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, decode($8, 'base64'), " GP_MS(9) ", " GP_MS(
+        9) ") RETURNING id";
 constexpr char kUpdateAlertDecision[] =
     "UPDATE alerts SET severity = $2, labels = $3::jsonb, alert_pb = decode($4, 'base64'), "
     "  update_time = " GP_MS(5) " WHERE id = $1";
 constexpr char kSetAlertState[] =
     "UPDATE alerts SET state = $2, update_time = " GP_MS(3) " WHERE id = $1";
-constexpr char kResolveAlert[] =
-    "UPDATE alerts SET state = 'resolved', end_time = " GP_MS(2) ", update_time = " GP_MS(2)
-    " WHERE id = $1";
+constexpr char kResolveAlert[] = "UPDATE alerts SET state = 'resolved', end_time = " GP_MS(
+    2) ", update_time = " GP_MS(2) " WHERE id = $1";
 constexpr char kAckAlert[] =
     "UPDATE alerts SET state = 'acknowledged', ack_by = $2, ack_comment = $3, "
     "  ack_time = " GP_MS(4) ", update_time = " GP_MS(4) " WHERE id = $1";
@@ -133,18 +135,19 @@ constexpr char kTelemetryCandidates[] =
     "SELECT s.cluster, s.job_id, " GP_TO_MS("s.last_window_end") " FROM alert_job_state s "
     "JOIN alerts a ON a.cluster = s.cluster AND a.job_id = s.job_id "
     "WHERE a.state <> 'resolved' AND a.kind = 'telemetry_stopped'";
-constexpr char kLastWindowEnd[] =
-    "SELECT " GP_TO_MS("last_window_end") " FROM alert_job_state WHERE cluster = $1 AND job_id = $2";
+constexpr char kLastWindowEnd[] = "SELECT " GP_TO_MS(
+    "last_window_end") " FROM alert_job_state WHERE cluster = $1 AND job_id = $2";
 
 constexpr char kActiveSilences[] =
     "SELECT id, matchers::text FROM alert_silences WHERE deleted_at IS NULL "
     "AND start_time <= " GP_MS(1) " AND end_time > " GP_MS(1) " ORDER BY id";
-#define GP_SILENCE_COLUMNS                                                              \
+#define GP_SILENCE_COLUMNS \
   "id, matchers::text, " GP_TO_MS("start_time") ", " GP_TO_MS("end_time") ", created_by, " \
   "comment, " GP_TO_MS("created_at") ", " GP_TO_MS("deleted_at")
 constexpr char kInsertSilence[] =
     "INSERT INTO alert_silences (matchers, start_time, end_time, created_by, comment, created_at) "
-    "VALUES ($1::jsonb, " GP_MS(2) ", " GP_MS(3) ", $4, $5, " GP_MS(6) ") RETURNING " GP_SILENCE_COLUMNS;
+    "VALUES ($1::jsonb, " GP_MS(2) ", " GP_MS(3) ", $4, $5, " GP_MS(
+        6) ") RETURNING " GP_SILENCE_COLUMNS;
 constexpr char kDeleteSilence[] =
     "UPDATE alert_silences SET deleted_at = coalesce(deleted_at, " GP_MS(2) ") WHERE id = $1 "
     "RETURNING " GP_SILENCE_COLUMNS;
@@ -247,9 +250,9 @@ absl::StatusOr<std::vector<Matcher>> MatchersFromProto(
     const google::protobuf::RepeatedPtrField<v1::LabelMatcher>& in, const std::string& field) {
   std::vector<Matcher> out;
   for (int i = 0; i < in.size(); ++i) {
-    absl::StatusOr<Matcher> m = Matcher::Create(in[i].name(), in[i].value(),
-                                                OpFromProto(in[i].comparison()),
-                                                absl::StrCat(field, "[", i, "]"));
+    absl::StatusOr<Matcher> m =
+        Matcher::Create(in[i].name(), in[i].value(), OpFromProto(in[i].comparison()),
+                        absl::StrCat(field, "[", i, "]"));
     if (!m.ok()) return m.status();
     out.push_back(*std::move(m));
   }
@@ -258,7 +261,8 @@ absl::StatusOr<std::vector<Matcher>> MatchersFromProto(
 std::string MatchersToJson(const std::vector<Matcher>& ms) {
   nlohmann::json j = nlohmann::json::array();
   for (const Matcher& m : ms) {
-    j.push_back({{"name", m.name()}, {"value", m.value()}, {"op", kOpNames[static_cast<int>(m.op())]}});
+    j.push_back(
+        {{"name", m.name()}, {"value", m.value()}, {"op", kOpNames[static_cast<int>(m.op())]}});
   }
   return j.dump();
 }
@@ -300,12 +304,26 @@ absl::Status PgError(const std::exception& e, absl::string_view what) {
   return platform::PgExceptionToStatus(e, what);
 }
 
+// The dashboard's job page (web/src/pages/common.ts): <base>/#/job/<cluster>/<job id>, each
+// part percent-encoded as encodeURIComponent does.
+std::string UriComponent(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || (c != 0 && std::strchr("-_.!~*'()", c) != nullptr)) {
+      out.push_back(static_cast<char>(c));
+    } else {
+      absl::StrAppend(&out, absl::StrFormat("%%%02X", c));
+    }
+  }
+  return out;
+}
+
 std::string DashboardUrl(const std::string& base, const std::string& cluster,
                          const std::string& job_id) {
   if (base.empty()) return "";
   std::string b = base;
   while (!b.empty() && b.back() == '/') b.pop_back();
-  return absl::StrCat(b, "/jobs/", cluster, "/", job_id);
+  return absl::StrCat(b, "/#/job/", UriComponent(cluster), "/", UriComponent(job_id));
 }
 
 }  // namespace
@@ -353,7 +371,8 @@ absl::Status CommonFilter(const Request& r, AlertFilter& f) {
 absl::StatusOr<AlertFilter> FilterFromRequest(const v1::ListAlertsRequest& r) {
   AlertFilter f;
   for (int s : r.states()) {
-    if (s < 1 || s > 4) return absl::InvalidArgumentError(absl::StrCat("states: ", s, " is not an alert state"));
+    if (s < 1 || s > 4)
+      return absl::InvalidArgumentError(absl::StrCat("states: ", s, " is not an alert state"));
     f.states.insert(static_cast<v1::AlertState>(s));
   }
   if (absl::Status s = CommonFilter(r, f); !s.ok()) return s;
@@ -510,9 +529,8 @@ absl::Status CheckPosition(const v1::DeliverySequence& p) {
         absl::StrCat("position.sequence: ", p.sequence(), " must be positive"));
   }
   if (p.previous_sequence() < 0 || p.previous_sequence() >= p.sequence()) {
-    return absl::InvalidArgumentError(absl::StrCat("position.previous_sequence: ",
-                                                   p.previous_sequence(),
-                                                   " must be in [0, sequence)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "position.previous_sequence: ", p.previous_sequence(), " must be in [0, sequence)"));
   }
   return absl::OkStatus();
 }
@@ -541,8 +559,9 @@ absl::StatusOr<v1::DeliveryAck> AlertEngine::PushWindows(const v1::PushWindowsRe
         const v1::OfuWindow& w = request.windows(i);
         if (w.job().cluster().empty() || w.job().job_id().empty() || !w.has_start_time() ||
             w.has_gpu()) {
-          logger_.Warn("skipping a window without its job, start or that is per GPU",
-                       {{"index", i}, {"producer", pos.producer_id()}, {"sequence", pos.sequence()}});
+          logger_.Warn(
+              "skipping a window without its job, start or that is per GPU",
+              {{"index", i}, {"producer", pos.producer_id()}, {"sequence", pos.sequence()}});
           continue;
         }
         int64_t end_ms = w.has_end_time() ? TsMs(w.end_time())
@@ -590,8 +609,9 @@ absl::StatusOr<v1::DeliveryAck> AlertEngine::PushDivergenceEvents(
         const v1::DivergenceEvent& e = request.events(i);
         if (e.event_id().empty() || e.job().cluster().empty() || e.job().job_id().empty() ||
             e.event_case() == v1::DivergenceEvent::EVENT_NOT_SET) {
-          logger_.Warn("skipping a divergence event without id, job or content",
-                       {{"index", i}, {"producer", pos.producer_id()}, {"sequence", pos.sequence()}});
+          logger_.Warn(
+              "skipping a divergence event without id, job or content",
+              {{"index", i}, {"producer", pos.producer_id()}, {"sequence", pos.sequence()}});
           continue;
         }
         const bool verdict = e.event_case() == v1::DivergenceEvent::kVerdict;
@@ -680,10 +700,10 @@ absl::Status AlertEngine::EvaluateJob(Tx& tx, const std::string& cluster,
     if (!Decode(r[0].as<std::string>(), &e)) continue;
     if (e.has_precision_switch()) {
       const v1::PrecisionSwitch& p = e.precision_switch();
-      input.precision_switches.push_back(
-          {TsMs(p.has_time() ? p.time() : e.time()) / 1000, p.peak_tflops_before(),
-           p.peak_tflops_after()});
-    } else if (e.has_verdict()) {
+      input.precision_switches.push_back({TsMs(p.has_time() ? p.time() : e.time()) / 1000,
+                                          p.peak_tflops_before(), p.peak_tflops_after()});
+    } else if (e.has_verdict() && e.verdict().verdict() != v1::VERDICT_INSUFFICIENT_EVIDENCE) {
+      // Too little evidence says nothing about the last decisive verdict: it stands.
       const v1::Divergence& d = e.verdict();
       DivergenceObs obs;
       obs.time_s = TsMs(e.time()) / 1000;
@@ -694,8 +714,8 @@ absl::Status AlertEngine::EvaluateJob(Tx& tx, const std::string& cluster,
       obs.confidence = d.confidence();
       obs.correction_factor = d.correction_factor();
       if (!d.causes().empty()) {
-        obs.top_cause = ProtoEnumSuffix(v1::DivergenceCause_Name(d.causes(0).cause()),
-                                        "DIVERGENCE_CAUSE_");
+        obs.top_cause =
+            ProtoEnumSuffix(v1::DivergenceCause_Name(d.causes(0).cause()), "DIVERGENCE_CAUSE_");
       }
       obs.reason = d.reason();
       input.divergence = obs;
@@ -703,10 +723,9 @@ absl::Status AlertEngine::EvaluateJob(Tx& tx, const std::string& cluster,
     events.push_back(std::move(e));
   }
   if (!input.windows.empty() && !meta.workload_fingerprint.empty()) {
-    for (const pqxx::row& r :
-         tx.w.exec_params(kEarlierJobs, meta.workload_fingerprint,
-                          input.windows.front().window.start_s * 1000, cluster, job_id,
-                          config_.detectors.baseline.max_jobs)) {
+    for (const pqxx::row& r : tx.w.exec_params(kEarlierJobs, meta.workload_fingerprint,
+                                               input.windows.front().window.start_s * 1000, cluster,
+                                               job_id, config_.detectors.baseline.max_jobs)) {
       EarlierJob j;
       j.job_id = r[0].as<std::string>();
       j.last_end_s = r[1].as<int64_t>();
@@ -764,8 +783,8 @@ absl::Status AlertEngine::EnqueueState(Tx& tx, int64_t alert_id, const v1::Alert
     n.verdict = ProtoEnumSuffix(v1::Verdict_Name(a.evidence().divergence().verdict()), "VERDICT_");
   }
   n.dashboard_url = a.dashboard_url();
-  n.start_time = std::chrono::system_clock::time_point(
-      std::chrono::milliseconds(TsMs(a.start_time())));
+  n.start_time =
+      std::chrono::system_clock::time_point(std::chrono::milliseconds(TsMs(a.start_time())));
   if (state == "resolved") {
     n.end_time = std::chrono::system_clock::time_point(std::chrono::milliseconds(tx.now_ms));
   }
@@ -815,14 +834,11 @@ absl::Status AlertEngine::Reconcile(Tx& tx, const JobMeta& meta,
     a.mutable_job()->set_cluster(meta.cluster);
     a.mutable_job()->set_job_id(meta.job_id);
     Labels labels = meta.labels;
-    Labels own = {{"cluster", meta.cluster},
-                  {"job_id", meta.job_id},
-                  {"scheduler", meta.scheduler},
-                  {"team", meta.team},
-                  {"user", meta.user},
-                  {"kind", std::string(KindName(f.kind))},
-                  {"gpu_model", meta.gpu_model},
-                  {"workload_fingerprint", meta.workload_fingerprint}};
+    Labels own = {
+        {"cluster", meta.cluster},     {"job_id", meta.job_id},
+        {"scheduler", meta.scheduler}, {"team", meta.team},
+        {"user", meta.user},           {"kind", std::string(KindName(f.kind))},
+        {"gpu_model", meta.gpu_model}, {"workload_fingerprint", meta.workload_fingerprint}};
     if (f.kind == Kind::kStraggler) own["gpu"] = f.detail;
     for (auto& [k, v] : own) labels[k] = v;
     const Severity severity = DecideSeverity(config_.severity_rules, labels, f.factor);
@@ -852,7 +868,10 @@ absl::Status AlertEngine::Reconcile(Tx& tx, const JobMeta& meta,
       k->set_job_id(j);
     }
     for (const v1::DivergenceEvent& e : events) {
-      if (e.has_verdict() && f.kind == Kind::kDivergence) *ev->mutable_divergence() = e.verdict();
+      if (e.has_verdict() && f.kind == Kind::kDivergence &&
+          e.verdict().verdict() != v1::VERDICT_INSUFFICIENT_EVIDENCE) {
+        *ev->mutable_divergence() = e.verdict();
+      }
       if (e.has_precision_switch()) {
         const int64_t t = TsMs(e.precision_switch().time()) / 1000;
         for (const PrecisionSwitchObs& p : f.precision_switches) {
@@ -877,14 +896,16 @@ absl::Status AlertEngine::Reconcile(Tx& tx, const JobMeta& meta,
         v1::Straggler* s = ev->add_stragglers();
         *s->mutable_gpu() = ref;
         s->set_score(f.straggler_score);
-        if (!windows.empty()) s->set_ofu(f.straggler_score * windows.rbegin()->second.gpu_ofu_median());
+        if (!windows.empty())
+          s->set_ofu(f.straggler_score * windows.rbegin()->second.gpu_ofu_median());
       }
     }
     if (f.kind == Kind::kIdleGpus) ev->set_idle_gpu_hours(f.idle_gpu_hours);
     for (int bit = 1; bit < 32; ++bit) {
       if (f.flags & (1u << bit)) ev->add_data_quality_flags(static_cast<v1::DataQualityFlag>(bit));
     }
-    if (f.kind == Kind::kTelemetryStopped) *ev->mutable_last_sample_time() = MsTs(f.last_sample_s * 1000);
+    if (f.kind == Kind::kTelemetryStopped)
+      *ev->mutable_last_sample_time() = MsTs(f.last_sample_s * 1000);
 
     auto it = open.find(fp);
     if (it != open.end()) {
@@ -956,8 +977,8 @@ absl::Status AlertEngine::ApplySilences(Tx& tx) {
     for (int64_t s : by) o.alert.add_silence_ids(absl::StrCat(s));
     if (!silenced) {
       // Delivered now that nothing silences it (once per target: the key is per state).
-      if (absl::Status s = EnqueueState(tx, o.id, o.alert, "firing",
-                                        RouteTargets(config_.routing, labels));
+      if (absl::Status s =
+              EnqueueState(tx, o.id, o.alert, "firing", RouteTargets(config_.routing, labels));
           !s.ok())
         return s;
     }
@@ -1056,10 +1077,12 @@ absl::Status AlertEngine::Sweep() {
   return SweepTelemetry();
 }
 
-void AlertEngine::Start(absl::Duration interval) {
-  thread_ = std::thread([this, interval] {
+void AlertEngine::Start(absl::Duration interval, std::function<bool()> may_sweep) {
+  thread_ = std::thread([this, interval, may_sweep = std::move(may_sweep)] {
     while (true) {
-      if (absl::Status s = Sweep(); !s.ok()) {
+      if (may_sweep && !may_sweep()) {
+        // Another replica sweeps.
+      } else if (absl::Status s = Sweep(); !s.ok()) {
         logger_.Warn("alert sweep failed; retrying", {{"error", s.ToString()}});
       }
       absl::MutexLock lock(&mu_);
@@ -1109,14 +1132,16 @@ absl::StatusOr<v1::Alert> AlertEngine::GetAlert(const std::string& alert_id) {
   return pg_->RunTransactionFor<v1::Alert>([&](pqxx::work& w) -> absl::StatusOr<v1::Alert> {
     try {
       pqxx::result r = w.exec_params(kAlertById, *id);
-      if (r.empty()) return absl::NotFoundError(absl::StrCat("alert ", alert_id, " does not exist"));
+      if (r.empty())
+        return absl::NotFoundError(absl::StrCat("alert ", alert_id, " does not exist"));
       OpenAlert o = AlertFromRow<OpenAlert>(r[0]);
       if (o.state != "resolved") {
         Tx tx{.w = w, .now_ms = ToMs(clock_()), .changes = {}};
         absl::StatusOr<std::vector<ActiveSilence>> silences = LoadActiveSilences(tx);
         if (!silences.ok()) return silences.status();
         for (const ActiveSilence& s : *silences) {
-          if (MatchesAll(s.matchers, LabelsOf(o.alert))) o.alert.add_silence_ids(absl::StrCat(s.id));
+          if (MatchesAll(s.matchers, LabelsOf(o.alert)))
+            o.alert.add_silence_ids(absl::StrCat(s.id));
         }
       }
       absl::StatusOr<std::vector<DeliveryRecord>> deliveries = DeliveriesForAlert(w, *id);
@@ -1124,6 +1149,13 @@ absl::StatusOr<v1::Alert> AlertEngine::GetAlert(const std::string& alert_id) {
       for (const DeliveryRecord& d : *deliveries) {
         v1::Delivery* out = o.alert.add_deliveries();
         out->set_target(d.target);
+        if (auto k = config_.target_kinds.find(d.target); k != config_.target_kinds.end()) {
+          out->set_target_kind(k->second == "slurm"          ? v1::TARGET_KIND_SLURM
+                               : k->second == "osmo"         ? v1::TARGET_KIND_OSMO
+                               : k->second == "alertmanager" ? v1::TARGET_KIND_ALERTMANAGER
+                               : k->second == "webhook"      ? v1::TARGET_KIND_WEBHOOK
+                                                             : v1::TARGET_KIND_UNSPECIFIED);
+        }
         out->set_alert_state(StateFromName(d.state));
         out->set_idempotency_key(d.idempotency_key);
         out->set_state(DeliveryStateOf(d));
@@ -1143,7 +1175,8 @@ absl::StatusOr<v1::Alert> AlertEngine::GetAlert(const std::string& alert_id) {
   });
 }
 
-absl::StatusOr<v1::ListAlertsResponse> AlertEngine::ListAlerts(const v1::ListAlertsRequest& request) {
+absl::StatusOr<v1::ListAlertsResponse> AlertEngine::ListAlerts(
+    const v1::ListAlertsRequest& request) {
   absl::StatusOr<AlertFilter> filter = FilterFromRequest(request);
   if (!filter.ok()) return filter.status();
   int page_size = request.page_size() <= 0 ? 100 : std::min(request.page_size(), 1000);
@@ -1184,7 +1217,8 @@ absl::StatusOr<v1::ListAlertsResponse> AlertEngine::ListAlerts(const v1::ListAle
               OpenAlert o = AlertFromRow<OpenAlert>(row);
               cursor_time = row[13].as<std::string>();
               cursor_id = o.id;
-              if (!filter->job_id.empty() && o.alert.job().cluster() != filter->job_cluster) continue;
+              if (!filter->job_id.empty() && o.alert.job().cluster() != filter->job_cluster)
+                continue;
               if (!MatchesAll(filter->matchers, LabelsOf(o.alert))) continue;
               *out.add_alerts() = std::move(o.alert);
             }
@@ -1207,9 +1241,9 @@ absl::StatusOr<std::vector<v1::Alert>> AlertEngine::OpenAlerts(const AlertFilter
       [&](pqxx::work& w) -> absl::StatusOr<std::vector<v1::Alert>> {
         try {
           std::vector<v1::Alert> out;
-          for (const pqxx::row& row : w.exec(
-                   "SELECT " GP_ALERT_COLUMNS " FROM alerts WHERE state <> 'resolved' "
-                   "ORDER BY update_time DESC, id DESC")) {
+          for (const pqxx::row& row :
+               w.exec("SELECT " GP_ALERT_COLUMNS " FROM alerts WHERE state <> 'resolved' "
+                      "ORDER BY update_time DESC, id DESC")) {
             OpenAlert o = AlertFromRow<OpenAlert>(row);
             if (filter.Matches(o.alert)) out.push_back(std::move(o.alert));
           }
@@ -1234,8 +1268,8 @@ absl::StatusOr<v1::Alert> AlertEngine::AckAlert(const v1::AckAlertRequest& reque
       }
       OpenAlert o = AlertFromRow<OpenAlert>(r[0]);
       if (o.state == "resolved") {
-        return absl::FailedPreconditionError(
-            absl::StrCat("alert ", request.alert_id(), " is resolved; there is nothing to acknowledge"));
+        return absl::FailedPreconditionError(absl::StrCat(
+            "alert ", request.alert_id(), " is resolved; there is nothing to acknowledge"));
       }
       if (o.state == "acknowledged") {
         result = o.alert;
@@ -1298,15 +1332,15 @@ absl::StatusOr<v1::Silence> AlertEngine::CreateSilence(const v1::Silence& silenc
       silence.active().has_start_time() ? TsMs(silence.active().start_time()) : now_ms;
   const int64_t end_ms = TsMs(silence.active().end_time());
   if (end_ms <= start_ms || end_ms <= now_ms) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "silence.active.end_time: ", absl::FormatTime(absl::FromUnixMillis(end_ms)),
-        " must be after the start and in the future"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("silence.active.end_time: ", absl::FormatTime(absl::FromUnixMillis(end_ms)),
+                     " must be after the start and in the future"));
   }
   v1::Silence out;
   absl::Status s = RunAndPublish([&](Tx& tx) -> absl::Status {
     try {
-      pqxx::result r = tx.w.exec_params(kInsertSilence, MatchersToJson(*matchers), start_ms,
-                                        end_ms, silence.created_by(), silence.comment(), tx.now_ms);
+      pqxx::result r = tx.w.exec_params(kInsertSilence, MatchersToJson(*matchers), start_ms, end_ms,
+                                        silence.created_by(), silence.comment(), tx.now_ms);
       out = SilenceFromRow(r[0], tx.now_ms);
       if (start_ms <= tx.now_ms) {
         tx.silences->push_back({r[0][0].as<int64_t>(), *matchers});
@@ -1328,7 +1362,8 @@ absl::StatusOr<v1::Silence> AlertEngine::DeleteSilence(const std::string& silenc
   absl::Status s = RunAndPublish([&](Tx& tx) -> absl::Status {
     try {
       pqxx::result r = tx.w.exec_params(kDeleteSilence, *id, tx.now_ms);
-      if (r.empty()) return absl::NotFoundError(absl::StrCat("silence ", silence_id, " does not exist"));
+      if (r.empty())
+        return absl::NotFoundError(absl::StrCat("silence ", silence_id, " does not exist"));
       out = SilenceFromRow(r[0], tx.now_ms);
       tx.silences->erase(std::remove_if(tx.silences->begin(), tx.silences->end(),
                                         [&](const ActiveSilence& a) { return a.id == *id; }),

@@ -47,7 +47,10 @@ struct EngineConfig {
   RoutingConfig routing;
   std::vector<SeverityRule> severity_rules;  // before the built-in ones
   DetectorOptions detectors;
-  std::string dashboard_url;  // base; the job page is <base>/jobs/<cluster>/<job_id>
+  std::string dashboard_url;  // base; the job page is <base>/#/job/<cluster>/<job_id>
+  // Target name -> kind ("slurm", "osmo", "alertmanager", "webhook"), from delivery's
+  // alerting.targets, to show in GetAlert's deliveries.
+  std::map<std::string, std::string> target_kinds;
 };
 
 // Which alerts a caller wants (ListAlerts, SubscribeAlerts). Empty sets match everything.
@@ -102,8 +105,10 @@ class AlertEngine {
 
   // Telemetry-stopped detection, alerts of ended jobs, silences that started or ended.
   absl::Status Sweep();
-  // Runs Sweep every `interval` on a thread until Stop.
-  void Start(absl::Duration interval);
+  // Runs Sweep every `interval` on a thread until Stop. With several replicas, `may_sweep`
+  // (e.g. holding a Redis lease) lets one of them do it; sweeping twice is harmless (every
+  // change is made under row and job locks and is idempotent), only wasted work.
+  void Start(absl::Duration interval, std::function<bool()> may_sweep = nullptr);
   void Stop();
 
   absl::StatusOr<v1::Alert> GetAlert(const std::string& alert_id);
@@ -127,7 +132,8 @@ class AlertEngine {
                                         const std::string& producer);
   absl::Status EvaluateJob(Tx& tx, const std::string& cluster, const std::string& job_id);
   absl::Status Reconcile(Tx& tx, const JobMeta& meta, const std::vector<Finding>& findings,
-                         const std::set<Kind>& kinds, const std::map<int64_t, v1::OfuWindow>& windows,
+                         const std::set<Kind>& kinds,
+                         const std::map<int64_t, v1::OfuWindow>& windows,
                          const std::vector<v1::DivergenceEvent>& events);
   absl::Status Resolve(Tx& tx, const OpenAlert& open);
   absl::Status ApplySilences(Tx& tx);

@@ -20,8 +20,9 @@ std::string ConfidenceWords(double c) {
 }
 
 std::string JobName(const MessageContext& c) {
-  return absl::StrCat("job ", c.job_id, c.job_name.empty() ? "" : absl::StrCat(" (", c.job_name, ")"),
-                      " on ", c.cluster);
+  return absl::StrCat("job ", c.job_id,
+                      c.job_name.empty() ? "" : absl::StrCat(" (", c.job_name, ")"), " on ",
+                      c.cluster);
 }
 
 std::string FlagNames(uint32_t flags) {
@@ -72,18 +73,19 @@ Message RegressionInJob(const Finding& f, const MessageContext& c) {
         "loader or file system, or a job waiting on a failed node.");
     return m;
   }
-  m.summary = absl::StrCat("OFU fell ", Factor(f.factor.value_or(0)), " at ",
-                           ClockTime(f.onset_s, c.now_s), " (", Percent(before), " → ",
-                           Percent(after), ")");
+  m.summary =
+      absl::StrCat("OFU fell ", Factor(f.factor.value_or(0)), " at ", ClockTime(f.onset_s, c.now_s),
+                   " (", Percent(before), " → ", Percent(after), ")");
   std::string d = absl::StrCat(
-      "The OFU of ", JobName(c), " dropped from ", Percent(before), " to ", Percent(after),
-      " at ", ClockTime(f.onset_s, c.now_s),
+      "The OFU of ", JobName(c), " dropped from ", Percent(before), " to ", Percent(after), " at ",
+      ClockTime(f.onset_s, c.now_s),
       " and stayed there through the following computing windows (warm-up, checkpoints and "
       "short stalls are left out); ",
       ConfidenceWords(f.confidence), ".");
   if (!f.precision_switches.empty()) {
-    absl::StrAppend(&d, " The precision mix changed near the onset, but not by enough to "
-                        "explain the drop.");
+    absl::StrAppend(&d,
+                    " The precision mix changed near the onset, but not by enough to "
+                    "explain the drop.");
   }
   absl::StrAppend(&d,
                   " Look first for what changed at that time: a restart with new settings "
@@ -98,8 +100,9 @@ Message RegressionVsWorkload(const Finding& f, const MessageContext& c) {
   const double baseline = f.baseline_ofu.value_or(0), job = f.after_ofu.value_or(0);
   const std::string when =
       f.baseline_last_end_s > 0 ? absl::StrCat(" ", Ago(f.baseline_last_end_s, c.now_s)) : "";
-  m.summary = absl::StrCat("OFU ", Factor(f.factor.value_or(0)), " below its workload: ",
-                           Percent(job), " vs ", Percent(baseline), " in earlier runs");
+  m.summary =
+      absl::StrCat("OFU ", Factor(f.factor.value_or(0)), " below its workload: ", Percent(job),
+                   " vs ", Percent(baseline), " in earlier runs");
   m.description = absl::StrCat(
       JobName(c), " has run at ", Percent(job), " OFU since its warm-up ended at ",
       ClockTime(f.onset_s, c.now_s), "; the same workload ran at ", Percent(baseline), when, " (",
@@ -120,8 +123,8 @@ Message DivergenceMessage(const Finding& f, const MessageContext& c) {
                               over ? "overcounted" : "undercounted");
   m.description = absl::StrCat(
       "The MFU that ", JobName(c), " reports ", over ? "exceeds" : "falls short of",
-      " what its GPUs' tensor cores did (MFU/OFU ", absl::StrFormat("%.2f", d.ratio),
-      "); ", ConfidenceWords(d.confidence), ".", d.reason.empty() ? "" : absl::StrCat(" ", d.reason, "."),
+      " what its GPUs' tensor cores did (MFU/OFU ", absl::StrFormat("%.2f", d.ratio), "); ",
+      ConfidenceWords(d.confidence), ".", d.reason.empty() ? "" : absl::StrCat(" ", d.reason, "."),
       " Multiply the framework's FLOPs by ", absl::StrFormat("%.2f", d.correction_factor),
       " to match the hardware. Look first: ", CauseAdvice(d.top_cause), ".");
   return m;
@@ -143,12 +146,12 @@ Message IdleGpus(const Finding& f, const MessageContext& c) {
 Message Straggler(const Finding& f, const MessageContext& c) {
   Message m;
   const std::string gpu = f.gpus.empty() ? f.detail : f.gpus.front();
-  m.summary = absl::StrCat("GPU ", gpu, " runs at ", Percent(f.straggler_score),
-                           " of the job's median");
+  m.summary =
+      absl::StrCat("GPU ", gpu, " runs at ", Percent(f.straggler_score), " of the job's median");
   m.description = absl::StrCat(
       "In ", JobName(c), ", GPU ", gpu, " has been persistently slower than the others since ",
-      ClockTime(f.onset_s, c.now_s),
-      "; in synchronous training every rank waits for it. ", ConfidenceWords(f.confidence),
+      ClockTime(f.onset_s, c.now_s), "; in synchronous training every rank waits for it. ",
+      ConfidenceWords(f.confidence),
       ". Look first at that node: clock throttling (power or thermal), ECC or XID errors, a "
       "degraded NVLink or network link, or a noisy neighbour.");
   return m;

@@ -37,8 +37,9 @@ TEST(Messages, WorkloadRegressionSaysWhenTheWorkloadRanBetter) {
   f.confidence = 0.85;
   Message m = Describe(f, {.cluster = "eos", .job_id = "4711", .now_s = kNow});
   EXPECT_EQ(m.summary, "OFU 2.5× below its workload: 22% vs 55% in earlier runs");
-  EXPECT_NE(m.description.find("the same workload ran at 55% last week (3 earlier jobs, latest 4690)"),
-            std::string::npos)
+  EXPECT_NE(
+      m.description.find("the same workload ran at 55% last week (3 earlier jobs, latest 4690)"),
+      std::string::npos)
       << m.description;
   EXPECT_NE(m.description.find("debug settings"), std::string::npos);
 }

@@ -102,9 +102,8 @@ absl::StatusOr<Matcher> Matcher::Create(std::string name, std::string value, Op 
     options.set_log_errors(false);
     auto compiled = std::make_shared<const re2::RE2>(value, options);
     if (!compiled->ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(field, ".value: \"", value,
-                                                     "\" is not a valid regular expression: ",
-                                                     compiled->error()));
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ".value: \"", value, "\" is not a valid regular expression: ", compiled->error()));
     }
     re = std::move(compiled);
   }
@@ -150,8 +149,8 @@ absl::Status ValidateRouting(const RoutingConfig& routing) {
             absl::StrCat(where, ".match.kind: \"", value, "\" is not an alert kind"));
       }
       if (name == "severity" && !SeverityFromName(value)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            where, ".match.severity: \"", value, "\" is not info, warning or critical"));
+        return absl::InvalidArgumentError(absl::StrCat(where, ".match.severity: \"", value,
+                                                       "\" is not info, warning or critical"));
       }
     }
     if (r.targets.empty()) {
@@ -192,7 +191,9 @@ std::vector<std::string> RouteTargets(const RoutingConfig& routing, const Labels
 }
 
 std::vector<SeverityRule> DefaultSeverityRules() {
-  auto kind = [](Kind k) { return std::map<std::string, std::string>{{"kind", std::string(KindName(k))}}; };
+  auto kind = [](Kind k) {
+    return std::map<std::string, std::string>{{"kind", std::string(KindName(k))}};
+  };
   return {
       {.match = kind(Kind::kRegressionInJob), .min_factor = 2.0, .severity = Severity::kCritical},
       {.match = kind(Kind::kRegressionVsWorkload),
@@ -216,8 +217,8 @@ absl::Status ValidateSeverityRules(const std::vector<SeverityRule>& rules) {
           absl::StrCat(where, ".match.severity: severity rules cannot match on severity"));
     }
     if (rules[i].min_factor && !(*rules[i].min_factor > 0)) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ".min_factor: ", *rules[i].min_factor,
-                                                     " must be positive"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ".min_factor: ", *rules[i].min_factor, " must be positive"));
     }
   }
   return absl::OkStatus();

@@ -11,11 +11,11 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace re2 {
 class RE2;
@@ -33,10 +33,9 @@ enum class Kind {
   kTelemetryStopped,
   kDataQuality,
 };
-inline constexpr Kind kAllKinds[] = {Kind::kRegressionInJob,  Kind::kRegressionVsWorkload,
-                                     Kind::kDivergence,       Kind::kIdleGpus,
-                                     Kind::kStraggler,        Kind::kTelemetryStopped,
-                                     Kind::kDataQuality};
+inline constexpr Kind kAllKinds[] = {
+    Kind::kRegressionInJob, Kind::kRegressionVsWorkload, Kind::kDivergence, Kind::kIdleGpus,
+    Kind::kStraggler,       Kind::kTelemetryStopped,     Kind::kDataQuality};
 absl::string_view KindName(Kind kind);  // "regression_in_job", ...
 std::optional<Kind> KindFromName(absl::string_view name);
 
@@ -91,7 +90,7 @@ struct RoutingConfig {
 };
 // The labels a route may match on.
 inline constexpr absl::string_view kRouteLabels[] = {"cluster", "scheduler", "team", "kind",
-                                                    "severity"};
+                                                     "severity"};
 // INVALID_ARGUMENT naming the route ("alerting.routes[2].match.colour") for a match key not
 // in kRouteLabels, an unknown kind or severity value, a route without targets, or an empty
 // target name.

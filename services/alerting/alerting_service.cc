@@ -169,8 +169,8 @@ grpc::ServerWriteReactor<v1::SubscribeAlertsResponse>* AlertServiceImpl::Subscri
   if (!filter.ok()) return new Failed(filter.status());
   AlertStream::Snapshot snapshot;
   if (request->include_open()) {
-    snapshot = [engine = engine_, f = *filter]()
-        -> absl::StatusOr<std::vector<v1::SubscribeAlertsResponse>> {
+    snapshot = [engine = engine_,
+                f = *filter]() -> absl::StatusOr<std::vector<v1::SubscribeAlertsResponse>> {
       absl::StatusOr<std::vector<v1::Alert>> open = engine->OpenAlerts(f);
       if (!open.ok()) return open.status();
       std::vector<v1::SubscribeAlertsResponse> out;

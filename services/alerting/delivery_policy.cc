@@ -14,9 +14,9 @@ absl::Status ValidateRetryPolicy(const RetryPolicy& p) {
         " must be > 0"));
   }
   if (p.max_backoff < p.initial_backoff) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "alerting.delivery.max_backoff_s: ", absl::ToDoubleSeconds(p.max_backoff),
-        " is below initial_backoff_s ", absl::ToDoubleSeconds(p.initial_backoff)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("alerting.delivery.max_backoff_s: ", absl::ToDoubleSeconds(p.max_backoff),
+                     " is below initial_backoff_s ", absl::ToDoubleSeconds(p.initial_backoff)));
   }
   if (!(p.jitter >= 0 && p.jitter <= 1)) {
     return absl::InvalidArgumentError(

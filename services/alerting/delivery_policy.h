@@ -19,7 +19,7 @@ struct RetryPolicy {
   // Part of each wait that is random, in [0, 1]: 0.5 waits between half and all of the
   // doubled delay, so that many rows failing together do not retry together.
   double jitter = 0.5;
-  int max_attempts = 20;                   // a row that failed this many times is given up
+  int max_attempts = 20;                     // a row that failed this many times is given up
   absl::Duration max_age = absl::Hours(24);  // ... and one this old (since it was queued)
 };
 

@@ -6,8 +6,7 @@ namespace goodput::alerting {
 namespace {
 
 TEST(BackoffDelay, DoublesFromTheInitialDelayUpToTheCap) {
-  RetryPolicy p{.initial_backoff = absl::Seconds(5), .max_backoff = absl::Seconds(60),
-                .jitter = 0};
+  RetryPolicy p{.initial_backoff = absl::Seconds(5), .max_backoff = absl::Seconds(60), .jitter = 0};
   EXPECT_EQ(BackoffDelay(p, 1, 0.9), absl::Seconds(5));
   EXPECT_EQ(BackoffDelay(p, 2, 0.9), absl::Seconds(10));
   EXPECT_EQ(BackoffDelay(p, 4, 0.9), absl::Seconds(40));
@@ -16,9 +15,9 @@ TEST(BackoffDelay, DoublesFromTheInitialDelayUpToTheCap) {
 }
 
 TEST(BackoffDelay, JitterSpreadsTheDelayBetweenItsFloorAndTheFullDelay) {
-  RetryPolicy p{.initial_backoff = absl::Seconds(8), .max_backoff = absl::Seconds(600),
-                .jitter = 0.5};
-  EXPECT_EQ(BackoffDelay(p, 2, 0.0), absl::Seconds(8));   // half of 16 s
+  RetryPolicy p{
+      .initial_backoff = absl::Seconds(8), .max_backoff = absl::Seconds(600), .jitter = 0.5};
+  EXPECT_EQ(BackoffDelay(p, 2, 0.0), absl::Seconds(8));  // half of 16 s
   EXPECT_EQ(BackoffDelay(p, 2, 0.5), absl::Seconds(12));
   EXPECT_EQ(BackoffDelay(p, 2, 1.0), absl::Seconds(16));
 }

@@ -1,6 +1,9 @@
 #include "services/alerting/delivery_setup.h"
 
+#include <set>
+
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "services/alerting/targets/targets_config.h"
 
 namespace goodput::alerting {
@@ -27,14 +30,14 @@ absl::StatusOr<DeliveryOptions> ParseDeliveryOptions(const platform::ConfigTree&
   absl::StatusOr<absl::Duration> max_age = cfg.GetSeconds("alerting.delivery.max_age_s", 86400.0);
   if (!max_age.ok()) return max_age.status();
   if (*poll <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(absl::StrCat("alerting.delivery.poll_interval_s: ",
-                                                   absl::ToDoubleSeconds(*poll), " must be > 0"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "alerting.delivery.poll_interval_s: ", absl::ToDoubleSeconds(*poll), " must be > 0"));
   }
   // A claim must outlast the slowest send (a Slurm send runs up to four scontrol commands of
   // timeout_s each); a shorter one would let another replica send the row again meanwhile.
-  if (*lease < absl::Seconds(10)) {
-    return absl::InvalidArgumentError(absl::StrCat("alerting.delivery.claim_lease_s: ",
-                                                   absl::ToDoubleSeconds(*lease), " must be >= 10"));
+  if (*lease < absl::Seconds(1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "alerting.delivery.claim_lease_s: ", absl::ToDoubleSeconds(*lease), " must be >= 1"));
   }
   o.poll_interval = *poll;
   o.claim_lease = *lease;
@@ -48,23 +51,48 @@ absl::StatusOr<DeliveryOptions> ParseDeliveryOptions(const platform::ConfigTree&
   return o;
 }
 
-absl::StatusOr<std::shared_ptr<DeliveryRuntime>> StartDelivery(platform::ServiceContext& ctx) {
+absl::StatusOr<std::shared_ptr<DeliveryRuntime>> StartDelivery(
+    platform::ServiceContext& ctx, const std::vector<RoutedTarget>& routed) {
   absl::StatusOr<DeliveryOptions> options = ParseDeliveryOptions(*ctx.config_tree);
   if (!options.ok()) return options.status();
   absl::StatusOr<std::vector<ConfiguredTarget>> configured = ParseTargets(*ctx.config_tree);
   if (!configured.ok()) return configured.status();
+  std::set<std::string> names;
+  for (const ConfiguredTarget& c : *configured) names.insert(c.target->name());
+  for (const RoutedTarget& r : routed) {
+    if (!names.count(r.name)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(r.where, ": \"", r.name, "\" is not a target in alerting.targets (",
+                       names.empty() ? "none configured" : absl::StrJoin(names, ", "), ")"));
+    }
+  }
   if (ctx.pg == nullptr) {
     return absl::FailedPreconditionError("postgres.dsn: required by alert delivery");
   }
   auto rt = std::make_shared<DeliveryRuntime>();
   rt->store = std::make_unique<DeliveryStore>(ctx.pg);
-  rt->limiter = std::make_unique<RateLimiter>(ctx.redis, ctx.logger.With({{"component", "delivery"}}));
+  rt->limiter =
+      std::make_unique<RateLimiter>(ctx.redis, ctx.logger.With({{"component", "delivery"}}));
   std::vector<std::unique_ptr<Target>> targets;
   for (ConfiguredTarget& c : *configured) {
     if (c.rate_limit) rt->limiter->SetLimit(c.target->name(), *c.rate_limit);
     ctx.logger.Info("delivery target", {{"name", c.target->name()}, {"kind", c.target->kind()}});
     targets.push_back(std::move(c.target));
   }
+  platform::CounterFamily& outcomes = ctx.metrics->AddCounter(
+      "goodput_alerting_delivery_outcomes_total",
+      "Delivery attempts and postponements by target and outcome (delivered, retry, failed, "
+      "postponed, resent, resend_failed).",
+      {"target", "outcome"});
+  options->on_outcome = [&outcomes](const std::string& target, const char* outcome) {
+    outcomes.WithLabels({target, outcome}).Increment();
+  };
+  rt->limiter->set_fallback_gauge(
+      &ctx.metrics
+           ->AddGauge("goodput_alerting_delivery_rate_limit_local",
+                      "1 while per-target rate limits are kept in this process because Redis is "
+                      "unavailable.")
+           .WithLabels(std::vector<std::string>{}));
   rt->worker = std::make_unique<DeliveryWorker>(rt->store.get(), std::move(targets),
                                                 rt->limiter.get(), *std::move(options),
                                                 ctx.logger.With({{"component", "delivery"}}));

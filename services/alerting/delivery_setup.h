@@ -4,6 +4,8 @@
 #pragma once
 
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "services/alerting/delivery_store.h"
@@ -23,7 +25,16 @@ struct DeliveryRuntime {
 // Reads alerting.delivery.* into options (clock and random source left at their defaults).
 absl::StatusOr<DeliveryOptions> ParseDeliveryOptions(const platform::ConfigTree& config);
 
-// Builds and starts delivery; registers its stop in ctx.on_shutdown.
-absl::StatusOr<std::shared_ptr<DeliveryRuntime>> StartDelivery(platform::ServiceContext& ctx);
+// A target name that routing refers to, and where: {"alerting.routes[2].targets", "am-prod"}.
+struct RoutedTarget {
+  std::string where;
+  std::string name;
+};
+
+// Builds and starts delivery; registers its stop in ctx.on_shutdown. Every name in `routed`
+// must be a configured target (INVALID_ARGUMENT naming the key and the name otherwise), so a
+// typo in a route stops start-up instead of leaving notifications queued forever.
+absl::StatusOr<std::shared_ptr<DeliveryRuntime>> StartDelivery(
+    platform::ServiceContext& ctx, const std::vector<RoutedTarget>& routed = {});
 
 }  // namespace goodput::alerting

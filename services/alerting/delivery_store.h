@@ -26,7 +26,7 @@ struct ClaimedRow {
   std::string state = {};  // firing | resolved
   std::string idempotency_key = {};
   std::string payload = {};  // Notification JSON
-  int attempts = 0;     // before this one
+  int attempts = 0;          // before this one
   absl::Time created = {};
   bool resolved_sibling = false;  // resends only: the alert has a resolution for this target
 };

@@ -72,6 +72,10 @@ bool DeliveryWorker::WokenOrStopped(WaitState* state) {
   return state->worker->stop_ || state->worker->wake_generation_ != state->generation;
 }
 
+void DeliveryWorker::Report(const std::string& target, const char* outcome) {
+  if (options_.on_outcome) options_.on_outcome(target, outcome);
+}
+
 bool DeliveryWorker::Stopping() {
   absl::MutexLock lock(&mu_);
   return stop_;
@@ -130,6 +134,7 @@ absl::StatusOr<StepResult> DeliveryWorker::Step(Target* target) {
       for (size_t j = i; j < rows->size(); ++j) {
         if (absl::Status s = store_->Postpone((*rows)[j].id, now + *wait); !s.ok()) return s;
         ++result.postponed;
+        Report(name, "postponed");
       }
       break;
     }
@@ -141,12 +146,13 @@ absl::StatusOr<StepResult> DeliveryWorker::Step(Target* target) {
         return s;
       }
       ++result.failed;
+      Report(name, "failed");
       continue;
     }
     const absl::Status sent = target->Send(SendRequest{.notification = &*n,
-                                                        .idempotency_key = row.idempotency_key,
-                                                        .attempt = *attempt,
-                                                        .now = now});
+                                                       .idempotency_key = row.idempotency_key,
+                                                       .attempt = *attempt,
+                                                       .now = now});
     now = options_.clock();
     absl::Status marked;
     if (sent.ok()) {
@@ -156,17 +162,19 @@ absl::StatusOr<StepResult> DeliveryWorker::Step(Target* target) {
       }
       marked = store_->MarkDelivered(row.id, *attempt, now, resend_at);
       ++result.delivered;
+      Report(name, "delivered");
     } else if (IsPermanentError(sent)) {
       marked = store_->MarkFailed(row.id, *attempt, ErrorText(sent));
       ++result.failed;
+      Report(name, "failed");
     } else if (ShouldGiveUp(options_.retry, *attempt, row.created, now)) {
       marked = store_->MarkFailed(
           row.id, *attempt,
           absl::StrCat(ErrorText(sent), " (gave up after ", *attempt, " attempts over ",
-                       absl::FormatDuration(absl::Seconds(
-                           absl::ToInt64Seconds(now - row.created))),
+                       absl::FormatDuration(absl::Seconds(absl::ToInt64Seconds(now - row.created))),
                        ")"));
       ++result.failed;
+      Report(name, "failed");
     } else {
       double u = 0;
       {
@@ -176,11 +184,13 @@ absl::StatusOr<StepResult> DeliveryWorker::Step(Target* target) {
       marked = store_->MarkRetry(row.id, *attempt, ErrorText(sent),
                                  now + BackoffDelay(options_.retry, *attempt, u));
       ++result.retrying;
+      Report(name, "retry");
     }
     if (!sent.ok()) {
-      logger_.Warn("delivery attempt failed",
-                   {{"target", name}, {"key", row.idempotency_key}, {"attempt", *attempt},
-                    {"error", ErrorText(sent)}});
+      logger_.Warn("delivery attempt failed", {{"target", name},
+                                               {"key", row.idempotency_key},
+                                               {"attempt", *attempt},
+                                               {"error", ErrorText(sent)}});
     }
     if (!marked.ok()) return marked;
   }
@@ -202,6 +212,7 @@ absl::StatusOr<StepResult> DeliveryWorker::Step(Target* target) {
     if (wait.has_value()) {
       if (absl::Status s = store_->PostponeResend(row.id, now + *wait); !s.ok()) return s;
       ++result.postponed;
+      Report(name, "postponed");
       continue;
     }
     absl::StatusOr<Notification> n = NotificationFromJson(row.payload);
@@ -212,19 +223,21 @@ absl::StatusOr<StepResult> DeliveryWorker::Step(Target* target) {
     absl::StatusOr<int> attempt = store_->BeginAttempt(row.id, now);
     if (!attempt.ok()) return attempt.status();
     const absl::Status sent = target->Send(SendRequest{.notification = &*n,
-                                                        .idempotency_key = row.idempotency_key,
-                                                        .attempt = *attempt,
-                                                        .resend = true,
-                                                        .now = now});
+                                                       .idempotency_key = row.idempotency_key,
+                                                       .attempt = *attempt,
+                                                       .resend = true,
+                                                       .now = now});
     now = options_.clock();
     absl::Status marked;
     if (sent.ok()) {
       marked = store_->MarkResent(row.id, *attempt, now + *interval);
       ++result.resent;
+      Report(name, "resent");
     } else {
       // Retried sooner than the interval, so the peer does not let the alert lapse.
       marked = store_->MarkResendFailed(row.id, *attempt, ErrorText(sent),
                                         now + std::min(*interval, options_.retry.initial_backoff));
+      Report(name, "resend_failed");
       logger_.Warn("re-send failed",
                    {{"target", name}, {"key", row.idempotency_key}, {"error", ErrorText(sent)}});
     }

@@ -42,7 +42,10 @@ struct DeliveryOptions {
   absl::Duration claim_lease = absl::Seconds(120);  // longer than any send can take
   int batch_size = 50;
   std::function<absl::Time()> clock = [] { return absl::Now(); };
-  std::function<double()> uniform01;  // a draw from [0, 1); default: a seeded engine
+  std::function<double()> uniform01 = {};  // a draw from [0, 1); default: a seeded engine
+  // Told of every outcome: "delivered", "retry", "failed", "postponed", "resent",
+  // "resend_failed" (metrics); may be empty.
+  std::function<void(const std::string& target, const char* outcome)> on_outcome = {};
 };
 
 // What one step did, for tests and metrics.
@@ -79,6 +82,7 @@ class DeliveryWorker {
   void Run(Target* target);
   absl::StatusOr<StepResult> Step(Target* target);
   bool Stopping();
+  void Report(const std::string& target, const char* outcome);
   struct WaitState {
     DeliveryWorker* worker;
     int64_t generation;

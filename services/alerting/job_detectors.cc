@@ -30,8 +30,7 @@ int64_t WindowLength(const std::vector<JobWindow>& windows) {
 }
 
 // Evidence range: up to 30 windows either side of `onset_s`, within the job.
-std::pair<int64_t, int64_t> EvidenceAround(const std::vector<JobWindow>& windows,
-                                           int64_t onset_s) {
+std::pair<int64_t, int64_t> EvidenceAround(const std::vector<JobWindow>& windows, int64_t onset_s) {
   const int64_t len = WindowLength(windows);
   return {onset_s - kEvidenceHalfSpanWindows * len, onset_s + kEvidenceHalfSpanWindows * len};
 }
@@ -57,8 +56,8 @@ std::vector<detect::OfuWindow> DetectorWindows(const JobInput& input) {
   std::vector<detect::OfuWindow> out;
   out.reserve(input.windows.size());
   size_t next = 0;
-  double peak = input.precision_switches.empty() ? 0
-                                                 : input.precision_switches.front().peak_before_tflops;
+  double peak =
+      input.precision_switches.empty() ? 0 : input.precision_switches.front().peak_before_tflops;
   for (const JobWindow& jw : input.windows) {
     while (next < input.precision_switches.size() &&
            input.precision_switches[next].time_s <= jw.window.start_s) {
@@ -117,15 +116,16 @@ void InJobRegression(const JobInput& input, const std::vector<detect::OfuWindow>
   if (!open) return;
   Finding f;
   f.kind = Kind::kRegressionInJob;
-  f.detector = open->stalled ? "in_job_change_point/stall" : "in_job_change_point/two_window_median";
+  f.detector =
+      open->stalled ? "in_job_change_point/stall" : "in_job_change_point/two_window_median";
   f.onset_s = open->onset_s;
   f.detected_s = open->detected_s;
   f.before_ofu = open->before_ofu;
   f.after_ofu = open->after_ofu;
   f.factor = open->factor;
   f.stalled = open->stalled;
-  f.confidence = open->stalled ? 0.95
-                               : SeparationConfidence(open->factor, options.regression.min_factor);
+  f.confidence =
+      open->stalled ? 0.95 : SeparationConfidence(open->factor, options.regression.min_factor);
   if (!open->annotation.empty()) f.annotations.push_back(open->annotation);
   std::tie(f.evidence_from_s, f.evidence_to_s) = EvidenceAround(input.windows, f.onset_s);
   f.precision_switches = SwitchesNear(input.precision_switches, f.evidence_from_s, f.evidence_to_s);
@@ -187,8 +187,8 @@ void WorkloadRegression(const JobInput& input, const std::vector<detect::OfuWind
   if (!found->annotation.empty()) f.annotations.push_back(found->annotation);
   f.evidence_from_s = f.onset_s;
   f.evidence_to_s = f.onset_s + 2 * kEvidenceHalfSpanWindows * WindowLength(input.windows);
-  f.precision_switches = SwitchesNear(input.precision_switches, f.evidence_from_s - 3600,
-                                      f.evidence_to_s);
+  f.precision_switches =
+      SwitchesNear(input.precision_switches, f.evidence_from_s - 3600, f.evidence_to_s);
   out.findings.push_back(std::move(f));
 }
 
@@ -220,8 +220,7 @@ void GpuFindings(const JobInput& input, const DetectorOptions& options, JobEvalu
     }
     for (const std::string& g : w.idle_gpus) values[static_cast<size_t>(index[g])] = {0, 0, true};
     // GPUs that did not report are among the unnamed ones.
-    const int unnamed_reporting =
-        std::max(0, w.gpus_reporting - static_cast<int>(names.size()));
+    const int unnamed_reporting = std::max(0, w.gpus_reporting - static_cast<int>(names.size()));
     for (int i = static_cast<int>(names.size()); i < gpu_count; ++i) {
       values[static_cast<size_t>(i)] = {median, 1.0,
                                         i - static_cast<int>(names.size()) < unnamed_reporting};
@@ -237,7 +236,8 @@ void GpuFindings(const JobInput& input, const DetectorOptions& options, JobEvalu
     const std::string& gpu = names[static_cast<size_t>(g.gpu_index)];
     if (g.kind == detect::GpuFinding::Kind::kIdle) {
       idle.gpus.push_back(gpu);
-      idle.onset_s = idle.gpus.size() == 1 ? g.first_seen_s : std::min(idle.onset_s, g.first_seen_s);
+      idle.onset_s =
+          idle.gpus.size() == 1 ? g.first_seen_s : std::min(idle.onset_s, g.first_seen_s);
       idle.idle_gpu_hours += static_cast<double>(g.windows * window_len) / 3600.0;
       idle.confidence = std::max(idle.confidence, g.score);
       if (!g.annotation.empty()) idle.annotations.push_back(g.annotation);
@@ -330,10 +330,10 @@ std::optional<Finding> TelemetryStopped(int64_t last_window_end_s, int64_t now_s
   f.detected_s = now_s;
   f.last_sample_s = last_window_end_s;
   // Longer silence makes a lost exporter or a hung job more certain than a slow pipeline.
-  f.confidence = std::clamp(
-      1.0 - 0.5 * static_cast<double>(options.telemetry_stopped_after_s) /
-                static_cast<double>(std::max<int64_t>(1, now_s - last_window_end_s)),
-      0.5, 0.99);
+  f.confidence =
+      std::clamp(1.0 - 0.5 * static_cast<double>(options.telemetry_stopped_after_s) /
+                           static_cast<double>(std::max<int64_t>(1, now_s - last_window_end_s)),
+                 0.5, 0.99);
   return f;
 }
 

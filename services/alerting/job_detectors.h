@@ -55,7 +55,7 @@ struct DivergenceObs {
   int64_t interval_start_s = 0;
   int64_t interval_end_s = 0;
   std::string verdict = {};  // detect::VerdictName: "consistent", "app_flops_overcount", ...
-  double ratio = 0;     // MFU / OFU
+  double ratio = 0;          // MFU / OFU
   double confidence = 0;
   double correction_factor = 0;
   std::string top_cause = {};  // detect::CauseName of the best-fitting cause, empty if none
@@ -70,7 +70,7 @@ struct EarlierJob {
 };
 
 struct JobInput {
-  std::vector<JobWindow> windows;  // time order, one per start
+  std::vector<JobWindow> windows;                      // time order, one per start
   std::vector<PrecisionSwitchObs> precision_switches;  // time order
   std::optional<DivergenceObs> divergence;
   std::vector<EarlierJob> earlier_jobs;  // most recent first
@@ -123,7 +123,7 @@ struct Finding {
   std::optional<DivergenceObs> divergence;
   std::vector<PrecisionSwitchObs> precision_switches;  // near the onset: annotations
   std::vector<std::string> annotations;                // detector sentences
-  int64_t evidence_from_s = 0;  // windows in [from, to) are the evidence
+  int64_t evidence_from_s = 0;                         // windows in [from, to) are the evidence
   int64_t evidence_to_s = 0;
 };
 

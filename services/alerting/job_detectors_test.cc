@@ -12,8 +12,8 @@ constexpr int64_t kStart = 1'790'000'000;
 
 // A job's one-minute windows: an 8-minute warm-up ramp to `level`, then `shape(minute)` on
 // top, with a small deterministic wobble (as the detect tests build them).
-JobInput Job(int minutes, double level,
-             const std::function<double(int)>& shape = [](int) { return 1.0; }) {
+JobInput Job(
+    int minutes, double level, const std::function<double(int)>& shape = [](int) { return 1.0; }) {
   JobInput in;
   for (int m = 0; m < minutes; ++m) {
     const double ramp = m < 8 ? 0.1 + 0.9 * m / 8.0 : 1.0;
@@ -78,8 +78,11 @@ TEST(JobDetectors, DebugFlagJobIsFlaggedAgainstItsWorkloadFromItsFirstSteadyWind
     EarlierJob e;
     e.job_id = "earlier-" + std::to_string(j);
     e.last_end_s = kStart - 86400 * (7 + j);
-    e.steady = {.job_id = e.job_id, .median_ofu = 0.55 + 0.01 * j, .mad_ofu = 0.01,
-                .steady_windows = 500, .effective_peak_tflops = 0};
+    e.steady = {.job_id = e.job_id,
+                .median_ofu = 0.55 + 0.01 * j,
+                .mad_ofu = 0.01,
+                .steady_windows = 500,
+                .effective_peak_tflops = 0};
     in.earlier_jobs.push_back(e);
   }
   JobEvaluation e = EvaluateJob(in, {});
@@ -96,9 +99,13 @@ TEST(JobDetectors, DebugFlagJobIsFlaggedAgainstItsWorkloadFromItsFirstSteadyWind
 TEST(JobDetectors, UsualJobOfAWorkloadIsNotFlagged) {
   JobInput in = Job(60, 0.54);
   for (int j = 0; j < 3; ++j) {
-    in.earlier_jobs.push_back({"e" + std::to_string(j), kStart - 86400,
-                               {.job_id = "e", .median_ofu = 0.55, .mad_ofu = 0.01,
-                                .steady_windows = 500, .effective_peak_tflops = 0}});
+    in.earlier_jobs.push_back({"e" + std::to_string(j),
+                               kStart - 86400,
+                               {.job_id = "e",
+                                .median_ofu = 0.55,
+                                .mad_ofu = 0.01,
+                                .steady_windows = 500,
+                                .effective_peak_tflops = 0}});
   }
   EXPECT_TRUE(EvaluateJob(in, {}).findings.empty());
 }
@@ -145,10 +152,15 @@ TEST(JobDetectors, DataQualityNeedsMostRecentWindowsFlagged) {
 
 TEST(JobDetectors, ConfidentOvercountVerdictIsADivergence) {
   JobInput in = Job(30, 0.4);
-  in.divergence = DivergenceObs{.time_s = kStart + 1800, .interval_start_s = kStart,
-                                .interval_end_s = kStart + 1800, .verdict = "app_flops_overcount",
-                                .ratio = 2.1, .confidence = 0.97, .correction_factor = 0.48,
-                                .top_cause = "latent_projection_moe", .reason = ""};
+  in.divergence = DivergenceObs{.time_s = kStart + 1800,
+                                .interval_start_s = kStart,
+                                .interval_end_s = kStart + 1800,
+                                .verdict = "app_flops_overcount",
+                                .ratio = 2.1,
+                                .confidence = 0.97,
+                                .correction_factor = 0.48,
+                                .top_cause = "latent_projection_moe",
+                                .reason = ""};
   JobEvaluation e = EvaluateJob(in, {});
   ASSERT_EQ(Kinds(e), std::vector<Kind>{Kind::kDivergence});
   EXPECT_DOUBLE_EQ(*e.findings[0].factor, 2.1);

@@ -1,7 +1,13 @@
 // goodput-alerting: composition root. See services/platform/service_main.h for the command line
 // and services/alerting/README.md for the `alerting.*` configuration keys.
-#include <memory>
+#include <unistd.h>
 
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
 #include "services/alerting/alert_config.h"
 #include "services/alerting/alert_engine.h"
 #include "services/alerting/alerting_service.h"
@@ -9,6 +15,8 @@
 #include "services/platform/service_main.h"
 
 namespace {
+
+constexpr char kSweepLease[] = "goodput:alerting:sweep";
 
 // Everything goodput-alerting keeps alive while serving.
 struct AlertingRuntime {
@@ -31,9 +39,34 @@ absl::StatusOr<std::shared_ptr<void>> Setup(goodput::platform::ServiceContext& c
       goodput::alerting::LoadAlertingConfig(*ctx.config_tree);
   if (!config.ok()) return config.status();
   rt->hub = std::make_unique<goodput::alerting::AlertHub>();
+  goodput::platform::CounterFamily* changes = &ctx.metrics->AddCounter(
+      "goodput_alerting_alert_changes_total",
+      "Alert changes committed by this replica (fired, updated, resolved, ...), by kind.",
+      {"kind", "change"});
+  rt->hub->Subscribe({}, [changes](const goodput::v1::SubscribeAlertsResponse& c) {
+    changes
+        ->WithLabels({goodput::v1::AlertKind_Name(c.alert().kind()),
+                      goodput::v1::AlertChange_Name(c.change())})
+        .Increment();
+  });
   rt->engine = std::make_unique<goodput::alerting::AlertEngine>(
       ctx.pg, config->engine, rt->hub.get(), ctx.logger.With({{"component", "engine"}}));
-  rt->engine->Start(config->sweep_interval);
+  // One replica sweeps at a time: the holder of a Redis lease. Without Redis every replica
+  // sweeps, which is safe (idempotent under PostgreSQL locks), only redundant.
+  std::function<bool()> may_sweep;
+  if (ctx.redis != nullptr) {
+    char host[256] = {};
+    gethostname(host, sizeof(host) - 1);
+    const std::string owner = absl::StrCat(ctx.config->service_name, "/", host, "/", getpid());
+    const absl::Duration ttl = 3 * config->sweep_interval;
+    goodput::platform::RedisClient* redis = ctx.redis;
+    may_sweep = [redis, owner, ttl] {
+      absl::StatusOr<bool> mine = redis->RenewLease(kSweepLease, owner, ttl);
+      if (mine.ok() && !*mine) mine = redis->AcquireLease(kSweepLease, owner, ttl);
+      return !mine.ok() || *mine;
+    };
+  }
+  rt->engine->Start(config->sweep_interval, std::move(may_sweep));
   goodput::alerting::AlertEngine* engine = rt->engine.get();
   ctx.on_shutdown->push_back([engine] { engine->Stop(); });
   rt->service =
@@ -42,8 +75,18 @@ absl::StatusOr<std::shared_ptr<void>> Setup(goodput::platform::ServiceContext& c
   // --- end alert engine ---
 
   // --- Delivery ---
+  std::vector<goodput::alerting::RoutedTarget> routed;
+  const goodput::alerting::RoutingConfig& routing = config->engine.routing;
+  for (size_t i = 0; i < routing.routes.size(); ++i) {
+    for (const std::string& t : routing.routes[i].targets) {
+      routed.push_back({absl::StrCat("alerting.routes[", i, "].targets"), t});
+    }
+  }
+  for (const std::string& t : routing.default_targets) {
+    routed.push_back({"alerting.default_targets", t});
+  }
   absl::StatusOr<std::shared_ptr<goodput::alerting::DeliveryRuntime>> delivery =
-      goodput::alerting::StartDelivery(ctx);
+      goodput::alerting::StartDelivery(ctx, routed);
   if (!delivery.ok()) return delivery.status();
   rt->delivery = *std::move(delivery);
   // --- end delivery ---

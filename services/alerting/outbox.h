@@ -63,7 +63,10 @@ struct DeliveryRecord {
   std::string target;
   std::string state;
   std::string idempotency_key;
-  std::string status;  // "pending", "delivered", "failed" (gave up), "dropped" (rate limit)
+  // "pending" (queued, retrying, or waiting for its rate limit: never dropped for it),
+  // "delivered", "failed" (permanent error or gave up). "dropped" is allowed by the schema but
+  // not written by delivery.
+  std::string status;
   int attempts = 0;
   std::string last_error;
   std::chrono::system_clock::time_point create_time{};

@@ -67,23 +67,27 @@ std::optional<absl::Duration> RateLimiter::Take(const std::string& target, absl:
          absl::StrCat(redis_->options().key_prefix, "alerting:ratelimit:", target),
          absl::StrCat(absl::ToUnixMillis(now)), absl::StrCat(per_ms), absl::StrCat(limit.burst)});
     absl::StatusOr<std::vector<platform::RedisReply>> values =
-        reply.ok() ? reply->AsArray() : absl::StatusOr<std::vector<platform::RedisReply>>(reply.status());
+        reply.ok() ? reply->AsArray()
+                   : absl::StatusOr<std::vector<platform::RedisReply>>(reply.status());
     if (values.ok() && values->size() == 2 && (*values)[0].AsInt().ok() &&
         (*values)[1].AsInt().ok()) {
       {
         absl::MutexLock lock(&mu_);
         if (fallback_) logger_.Info("rate limits back in Redis");
         fallback_ = false;
+        if (fallback_gauge_ != nullptr) fallback_gauge_->Set(0);
       }
       if (*(*values)[0].AsInt() == 1) return std::nullopt;
       return absl::Milliseconds(std::max<int64_t>(1, *(*values)[1].AsInt()));
     }
     absl::MutexLock lock(&mu_);
     if (!fallback_) {
-      logger_.Warn("rate limits fall back to this process: Redis is unavailable",
-                   {{"error", values.ok() ? "unexpected reply" : std::string(values.status().message())}});
+      logger_.Warn(
+          "rate limits fall back to this process: Redis is unavailable",
+          {{"error", values.ok() ? "unexpected reply" : std::string(values.status().message())}});
     }
     fallback_ = true;
+    if (fallback_gauge_ != nullptr) fallback_gauge_->Set(1);
   }
   absl::MutexLock lock(&mu_);
   return local_.at(target).Take(now);

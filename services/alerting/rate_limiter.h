@@ -14,6 +14,7 @@
 #include "services/alerting/delivery_policy.h"
 #include "services/alerting/targets/targets_config.h"
 #include "services/platform/logging.h"
+#include "services/platform/metrics.h"
 #include "services/platform/redis_client.h"
 
 namespace goodput::alerting {
@@ -33,6 +34,8 @@ class RateLimiter {
 
   // True while the last Redis call failed and the in-process buckets are in use.
   bool using_fallback() const;
+  // Set to 1 while using_fallback() (metrics); may stay unset.
+  void set_fallback_gauge(platform::Gauge* gauge) { fallback_gauge_ = gauge; }
 
  private:
   platform::RedisClient* redis_;
@@ -41,6 +44,7 @@ class RateLimiter {
   std::map<std::string, RateLimit> limits_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, TokenBucket> local_ ABSL_GUARDED_BY(mu_);
   bool fallback_ ABSL_GUARDED_BY(mu_) = false;
+  platform::Gauge* fallback_gauge_ = nullptr;
 };
 
 }  // namespace goodput::alerting

@@ -122,8 +122,7 @@ absl::StatusOr<std::vector<ThroughputMetric>> ParseThroughputMetrics(const YAML:
 
 MappedReports MapThroughputSeries(const prometheus::WriteRequest& request,
                                   const std::vector<ThroughputMetric>& metrics,
-                                  const std::string& default_cluster,
-                                  const std::string& batch_id) {
+                                  const std::string& default_cluster, const std::string& batch_id) {
   MappedReports out;
   for (int s = 0; s < request.timeseries_size(); ++s) {
     const prometheus::TimeSeries& series = request.timeseries(s);
@@ -186,7 +185,8 @@ MappedReports MapThroughputSeries(const prometheus::WriteRequest& request,
       }
       if (job_id.empty()) {
         std::string names;
-        for (const std::string& l : metric->job_labels) absl::StrAppend(&names, names.empty() ? "" : ", ", l);
+        for (const std::string& l : metric->job_labels)
+          absl::StrAppend(&names, names.empty() ? "" : ", ", l);
         refuse(metric->job_labels.front(), "", RefusalCode::kMissingField,
                absl::StrCat("names no job: none of the labels ", names, " is set"));
         continue;
@@ -197,19 +197,19 @@ MappedReports MapThroughputSeries(const prometheus::WriteRequest& request,
         continue;
       }
       if (metric->form == ThroughputForm::kTotalTflops && gpu_count <= 0) {
-        refuse(metric->gpu_count_label, labels[metric->gpu_count_label],
-               RefusalCode::kMissingField,
+        refuse(metric->gpu_count_label, labels[metric->gpu_count_label], RefusalCode::kMissingField,
                absl::StrCat("a total throughput needs a positive GPU count in label ",
                             metric->gpu_count_label));
         continue;
       }
       goodput::v1::MfuReport r;
-      r.set_report_id(absl::StrCat("metric-", ContentHash(absl::StrCat(identity, "\x1f",
-                                                                      sample.timestamp()))));
+      r.set_report_id(
+          absl::StrCat("metric-", ContentHash(absl::StrCat(identity, "\x1f", sample.timestamp()))));
       r.mutable_job()->set_cluster(cluster);
       r.mutable_job()->set_job_id(job_id);
       const int64_t end_ms = sample.timestamp();
-      const int64_t start_ms = end_ms - static_cast<int64_t>(std::llround(metric->interval_s * 1000));
+      const int64_t start_ms =
+          end_ms - static_cast<int64_t>(std::llround(metric->interval_s * 1000));
       r.mutable_interval()->mutable_start_time()->set_seconds(start_ms / 1000);
       r.mutable_interval()->mutable_start_time()->set_nanos(
           static_cast<int32_t>((start_ms % 1000) * 1000000));
@@ -217,9 +217,15 @@ MappedReports MapThroughputSeries(const prometheus::WriteRequest& request,
       r.mutable_interval()->mutable_end_time()->set_nanos(
           static_cast<int32_t>((end_ms % 1000) * 1000000));
       switch (metric->form) {
-        case ThroughputForm::kMfu: r.set_mfu(sample.value()); break;
-        case ThroughputForm::kMfuPercent: r.set_mfu(sample.value() / 100); break;
-        case ThroughputForm::kModelTflopsPerGpu: r.set_model_tflops_per_gpu(sample.value()); break;
+        case ThroughputForm::kMfu:
+          r.set_mfu(sample.value());
+          break;
+        case ThroughputForm::kMfuPercent:
+          r.set_mfu(sample.value() / 100);
+          break;
+        case ThroughputForm::kModelTflopsPerGpu:
+          r.set_model_tflops_per_gpu(sample.value());
+          break;
         case ThroughputForm::kTotalTflops:
           r.mutable_total_throughput()->set_total_tflops(sample.value());
           r.mutable_total_throughput()->set_gpu_count(static_cast<int32_t>(gpu_count));
@@ -241,41 +247,42 @@ ReportSink MfuStreamSink(std::shared_ptr<grpc::Channel> channel, std::string bea
                          absl::Duration timeout) {
   std::shared_ptr<goodput::v1::MfuService::Stub> stub =
       goodput::v1::MfuService::NewStub(std::move(channel));
-  return [stub, token = std::move(bearer_token), timeout](
-             const std::string& batch_id,
-             const std::vector<goodput::v1::MfuReport>& reports) -> absl::StatusOr<ReportSinkResult> {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() +
-                     std::chrono::milliseconds(absl::ToInt64Milliseconds(timeout)));
-    if (!token.empty()) ctx.AddMetadata("authorization", absl::StrCat("Bearer ", token));
-    goodput::v1::StreamMfuReportsResponse response;
-    std::unique_ptr<grpc::ClientWriter<goodput::v1::StreamMfuReportsRequest>> writer =
-        stub->StreamMfuReports(&ctx, &response);
-    // Stay well below the service's per-message limit.
-    constexpr size_t kPerMessage = 1000;
-    for (size_t i = 0; i < reports.size(); i += kPerMessage) {
-      goodput::v1::StreamMfuReportsRequest message;
-      message.set_batch_id(absl::StrCat(batch_id, "/", i / kPerMessage));
-      for (size_t k = i; k < std::min(reports.size(), i + kPerMessage); ++k) {
-        *message.add_reports() = reports[k];
-      }
-      if (!writer->Write(message)) break;  // Finish() says why
-    }
-    writer->WritesDone();
-    grpc::Status s = writer->Finish();
-    if (!s.ok()) {
-      return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
-                          absl::StrCat("goodput-mfu: ", s.error_message()));
-    }
-    ReportSinkResult result{.stored = response.stored_count(),
-                            .duplicates = response.duplicate_count(),
-                            .refused = response.refused_count(),
-                            .refusal_messages = {}};
-    for (const goodput::v1::Refusal& r : response.refusals()) {
-      result.refusal_messages.push_back(r.message());
-    }
-    return result;
-  };
+  return
+      [stub, token = std::move(bearer_token), timeout](
+          const std::string& batch_id,
+          const std::vector<goodput::v1::MfuReport>& reports) -> absl::StatusOr<ReportSinkResult> {
+        grpc::ClientContext ctx;
+        ctx.set_deadline(std::chrono::system_clock::now() +
+                         std::chrono::milliseconds(absl::ToInt64Milliseconds(timeout)));
+        if (!token.empty()) ctx.AddMetadata("authorization", absl::StrCat("Bearer ", token));
+        goodput::v1::StreamMfuReportsResponse response;
+        std::unique_ptr<grpc::ClientWriter<goodput::v1::StreamMfuReportsRequest>> writer =
+            stub->StreamMfuReports(&ctx, &response);
+        // Stay well below the service's per-message limit.
+        constexpr size_t kPerMessage = 1000;
+        for (size_t i = 0; i < reports.size(); i += kPerMessage) {
+          goodput::v1::StreamMfuReportsRequest message;
+          message.set_batch_id(absl::StrCat(batch_id, "/", i / kPerMessage));
+          for (size_t k = i; k < std::min(reports.size(), i + kPerMessage); ++k) {
+            *message.add_reports() = reports[k];
+          }
+          if (!writer->Write(message)) break;  // Finish() says why
+        }
+        writer->WritesDone();
+        grpc::Status s = writer->Finish();
+        if (!s.ok()) {
+          return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
+                              absl::StrCat("goodput-mfu: ", s.error_message()));
+        }
+        ReportSinkResult result{.stored = response.stored_count(),
+                                .duplicates = response.duplicate_count(),
+                                .refused = response.refused_count(),
+                                .refusal_messages = {}};
+        for (const goodput::v1::Refusal& r : response.refusals()) {
+          result.refusal_messages.push_back(r.message());
+        }
+        return result;
+      };
 }
 
 }  // namespace goodput::ingest

@@ -32,10 +32,10 @@ namespace goodput::ingest {
 
 // What a metric's value is.
 enum class ThroughputForm {
-  kMfu,               // MFU as a fraction
-  kMfuPercent,        // MFU in percent
-  kModelTflopsPerGpu, // model TFLOP/s per GPU
-  kTotalTflops,       // model TFLOP/s of the whole job; GPU count from `gpu_count_label`
+  kMfu,                // MFU as a fraction
+  kMfuPercent,         // MFU in percent
+  kModelTflopsPerGpu,  // model TFLOP/s per GPU
+  kTotalTflops,        // model TFLOP/s of the whole job; GPU count from `gpu_count_label`
 };
 
 // How one metric maps to reports.

@@ -63,12 +63,12 @@ TEST(ThroughputMetrics, MegatronThroughputBecomesPerGpuReportsOfTheLabelledJob) 
 
 TEST(ThroughputMetrics, SamplesNamingNoJobOrClusterAreRefusedWithTheLabels) {
   prometheus::WriteRequest req;
-  *req.add_timeseries() = Series({{"__name__", "megatron_training_throughput_tflops"},
-                                  {"cluster", "eos"}},
-                                 {{1'780'000'030'000, 400}});
-  *req.add_timeseries() = Series({{"__name__", "megatron_training_throughput_tflops"},
-                                  {"hpc_job", "7"}},
-                                 {{1'780'000'030'000, 400}});
+  *req.add_timeseries() =
+      Series({{"__name__", "megatron_training_throughput_tflops"}, {"cluster", "eos"}},
+             {{1'780'000'030'000, 400}});
+  *req.add_timeseries() =
+      Series({{"__name__", "megatron_training_throughput_tflops"}, {"hpc_job", "7"}},
+             {{1'780'000'030'000, 400}});
   MappedReports m = MapThroughputSeries(req, DefaultThroughputMetrics(), "", "b1");
   EXPECT_TRUE(m.reports.empty());
   ASSERT_EQ(m.refusals.size(), 2u);
@@ -101,10 +101,9 @@ ingest:
   ASSERT_TRUE(metrics.ok()) << metrics.status();
   ASSERT_EQ(metrics->size(), 2u);
   prometheus::WriteRequest req;
-  *req.add_timeseries() = Series({{"__name__", "train_total_tflops"},
-                                  {"slurm_job", "9"},
-                                  {"world_size", "64"}},
-                                 {{1'780'000'060'000, 25000}});
+  *req.add_timeseries() =
+      Series({{"__name__", "train_total_tflops"}, {"slurm_job", "9"}, {"world_size", "64"}},
+             {{1'780'000'060'000, 25000}});
   *req.add_timeseries() =
       Series({{"__name__", "train_mfu_pct"}, {"job_id", "9"}}, {{1'780'000'060'000, 41}});
   MappedReports m = MapThroughputSeries(req, *metrics, "eos", "b");

@@ -9,14 +9,12 @@
 namespace goodput::mfu {
 
 platform::OrderedLog EventLog(ReconciliationStore* store) {
-  return {.acked_sequence = [store](const std::string& target) {
-            return store->AckedSequence(target);
-          },
-          .set_acked_sequence = [store](const std::string& target,
-                                        int64_t seq) { return store->SetAckedSequence(target, seq); },
-          .pending = [store](int64_t after, int limit) {
-            return store->PendingEventSequences(after, limit);
-          }};
+  return {
+      .acked_sequence = [store](const std::string& target) { return store->AckedSequence(target); },
+      .set_acked_sequence = [store](const std::string& target,
+                                    int64_t seq) { return store->SetAckedSequence(target, seq); },
+      .pending = [store](int64_t after,
+                         int limit) { return store->PendingEventSequences(after, limit); }};
 }
 
 platform::OrderedTarget AlertingTarget(ReconciliationStore* store,
@@ -41,8 +39,7 @@ platform::OrderedTarget AlertingTarget(ReconciliationStore* store,
             v1::PushDivergenceEventsResponse response;
             grpc::Status s = stub->PushDivergenceEvents(&ctx, request, &response);
             if (!s.ok()) {
-              return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
-                                  s.error_message());
+              return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
             }
             return platform::OrderedAck{.watermark_sequence = response.ack().watermark_sequence(),
                                         .gap_detected = response.ack().gap_detected(),

@@ -58,10 +58,11 @@ FleetStatsResult ComputeFleetStats(const std::vector<FleetJob>& jobs, int64_t mi
 absl::StatusOr<FleetReport> BuildFleetReport(const std::vector<FleetJob>& jobs,
                                              const std::vector<int64_t>& group_lower_bounds) {
   for (size_t i = 0; i < group_lower_bounds.size(); ++i) {
-    if (group_lower_bounds[i] < 1 || (i > 0 && group_lower_bounds[i] <= group_lower_bounds[i - 1])) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "gpu_count_group_lower_bounds[", i, "]=", group_lower_bounds[i],
-          " must be at least 1 and above the bound before it"));
+    if (group_lower_bounds[i] < 1 ||
+        (i > 0 && group_lower_bounds[i] <= group_lower_bounds[i - 1])) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("gpu_count_group_lower_bounds[", i, "]=", group_lower_bounds[i],
+                       " must be at least 1 and above the bound before it"));
     }
   }
   FleetReport report;

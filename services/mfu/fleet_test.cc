@@ -50,7 +50,7 @@ TEST(FleetReport, GroupsByGpuCountWithEmptyAndOpenGroups) {
   EXPECT_EQ(r->groups[0].min_gpu_count, 1);
   EXPECT_EQ(r->groups[0].max_gpu_count, 63);
   EXPECT_EQ(r->groups[0].job_count, 2);
-  EXPECT_NEAR(r->groups[0].mae_pp, 3.5, 1e-9);  // |30-28| and |40-35|
+  EXPECT_NEAR(r->groups[0].mae_pp, 3.5, 1e-9);       // |30-28| and |40-35|
   EXPECT_FALSE(r->groups[0].pearson_r.has_value());  // fewer than 3 jobs
   EXPECT_EQ(r->groups[1].job_count, 1);
   EXPECT_EQ(r->groups[2].job_count, 1);

@@ -37,10 +37,11 @@ absl::StatusOr<std::shared_ptr<void>> Setup(goodput::platform::ServiceContext& c
       cfg.GetDouble("mfu.reconcile.min_report_coverage", 0.5);
   if (!min_report_coverage.ok()) return min_report_coverage.status();
   if (*min_report_coverage <= 0 || *min_report_coverage > 1) {
-    return absl::InvalidArgumentError(absl::StrCat("mfu.reconcile.min_report_coverage: ",
-                                                   *min_report_coverage, " is outside (0, 1]"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "mfu.reconcile.min_report_coverage: ", *min_report_coverage, " is outside (0, 1]"));
   }
-  absl::StatusOr<int64_t> min_windows = cfg.GetIntInRange("mfu.divergence.min_windows", 5, 1, 100000);
+  absl::StatusOr<int64_t> min_windows =
+      cfg.GetIntInRange("mfu.divergence.min_windows", 5, 1, 100000);
   if (!min_windows.ok()) return min_windows.status();
   absl::StatusOr<int64_t> min_duration_s =
       cfg.GetIntInRange("mfu.divergence.min_duration_s", 600, 0, 30 * 86400);
@@ -48,8 +49,8 @@ absl::StatusOr<std::shared_ptr<void>> Setup(goodput::platform::ServiceContext& c
   absl::StatusOr<double> min_gpu_coverage = cfg.GetDouble("mfu.divergence.min_gpu_coverage", 0.8);
   if (!min_gpu_coverage.ok()) return min_gpu_coverage.status();
   if (*min_gpu_coverage < 0 || *min_gpu_coverage > 1) {
-    return absl::InvalidArgumentError(absl::StrCat("mfu.divergence.min_gpu_coverage: ",
-                                                   *min_gpu_coverage, " is outside [0, 1]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("mfu.divergence.min_gpu_coverage: ", *min_gpu_coverage, " is outside [0, 1]"));
   }
   absl::StatusOr<absl::Duration> poll = cfg.GetSeconds("mfu.reconcile.poll_interval_s", 1.0);
   if (!poll.ok()) return poll.status();
@@ -76,8 +77,7 @@ absl::StatusOr<std::shared_ptr<void>> Setup(goodput::platform::ServiceContext& c
   if (!forward_token.ok()) return forward_token.status();
   absl::StatusOr<absl::Duration> forward_timeout = cfg.GetSeconds("mfu.forward.timeout_s", 10.0);
   if (!forward_timeout.ok()) return forward_timeout.status();
-  absl::StatusOr<absl::Duration> retry_backoff =
-      cfg.GetSeconds("mfu.forward.retry_backoff_s", 5.0);
+  absl::StatusOr<absl::Duration> retry_backoff = cfg.GetSeconds("mfu.forward.retry_backoff_s", 5.0);
   if (!retry_backoff.ok()) return retry_backoff.status();
   if (ctx.pg == nullptr) {
     return absl::FailedPreconditionError("postgres.dsn: required by goodput-mfu");
@@ -98,8 +98,8 @@ absl::StatusOr<std::shared_ptr<void>> Setup(goodput::platform::ServiceContext& c
   if (!alerting_address->empty()) {
     targets.push_back(goodput::mfu::AlertingTarget(
         rt->reconciliations.get(),
-        grpc::CreateChannel(*alerting_address, grpc::InsecureChannelCredentials()),
-        *forward_token, *forward_timeout));
+        grpc::CreateChannel(*alerting_address, grpc::InsecureChannelCredentials()), *forward_token,
+        *forward_timeout));
   }
   rt->forwarder = std::make_unique<goodput::platform::OrderedForwarder>(
       goodput::mfu::EventLog(rt->reconciliations.get()), std::move(targets),
@@ -119,8 +119,8 @@ absl::StatusOr<std::shared_ptr<void>> Setup(goodput::platform::ServiceContext& c
     raw->forwarder->Stop();
   });
   rt->service = std::make_unique<goodput::mfu::MfuServiceImpl>(
-      rt->store.get(), rt->reconciliations.get(), rt->reconciler.get(),
-      std::move(service_options), ctx.logger);
+      rt->store.get(), rt->reconciliations.get(), rt->reconciler.get(), std::move(service_options),
+      ctx.logger);
   ctx.grpc->AddService(rt->service.get(), goodput::v1::MfuService::service_full_name());
   return std::shared_ptr<void>(rt);
 }

@@ -121,7 +121,7 @@ grpc::ServerUnaryReactor* MfuServiceImpl::ReportMfu(grpc::CallbackServerContext*
   absl::StatusOr<std::vector<StoreOutcome>> outcomes = store_->Store({request->report()});
   if (!outcomes.ok()) {
     logger_.Warn("storing an MFU report failed", {{"report_id", request->report().report_id()},
-                                                 {"error", outcomes.status().ToString()}});
+                                                  {"error", outcomes.status().ToString()}});
     reactor->Finish(platform::ToGrpcStatus(outcomes.status()));
     return reactor;
   }
@@ -202,9 +202,9 @@ grpc::ServerUnaryReactor* MfuServiceImpl::GetFleetReport(grpc::CallbackServerCon
     absl::string_view rest = raw;
     if (!decoded || !absl::ConsumePrefix(&rest, kFleetTokenPrefix) ||
         !absl::SimpleAtoi(rest, &offset) || offset < 0) {
-      return fail(absl::InvalidArgumentError(absl::StrCat(
-          "page_token=\"", request->page_token().substr(0, 100),
-          "\" is not a token of this report")));
+      return fail(absl::InvalidArgumentError(absl::StrCat("page_token=\"",
+                                                          request->page_token().substr(0, 100),
+                                                          "\" is not a token of this report")));
     }
   }
   std::vector<int64_t> bounds(request->gpu_count_group_lower_bounds().begin(),
@@ -255,10 +255,9 @@ grpc::ServerUnaryReactor* MfuServiceImpl::PushOfuWindows(grpc::CallbackServerCon
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   absl::StatusOr<v1::DeliveryAck> ack = reconciliations_->ApplyOfuWindows(*request);
   if (!ack.ok()) {
-    logger_.Warn("applying OFU windows failed",
-                 {{"producer", request->position().producer_id()},
-                  {"sequence", request->position().sequence()},
-                  {"error", ack.status().ToString()}});
+    logger_.Warn("applying OFU windows failed", {{"producer", request->position().producer_id()},
+                                                 {"sequence", request->position().sequence()},
+                                                 {"error", ack.status().ToString()}});
     reactor->Finish(platform::ToGrpcStatus(ack.status()));
     return reactor;
   }

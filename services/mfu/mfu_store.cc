@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 
@@ -98,6 +99,7 @@ absl::StatusOr<std::vector<StoreOutcome>> MfuStore::Store(
   return pool_->RunTransactionFor<std::vector<StoreOutcome>>(
       [&](pqxx::work& txn) -> absl::StatusOr<std::vector<StoreOutcome>> {
         std::map<std::pair<std::string, std::string>, JobInfo> jobs;
+        std::set<std::pair<std::string, std::string>> changed;
         std::vector<StoreOutcome> outcomes;
         outcomes.reserve(reports.size());
         for (const v1::MfuReport& report : reports) {
@@ -128,8 +130,12 @@ absl::StatusOr<std::vector<StoreOutcome>> MfuStore::Store(
               absl::Base64Escape(report.SerializeAsString()), outcome.precision_assumed, app_mfu,
               tflops, peak, model);
           outcome.duplicate = r.empty();
-          if (!outcome.duplicate) txn.exec_params(kMarkPending, key.first, key.second);
+          if (!outcome.duplicate) changed.insert(key);
           outcomes.push_back(std::move(outcome));
+        }
+        // In key order, so that concurrent batches naming the same jobs cannot deadlock.
+        for (const auto& [cluster, job_id] : changed) {
+          txn.exec_params(kMarkPending, cluster, job_id);
         }
         return outcomes;
       });

@@ -64,8 +64,8 @@ struct PointResult {
   std::optional<double> ratio;          // app_mfu / ofu, when ofu > 0
   double gpu_coverage = 0;
   int32_t gpus_allocated = 0;
-  int32_t report_count = 0;  // reports overlapping the window
-  bool paired = false;       // used by the classifier
+  int32_t report_count = 0;                // reports overlapping the window
+  bool paired = false;                     // used by the classifier
   std::optional<detect::Verdict> verdict;  // of the interval holding the window, if paired
 };
 

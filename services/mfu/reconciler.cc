@@ -29,16 +29,19 @@ absl::Status Reconciler::StepOnce() {
     absl::StatusOr<std::vector<std::pair<std::string, std::string>>> jobs =
         store_->PendingJobs(options_.jobs_per_step);
     if (!jobs.ok()) return jobs.status();
-    if (jobs->empty()) return absl::OkStatus();
+    // A job that cannot be reconciled (PostgreSQL down, or data it cannot use) must not hold
+    // up the others: go on, report the first failure, and retry after the backoff.
+    absl::Status first_error;
     for (const auto& [cluster, job_id] : *jobs) {
-      if (absl::Status s = ReconcileOne(cluster, job_id); !s.ok()) return s;
+      absl::Status s = ReconcileOne(cluster, job_id);
+      if (!s.ok() && first_error.ok()) first_error = s;
     }
+    if (!first_error.ok()) return first_error;
     if (static_cast<int>(jobs->size()) < options_.jobs_per_step) return absl::OkStatus();
   }
 }
 
-absl::Status Reconciler::ReconcileIfPending(const std::string& cluster,
-                                            const std::string& job_id) {
+absl::Status Reconciler::ReconcileIfPending(const std::string& cluster, const std::string& job_id) {
   absl::StatusOr<bool> pending = store_->IsPending(cluster, job_id);
   if (!pending.ok()) return pending.status();
   if (!*pending) return absl::OkStatus();

@@ -27,8 +27,8 @@ class Reconciler {
  public:
   // `store` must outlive the reconciler; `on_events` runs after a reconciliation that
   // appended events (e.g. waking the forwarder); may be empty.
-  Reconciler(ReconciliationStore* store, std::function<void()> on_events,
-             ReconcilerOptions options, platform::Logger logger);
+  Reconciler(ReconciliationStore* store, std::function<void()> on_events, ReconcilerOptions options,
+             platform::Logger logger);
   ~Reconciler();
 
   void Start();

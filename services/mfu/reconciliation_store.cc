@@ -149,7 +149,8 @@ constexpr char kFleetCoverage[] =
     "    GREATEST(coalesce(j.gpu_count, 0), "
     "             (SELECT count(*) FROM job_gpus g WHERE g.job = j.id)) AS gpus, "
     "    GREATEST(0, extract(epoch FROM "
-    "      LEAST(coalesce(j.end_time, timestamptz 'epoch' + $2::bigint * interval '1 microsecond'), "
+    "      LEAST(coalesce(j.end_time, timestamptz 'epoch' + $2::bigint * interval '1 "
+    "microsecond'), "
     "            timestamptz 'epoch' + $2::bigint * interval '1 microsecond') - "
     "      GREATEST(coalesce(j.start_time, j.created_at), "
     "               timestamptz 'epoch' + $1::bigint * interval '1 microsecond'))) / 3600.0 "
@@ -271,19 +272,23 @@ std::string_view CauseExplanation(detect::Cause cause) {
 
 std::string SchedulerText(v1::SchedulerKind kind) {
   switch (kind) {
-    case v1::SCHEDULER_KIND_SLURM: return "slurm";
-    case v1::SCHEDULER_KIND_OSMO: return "osmo";
-    case v1::SCHEDULER_KIND_KUBERNETES: return "kubernetes";
-    case v1::SCHEDULER_KIND_OTHER: return "other";
-    default: return "";
+    case v1::SCHEDULER_KIND_SLURM:
+      return "slurm";
+    case v1::SCHEDULER_KIND_OSMO:
+      return "osmo";
+    case v1::SCHEDULER_KIND_KUBERNETES:
+      return "kubernetes";
+    case v1::SCHEDULER_KIND_OTHER:
+      return "other";
+    default:
+      return "";
   }
 }
 
 absl::Status CheckJobKey(const v1::JobKey& job) {
   if (job.cluster().empty() || job.job_id().empty()) {
     return absl::InvalidArgumentError(absl::StrCat("job: cluster=\"", job.cluster().substr(0, 100),
-                                                   "\" and job_id=\"",
-                                                   job.job_id().substr(0, 100),
+                                                   "\" and job_id=\"", job.job_id().substr(0, 100),
                                                    "\" are both required"));
   }
   return absl::OkStatus();
@@ -295,9 +300,9 @@ absl::Status CheckWindow(const v1::OfuWindow& w, int index) {
     return absl::InvalidArgumentError(absl::StrCat(where, ".job: cluster and job_id required"));
   }
   if (ToUnixMicros(w.end_time()) <= ToUnixMicros(w.start_time())) {
-    return absl::InvalidArgumentError(absl::StrCat(where, ".end_time=", w.end_time().seconds(),
-                                                   " is not after start_time=",
-                                                   w.start_time().seconds()));
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ".end_time=", w.end_time().seconds(),
+                     " is not after start_time=", w.start_time().seconds()));
   }
   for (auto [name, v] : {std::pair<const char*, double>{"ofu", w.ofu()},
                          {"ofu_ci95_low", w.ofu_ci95_low()},
@@ -366,35 +371,47 @@ std::vector<v1::ReconciliationPoint> Downsample(const std::vector<v1::Reconcilia
 
 v1::Verdict ToProtoVerdict(detect::Verdict verdict) {
   switch (verdict) {
-    case detect::Verdict::kConsistent: return v1::VERDICT_CONSISTENT;
-    case detect::Verdict::kAppFlopsOvercount: return v1::VERDICT_APP_FLOPS_OVERCOUNT;
-    case detect::Verdict::kAppFlopsUndercount: return v1::VERDICT_APP_FLOPS_UNDERCOUNT;
-    case detect::Verdict::kInsufficientEvidence: return v1::VERDICT_INSUFFICIENT_EVIDENCE;
+    case detect::Verdict::kConsistent:
+      return v1::VERDICT_CONSISTENT;
+    case detect::Verdict::kAppFlopsOvercount:
+      return v1::VERDICT_APP_FLOPS_OVERCOUNT;
+    case detect::Verdict::kAppFlopsUndercount:
+      return v1::VERDICT_APP_FLOPS_UNDERCOUNT;
+    case detect::Verdict::kInsufficientEvidence:
+      return v1::VERDICT_INSUFFICIENT_EVIDENCE;
   }
   return v1::VERDICT_UNSPECIFIED;
 }
 
 detect::Verdict FromProtoVerdict(v1::Verdict verdict) {
   switch (verdict) {
-    case v1::VERDICT_CONSISTENT: return detect::Verdict::kConsistent;
-    case v1::VERDICT_APP_FLOPS_OVERCOUNT: return detect::Verdict::kAppFlopsOvercount;
-    case v1::VERDICT_APP_FLOPS_UNDERCOUNT: return detect::Verdict::kAppFlopsUndercount;
-    default: return detect::Verdict::kInsufficientEvidence;
+    case v1::VERDICT_CONSISTENT:
+      return detect::Verdict::kConsistent;
+    case v1::VERDICT_APP_FLOPS_OVERCOUNT:
+      return detect::Verdict::kAppFlopsOvercount;
+    case v1::VERDICT_APP_FLOPS_UNDERCOUNT:
+      return detect::Verdict::kAppFlopsUndercount;
+    default:
+      return detect::Verdict::kInsufficientEvidence;
   }
 }
 
 v1::DivergenceCause ToProtoCause(detect::Cause cause) {
   switch (cause) {
-    case detect::Cause::kLatentProjectionMoe: return v1::DIVERGENCE_CAUSE_LATENT_PROJECTION_MOE;
+    case detect::Cause::kLatentProjectionMoe:
+      return v1::DIVERGENCE_CAUSE_LATENT_PROJECTION_MOE;
     case detect::Cause::kLayerTypesAsAttentionMlp:
       return v1::DIVERGENCE_CAUSE_LAYER_TYPES_AS_ATTENTION_MLP;
-    case detect::Cause::kRecomputeNotCounted: return v1::DIVERGENCE_CAUSE_RECOMPUTE_NOT_COUNTED;
+    case detect::Cause::kRecomputeNotCounted:
+      return v1::DIVERGENCE_CAUSE_RECOMPUTE_NOT_COUNTED;
     case detect::Cause::kDoubledFlopsOrHalfPeak:
       return v1::DIVERGENCE_CAUSE_DOUBLED_FLOPS_OR_HALF_PEAK;
     case detect::Cause::kHalvedFlopsOrDoublePeak:
       return v1::DIVERGENCE_CAUSE_HALVED_FLOPS_OR_DOUBLE_PEAK;
-    case detect::Cause::kTileQuantization: return v1::DIVERGENCE_CAUSE_TILE_QUANTIZATION;
-    case detect::Cause::kUnexplained: return v1::DIVERGENCE_CAUSE_UNEXPLAINED;
+    case detect::Cause::kTileQuantization:
+      return v1::DIVERGENCE_CAUSE_TILE_QUANTIZATION;
+    case detect::Cause::kUnexplained:
+      return v1::DIVERGENCE_CAUSE_UNEXPLAINED;
   }
   return v1::DIVERGENCE_CAUSE_UNSPECIFIED;
 }
@@ -433,9 +450,9 @@ absl::StatusOr<v1::DeliveryAck> ReconciliationStore::ApplyOfuWindows(
   }
   if (pos.sequence() <= 0 || pos.previous_sequence() < 0 ||
       pos.previous_sequence() >= pos.sequence()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("position: sequence=", pos.sequence(), " must be > 0 and above ",
-                     "previous_sequence=", pos.previous_sequence()));
+    return absl::InvalidArgumentError(absl::StrCat("position: sequence=", pos.sequence(),
+                                                   " must be > 0 and above ",
+                                                   "previous_sequence=", pos.previous_sequence()));
   }
   for (int i = 0; i < request.windows_size(); ++i) {
     if (absl::Status s = CheckWindow(request.windows(i), i); !s.ok()) return s;
@@ -460,11 +477,10 @@ absl::StatusOr<v1::DeliveryAck> ReconciliationStore::ApplyOfuWindows(
           // Per-GPU windows are not reconciled: framework reports are job-level.
           if (w.has_gpu()) continue;
           txn.exec_params(kUpsertWindow, w.job().cluster(), w.job().job_id(),
-                          ToUnixMicros(w.start_time()), ToUnixMicros(w.end_time()),
-                          w.gpu_model(), w.workload_fingerprint(), w.ofu(), w.ofu_ci95_low(),
-                          w.ofu_ci95_high(), w.gpu_coverage(), w.gpus_allocated(),
-                          w.sample_count(), w.warmup(), w.revision(), w.finalized(),
-                          pos.producer_id(), pos.sequence());
+                          ToUnixMicros(w.start_time()), ToUnixMicros(w.end_time()), w.gpu_model(),
+                          w.workload_fingerprint(), w.ofu(), w.ofu_ci95_low(), w.ofu_ci95_high(),
+                          w.gpu_coverage(), w.gpus_allocated(), w.sample_count(), w.warmup(),
+                          w.revision(), w.finalized(), pos.producer_id(), pos.sequence());
           jobs.emplace(w.job().cluster(), w.job().job_id());
         }
         for (const auto& [cluster, job_id] : jobs) txn.exec_params(kMarkPending, cluster, job_id);
@@ -574,10 +590,9 @@ absl::StatusOr<int> ReconciliationStore::ReconcileJob(const std::string& cluster
         rows.push_back(absl::StrCat(
             "(", key, ", ", SqlTime(p.start_us), ", ", SqlTime(p.end_us), ", ",
             SqlDouble(p.app_mfu), ", ", SqlDouble(p.ofu), ", ", SqlDouble(p.ofu_ci95_low), ", ",
-            SqlDouble(p.ofu_ci95_high), ", ", SqlDouble(p.difference_pp), ", ",
-            SqlDouble(p.ratio), ", ", SqlDouble(p.gpu_coverage), ", ", p.gpus_allocated, ", ",
-            p.report_count, ", ", p.paired ? "true" : "false", ", ", static_cast<int>(verdict),
-            ")"));
+            SqlDouble(p.ofu_ci95_high), ", ", SqlDouble(p.difference_pp), ", ", SqlDouble(p.ratio),
+            ", ", SqlDouble(p.gpu_coverage), ", ", p.gpus_allocated, ", ", p.report_count, ", ",
+            p.paired ? "true" : "false", ", ", static_cast<int>(verdict), ")"));
       }
       txn.exec(absl::StrCat(kInsertPointsHead, absl::StrJoin(rows, ", ")));
     }
@@ -615,8 +630,8 @@ absl::StatusOr<int> ReconciliationStore::ReconcileJob(const std::string& cluster
     }
     const v1::Verdict now_verdict = summary.verdict().verdict();
     std::vector<v1::DivergenceEvent> events;
-    if (now_verdict != previous &&
-        !(previous == v1::VERDICT_UNSPECIFIED && now_verdict == v1::VERDICT_INSUFFICIENT_EVIDENCE)) {
+    if (now_verdict != previous && !(previous == v1::VERDICT_UNSPECIFIED &&
+                                     now_verdict == v1::VERDICT_INSUFFICIENT_EVIDENCE)) {
       v1::DivergenceEvent e;
       *e.mutable_verdict() = summary.verdict();
       events.push_back(std::move(e));
@@ -732,9 +747,9 @@ absl::StatusOr<FleetData> ReconciliationStore::Fleet(const v1::GetFleetReportReq
   const int64_t from_us = ToUnixMicros(range.start_time());
   const int64_t to_us = ToUnixMicros(range.end_time());
   if (to_us <= from_us) {
-    return absl::InvalidArgumentError(absl::StrCat("time_range.end_time=", range.end_time().seconds(),
-                                                   " is not after start_time=",
-                                                   range.start_time().seconds()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("time_range.end_time=", range.end_time().seconds(),
+                     " is not after start_time=", range.start_time().seconds()));
   }
   if (request.min_gpu_count() < 0) {
     return absl::InvalidArgumentError(
@@ -768,10 +783,9 @@ absl::StatusOr<FleetData> ReconciliationStore::Fleet(const v1::GetFleetReportReq
       }
       data.jobs.push_back(std::move(j));
     }
-    pqxx::result cov =
-        txn.exec_params(kFleetCoverage, from_us, to_us, request.cluster(), request.gpu_model(),
-                        request.team(), request.framework(), scheduler,
-                        int64_t{request.min_gpu_count()});
+    pqxx::result cov = txn.exec_params(kFleetCoverage, from_us, to_us, request.cluster(),
+                                       request.gpu_model(), request.team(), request.framework(),
+                                       scheduler, int64_t{request.min_gpu_count()});
     data.gpu_hours_total = cov[0][0].as<double>();
     data.gpu_hours_with_ofu = cov[0][1].as<double>();
     data.gpu_hours_with_app_mfu = cov[0][2].as<double>();
@@ -794,7 +808,7 @@ absl::Status ReconciliationStore::SetAckedSequence(const std::string& target, in
 }
 
 absl::StatusOr<std::vector<int64_t>> ReconciliationStore::PendingEventSequences(int64_t after,
-                                                                               int limit) {
+                                                                                int limit) {
   return pool_->RunTransactionFor<std::vector<int64_t>>(
       [&](pqxx::work& txn) -> absl::StatusOr<std::vector<int64_t>> {
         std::vector<int64_t> out;

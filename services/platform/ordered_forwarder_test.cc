@@ -21,10 +21,11 @@ struct Fixture {
     return {.acked_sequence = [this](const std::string& t) -> absl::StatusOr<int64_t> {
               return acked[t];
             },
-            .set_acked_sequence = [this](const std::string& t, int64_t s) {
-              acked[t] = s;
-              return absl::OkStatus();
-            },
+            .set_acked_sequence =
+                [this](const std::string& t, int64_t s) {
+                  acked[t] = s;
+                  return absl::OkStatus();
+                },
             .pending = [this](int64_t after, int limit) -> absl::StatusOr<std::vector<int64_t>> {
               std::vector<int64_t> out;
               for (int64_t c : commits) {

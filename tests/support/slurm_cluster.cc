@@ -123,11 +123,11 @@ absl::Status SlurmCluster::Start(const SlurmClusterOptions& options) {
          << "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP\n";
   }
   const std::vector<std::pair<std::string, std::string>> env = Env();
-  absl::StatusOr<std::unique_ptr<ChildProcess>> ctld = ChildProcess::Start(
-      {.argv = {FindProgram("slurmctld"), "-D", "-f", conf_path_.string()},
-       .env = env,
-       .log_path = root / "log" / "slurmctld.out",
-       .working_dir = root});
+  absl::StatusOr<std::unique_ptr<ChildProcess>> ctld =
+      ChildProcess::Start({.argv = {FindProgram("slurmctld"), "-D", "-f", conf_path_.string()},
+                           .env = env,
+                           .log_path = root / "log" / "slurmctld.out",
+                           .working_dir = root});
   if (!ctld.ok()) return ctld.status();
   slurmctld_ = *std::move(ctld);
   absl::StatusOr<std::unique_ptr<ChildProcess>> slurmd = ChildProcess::Start(
@@ -149,10 +149,10 @@ absl::Status SlurmCluster::Start(const SlurmClusterOptions& options) {
       },
       options.start_timeout, absl::Milliseconds(200));
   if (!slurmctld_->IsRunning() || !slurmd_->IsRunning() || !up) {
-    return absl::UnavailableError(absl::StrCat(
-        "the test Slurm cluster did not come up (node state: ", last, ")\nslurmctld: ",
-        ReadFileTail(root / "log" / "slurmctld.log", 2000), "\nslurmd: ",
-        ReadFileTail(root / "log" / "slurmd.log", 2000)));
+    return absl::UnavailableError(
+        absl::StrCat("the test Slurm cluster did not come up (node state: ", last,
+                     ")\nslurmctld: ", ReadFileTail(root / "log" / "slurmctld.log", 2000),
+                     "\nslurmd: ", ReadFileTail(root / "log" / "slurmd.log", 2000)));
   }
   return absl::OkStatus();
 }
@@ -217,10 +217,10 @@ std::filesystem::path SlurmCluster::JobStderrPath(const std::string& job_id) con
 }
 
 absl::StatusOr<std::string> SlurmCluster::SubmitSleepJob(const SleepJobOptions& options) {
-  std::vector<std::string> argv = {
-      "sbatch", "--parsable", "-D", (dir_.path() / "jobs").string(),
-      "-o", (dir_.path() / "jobs" / "%j.out").string(),
-      "-e", (dir_.path() / "jobs" / "%j.err").string()};
+  std::vector<std::string> argv = {"sbatch", "--parsable",
+                                   "-D",     (dir_.path() / "jobs").string(),
+                                   "-o",     (dir_.path() / "jobs" / "%j.out").string(),
+                                   "-e",     (dir_.path() / "jobs" / "%j.err").string()};
   if (!options.comment.empty()) argv.push_back(absl::StrCat("--comment=", options.comment));
   argv.push_back(absl::StrCat("--wrap=sleep ", options.seconds));
   absl::StatusOr<std::string> out = Run(std::move(argv));
@@ -256,8 +256,8 @@ absl::StatusOr<std::filesystem::path> SlurmCluster::StartRestd() {
   // slurmrestd refuses root unless told that this is intended (a test cluster run as root).
   env.emplace_back("SLURMRESTD_SECURITY", "disable_user_check");
   absl::StatusOr<std::unique_ptr<ChildProcess>> restd = ChildProcess::Start(
-      {.argv = {FindProgram("slurmrestd"), "-f", conf_path_.string(), "-a", "rest_auth/local",
-                "-s", "openapi/v0.0.38", absl::StrCat("unix:", socket.string())},
+      {.argv = {FindProgram("slurmrestd"), "-f", conf_path_.string(), "-a", "rest_auth/local", "-s",
+                "openapi/v0.0.38", absl::StrCat("unix:", socket.string())},
        .env = env,
        .log_path = dir_.path() / "log" / "slurmrestd.out"});
   if (!restd.ok()) return restd.status();

@@ -33,7 +33,7 @@ struct SlurmClusterOptions {
 };
 
 struct SleepJobOptions {
-  int seconds = 600;        // the job is cancelled with the cluster anyway
+  int seconds = 600;         // the job is cancelled with the cluster anyway
   std::string comment = {};  // sbatch --comment
 };
 

@@ -134,10 +134,11 @@ TEST(Options, DefaultsMatchTheLocalStack) {
 }
 
 TEST(Options, FlagsWinOverTheEnvironment) {
-  absl::StatusOr<DashboardOptions> o = ParseOptions(
-      {"--ofu", "10.0.0.2:9000", "--port=0", "--token", "t0k"},
-      Env({{"GOODPUT_OFU_ADDR", "10.0.0.1:1"}, {"GOODPUT_MFU_ADDR", "mfu:7103"},
-           {"GOODPUT_DASHBOARD_PORT", "8000"}}));
+  absl::StatusOr<DashboardOptions> o =
+      ParseOptions({"--ofu", "10.0.0.2:9000", "--port=0", "--token", "t0k"},
+                   Env({{"GOODPUT_OFU_ADDR", "10.0.0.1:1"},
+                        {"GOODPUT_MFU_ADDR", "mfu:7103"},
+                        {"GOODPUT_DASHBOARD_PORT", "8000"}}));
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_EQ(o->ofu, "10.0.0.2:9000");
   EXPECT_EQ(o->mfu, "mfu:7103");

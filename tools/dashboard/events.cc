@@ -37,6 +37,7 @@ EventSession::EventSession(Gateway* gateway, EventFilter filter, EventOptions op
 EventSession::~EventSession() { Stop(); }
 
 void EventSession::Start() {
+  absl::MutexLock join_lock(&join_mu_);
   if (!filter_.job_id.empty()) {
     threads_.emplace_back([this] { FollowJobOfu(); });
   } else {
@@ -56,6 +57,8 @@ void EventSession::Stop() {
     stopped_ = true;
     for (grpc::ClientContext* ctx : streams_) ctx->TryCancel();
   }
+  // Shutdown and the HTTP handler may both stop a session: one joins, the other waits.
+  absl::MutexLock join_lock(&join_mu_);
   for (std::thread& t : threads_) {
     if (t.joinable()) t.join();
   }
@@ -134,9 +137,10 @@ void EventSession::FollowAlerts() {
     auto reader = gateway_->alerts().SubscribeAlerts(ctx.get(), request);
     v1::SubscribeAlertsResponse response;
     while (reader->Read(&response)) {
-      Push(SseMessage("alert", Json{{"change", EnumShortName(v1::AlertChange_Name(response.change()),
-                                                             "ALERT_CHANGE_")},
-                                    {"alert", AlertJson(response.alert())}}));
+      Push(SseMessage(
+          "alert",
+          Json{{"change", EnumShortName(v1::AlertChange_Name(response.change()), "ALERT_CHANGE_")},
+               {"alert", AlertJson(response.alert())}}));
     }
     grpc::Status status = reader->Finish();
     {

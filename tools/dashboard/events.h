@@ -51,7 +51,7 @@ class EventSession {
   void Start();
   // The next message, waiting up to `timeout`; false on time-out or once stopped.
   bool Next(std::string* message, absl::Duration timeout);
-  // Cancels the streams and joins the threads. Idempotent.
+  // Cancels the streams and joins the threads. Idempotent; callable from several threads.
   void Stop();
   bool stopped();
 
@@ -71,7 +71,8 @@ class EventSession {
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   // Open stream contexts, cancelled by Stop().
   std::set<grpc::ClientContext*> streams_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::thread> threads_;
+  absl::Mutex join_mu_;
+  std::vector<std::thread> threads_ ABSL_GUARDED_BY(join_mu_);
 };
 
 // Keeps the open sessions so that shutdown can end them all; limits their number.

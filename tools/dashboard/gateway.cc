@@ -36,7 +36,8 @@ Gateway::Gateway(Backends backends, GatewayOptions options)
 
 std::unique_ptr<grpc::ClientContext> Gateway::Context() const {
   auto ctx = StreamContext();
-  ctx->set_deadline(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(options_.rpc_timeout));
+  ctx->set_deadline(std::chrono::system_clock::now() +
+                    absl::ToChronoMilliseconds(options_.rpc_timeout));
   return ctx;
 }
 
@@ -65,8 +66,10 @@ Json Gateway::Fleet(absl::Time start, absl::Time end) {
   out["by_gpu_model"] = Json::array();
   if (!status.ok()) return out;
   out["total"] = FleetGroupJson(by_cluster.total());
-  for (const v1::FleetGroup& g : by_cluster.groups()) out["by_cluster"].push_back(FleetGroupJson(g));
-  for (const v1::FleetGroup& g : by_model.groups()) out["by_gpu_model"].push_back(FleetGroupJson(g));
+  for (const v1::FleetGroup& g : by_cluster.groups())
+    out["by_cluster"].push_back(FleetGroupJson(g));
+  for (const v1::FleetGroup& g : by_model.groups())
+    out["by_gpu_model"].push_back(FleetGroupJson(g));
   return out;
 }
 
@@ -135,7 +138,8 @@ absl::StatusOr<Json> Gateway::Jobs(const JobsQuery& query) {
     for (Json& row : rows) row["open_alerts"] = 0;
     for (const v1::Alert& a : alerts.alerts()) {
       auto it = index.find(KeyOf(a.job()));
-      if (it != index.end()) rows[it->second]["open_alerts"] = rows[it->second]["open_alerts"].get<int>() + 1;
+      if (it != index.end())
+        rows[it->second]["open_alerts"] = rows[it->second]["open_alerts"].get<int>() + 1;
     }
   } else {
     out["alerts"] = UnavailableSection(status);
@@ -210,10 +214,11 @@ absl::StatusOr<Json> Gateway::Job(const std::string& cluster, const std::string&
   return out;
 }
 
-Json Gateway::OpenAlerts(const std::string& cluster) {
+Json Gateway::Alerts(const std::string& cluster, absl::Time start, absl::Time end) {
   v1::ListAlertsRequest request;
-  AddOpenStates(&request);
   request.set_cluster(cluster);
+  SetTime(start, request.mutable_active_in()->mutable_start_time());
+  SetTime(end, request.mutable_active_in()->mutable_end_time());
   request.set_page_size(100);
   v1::ListAlertsResponse response;
   grpc::Status status = alerts_->ListAlerts(Context().get(), request, &response);

@@ -58,9 +58,9 @@ class Gateway {
   // One job's page: registry entry, summary, OFU series, reconciliation, alerts. NOT_FOUND
   // for a job the registry does not know.
   absl::StatusOr<Json> Job(const std::string& cluster, const std::string& job_id);
-  // Open alerts (firing, acknowledged, silenced) of a cluster or of the whole fleet, as a
-  // section.
-  Json OpenAlerts(const std::string& cluster);
+  // Alerts of a cluster (or the whole fleet) open at some point in [start, end), resolved
+  // ones included, most recently changed first, as a section.
+  Json Alerts(const std::string& cluster, absl::Time start, absl::Time end);
 
   // For the live streams: a context with the token and no deadline.
   std::unique_ptr<grpc::ClientContext> StreamContext() const;

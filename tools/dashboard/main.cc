@@ -44,8 +44,7 @@ int Run(int argc, char** argv) {
     std::cout << kUsage;
     return 0;
   }
-  std::string static_dir =
-      options->static_dir.empty() ? DefaultStaticDir() : options->static_dir;
+  std::string static_dir = options->static_dir.empty() ? DefaultStaticDir() : options->static_dir;
 
   auto channel = [](const std::string& address) {
     return grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
@@ -89,9 +88,11 @@ int Run(int argc, char** argv) {
   }
 
   (*signals)->Wait();
-  std::cout << "goodput-dashboard: shutting down\n";
+  std::cout << "goodput-dashboard: shutting down" << std::endl;
   hub.StopAll();
+  std::cout << "goodput-dashboard: live streams closed" << std::endl;
   http.Stop();
+  std::cout << "goodput-dashboard: stopped" << std::endl;
   return 0;
 }
 

@@ -52,8 +52,7 @@ absl::Status CheckAddress(const std::string& value, const std::string& where) {
 }  // namespace
 
 absl::StatusOr<DashboardOptions> ParseOptions(
-    const std::vector<std::string>& args,
-    const std::function<const char*(const char*)>& getenv) {
+    const std::vector<std::string>& args, const std::function<const char*(const char*)>& getenv) {
   DashboardOptions o;
   std::string port_text;
   const std::map<std::string, Setting> settings = {

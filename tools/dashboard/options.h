@@ -38,7 +38,6 @@ extern const char kUsage[];
 // Parses `args` (without the program name); `getenv` supplies the fallbacks.
 // INVALID_ARGUMENT naming the flag (or variable) and the value for anything it cannot use.
 absl::StatusOr<DashboardOptions> ParseOptions(
-    const std::vector<std::string>& args,
-    const std::function<const char*(const char*)>& getenv);
+    const std::vector<std::string>& args, const std::function<const char*(const char*)>& getenv);
 
 }  // namespace goodput::dashboard

@@ -4,8 +4,10 @@
 #include <memory>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 
 namespace goodput::dashboard {
 namespace {
@@ -36,6 +38,19 @@ absl::StatusOr<int> IntParam(const httplib::Request& req, const char* name, int 
 }
 
 constexpr int kMaxRangeHours = 24 * 366;
+
+// Everything but RFC 3986's unreserved characters as %XX (so '/' inside a job id too).
+std::string PercentEncode(const std::string& text) {
+  std::string out;
+  for (unsigned char c : text) {
+    if (absl::ascii_isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      absl::StrAppendFormat(&out, "%%%02X", c);
+    }
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -97,8 +112,19 @@ void RegisterRoutes(httplib::Server& server, Gateway* gateway, EventHub* hub,
                SendJson(res, *job);
              });
 
-  server.Get("/api/alerts", [gateway](const httplib::Request& req, httplib::Response& res) {
-    SendJson(res, gateway->OpenAlerts(req.get_param_value("cluster")));
+  // Alerts link to <dashboard_url>/jobs/<cluster>/<job id> (alerting.dashboard_url): send
+  // the browser to that job's page.
+  server.Get(R"(/jobs/([^/]+)/(.+))", [](const httplib::Request& req, httplib::Response& res) {
+    res.set_redirect(
+        absl::StrCat("/#/job/", PercentEncode(req.matches[1]), "/", PercentEncode(req.matches[2])));
+  });
+
+  server.Get("/api/alerts", [gateway, now](const httplib::Request& req, httplib::Response& res) {
+    absl::StatusOr<int> range_h = IntParam(req, "range_h", 24, 1, kMaxRangeHours);
+    if (!range_h.ok()) return SendError(res, range_h.status());
+    absl::Time end = now();
+    SendJson(res,
+             gateway->Alerts(req.get_param_value("cluster"), end - absl::Hours(*range_h), end));
   });
 
   server.Get("/api/events", [hub](const httplib::Request& req, httplib::Response& res) {
@@ -110,8 +136,8 @@ void RegisterRoutes(httplib::Server& server, Gateway* gateway, EventHub* hub,
     }
     std::shared_ptr<EventSession> session = hub->Open(std::move(filter));
     if (session == nullptr) {
-      return SendError(res, absl::ResourceExhaustedError(
-                                "too many live pages are open; reload later"));
+      return SendError(res,
+                       absl::ResourceExhaustedError("too many live pages are open; reload later"));
     }
     res.set_header("Cache-Control", "no-store");
     res.set_header("X-Accel-Buffering", "no");

@@ -4,8 +4,9 @@
 //   GET /api/fleet?range_h=24                fleet summary of the last 24 hours
 //   GET /api/jobs?cluster=&range_h=&limit=   jobs active in the range, newest first
 //   GET /api/jobs/<cluster>/<job id>         one job's page (job ids may contain '/')
-//   GET /api/alerts?cluster=                 open alerts
+//   GET /api/alerts?cluster=&range_h=        alerts open at some point in the range
 //   GET /api/events?cluster=&job=            Server-Sent Events (ofu, alert, fleet, status)
+//   GET /jobs/<cluster>/<job id>             redirect to the job's page (alerts link here)
 //
 // Errors are JSON {"error": "..."} with the HTTP status matching the gRPC code (404 for an
 // unknown job, 400 for a bad parameter, 503 when a service is down).
@@ -32,7 +33,6 @@ struct RouteOptions {
 int HttpStatusFor(absl::StatusCode code);
 
 // Registers every route on `server`. `gateway` and `hub` must outlive it.
-void RegisterRoutes(httplib::Server& server, Gateway* gateway, EventHub* hub,
-                    RouteOptions options);
+void RegisterRoutes(httplib::Server& server, Gateway* gateway, EventHub* hub, RouteOptions options);
 
 }  // namespace goodput::dashboard

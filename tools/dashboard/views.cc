@@ -5,8 +5,8 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "services/api/api_convert.h"
 
 namespace goodput::dashboard {
@@ -109,9 +109,8 @@ Json JobOfuJson(const v1::GetJobOfuResponse& response) {
   for (const v1::OfuWindow& w : response.gpu_windows()) {
     Json& points = series[GpuLabel(w.gpu())];
     if (points.is_null()) points = Json::array();
-    points.push_back(Json{{"start_ms", TimeMs(w.start_time())},
-                          {"end_ms", TimeMs(w.end_time())},
-                          {"ofu", w.ofu()}});
+    points.push_back(Json{
+        {"start_ms", TimeMs(w.start_time())}, {"end_ms", TimeMs(w.end_time())}, {"ofu", w.ofu()}});
   }
   Json gpus = Json::array();
   for (auto& [label, points] : series) {
@@ -139,7 +138,8 @@ Json JobSummaryJson(const v1::JobOfuSummary& s) {
           : EnumShortName(v1::RooflineClass_Name(s.roofline_class()), "ROOFLINE_CLASS_");
   Json stragglers = Json::array();
   for (const v1::Straggler& st : s.stragglers()) {
-    stragglers.push_back(Json{{"gpu", GpuLabel(st.gpu())}, {"ofu", st.ofu()}, {"score", st.score()}});
+    stragglers.push_back(
+        Json{{"gpu", GpuLabel(st.gpu())}, {"ofu", st.ofu()}, {"score", st.score()}});
   }
   out["stragglers"] = std::move(stragglers);
   Json idle = Json::array();

@@ -205,8 +205,8 @@ export function fetchJobs(rangeHours: number, cluster = ""): Promise<JobsRespons
   return getJson(`api/jobs?${query}`);
 }
 
-export function fetchAlerts(): Promise<Alerts> {
-  return getJson("api/alerts");
+export function fetchAlerts(rangeHours: number): Promise<Alerts> {
+  return getJson(`api/alerts?range_h=${rangeHours}`);
 }
 
 export function jobPath(cluster: string, jobId: string): string {

@@ -32,3 +32,18 @@ describe("renderChart", () => {
     expect(renderBars([1, 2, 3], ["0%", "10%", "20%"]).match(/<rect /g)).toHaveLength(3);
   });
 });
+
+describe("markers", () => {
+  it("stacks the labels of markers at the same time", () => {
+    const svg = renderChart(
+      [{ name: "OFU", className: "ofu", points: [[0, 0.4], [600_000, 0.2]] }],
+      [
+        { at_ms: 300_000, label: "drop", className: "drop" },
+        { at_ms: 300_000, label: "regression in job", className: "alert" },
+      ],
+    );
+    const ys = [...svg.matchAll(/class="marker-label[^"]*" x="[^"]+" y="([^"]+)"/g)].map((m) => Number(m[1]));
+    expect(ys).toHaveLength(2);
+    expect(ys[0]).not.toBe(ys[1]);
+  });
+});

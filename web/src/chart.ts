@@ -108,11 +108,17 @@ export function renderChart(series: Series[], markers: Marker[], options: ChartO
       parts.push(`<path class="line ${esc(s.className)}" d="${segments.join("")}"><title>${esc(s.name)}</title></path>`);
     }
   }
-  for (const m of markers) {
+  // Labels of markers close to each other are stacked rather than drawn over each other.
+  const placed: number[] = [];
+  for (const m of [...markers].sort((a, b) => a.at_ms - b.at_ms)) {
     if (m.at_ms < t0 || m.at_ms > t1) continue;
     const xx = x(m.at_ms);
+    const row = placed.filter((px) => Math.abs(px - xx) < 120).length;
+    placed.push(xx);
     parts.push(`<line class="marker ${esc(m.className)}" x1="${xx}" x2="${xx}" y1="${PAD.top}" y2="${PAD.top + h}"/>`);
-    parts.push(`<text class="marker-label ${esc(m.className)}" x="${xx + 4}" y="${PAD.top + 12}">${esc(m.label)}</text>`);
+    parts.push(
+      `<text class="marker-label ${esc(m.className)}" x="${xx + 4}" y="${PAD.top + 12 + 14 * row}">${esc(m.label)}</text>`,
+    );
   }
   parts.push("</svg>");
   return parts.join("");

@@ -1,6 +1,6 @@
 // The dashboard's entry: a hash router between the fleet page (#/) and a job page
-// (#/job/<cluster>/<job id>), each re-rendered from the gateway's JSON API and refreshed by
-// live events.
+// (#/job/<cluster>/<job id>; the gateway redirects alert links, /jobs/<cluster>/<job id>,
+// there), each rendered from the gateway's JSON API and refreshed by live events.
 import "./style.css";
 import { closeLive } from "./live";
 import { renderFleetPage } from "./pages/fleet";
@@ -13,7 +13,7 @@ export function route(): void {
   const hash = location.hash.replace(/^#\/?/, "");
   const [page, ...rest] = hash.split("/");
   closeLive();
-  if (page === "job" && rest.length >= 2) {
+  if ((page === "job" || page === "jobs") && rest.length >= 2) {
     const cluster = decodeURIComponent(rest[0]);
     const jobId = decodeURIComponent(rest.slice(1).join("/"));
     void renderJobPage(app, cluster, jobId).catch(showError);

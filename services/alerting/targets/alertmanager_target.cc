@@ -12,8 +12,8 @@ namespace goodput::alerting {
 std::string AlertmanagerBody(const Notification& n, absl::Time now,
                              absl::Duration resend_interval) {
   nlohmann::json labels = {
-      {"alertname", AlertName(n.kind)}, {"cluster", n.cluster},   {"job_id", n.job_id},
-      {"severity", n.severity},         {"kind", n.kind},         {"fingerprint", n.fingerprint},
+      {"alertname", AlertName(n.kind)}, {"cluster", n.cluster}, {"job_id", n.job_id},
+      {"severity", n.severity},         {"kind", n.kind},       {"fingerprint", n.fingerprint},
   };
   if (!n.team.empty()) labels["team"] = n.team;
   if (!n.scheduler.empty()) labels["scheduler"] = n.scheduler;
@@ -35,11 +35,11 @@ std::string AlertmanagerBody(const Notification& n, absl::Time now,
 }
 
 absl::Status AlertmanagerTarget::Send(const SendRequest& request) {
-  HttpRequest http{.url = absl::StrCat(config_.url, "/api/v2/alerts"),
-                   .headers = config_.headers,
-                   .body = AlertmanagerBody(*request.notification, request.now,
-                                            config_.resend_interval),
-                   .timeout = config_.timeout};
+  HttpRequest http{
+      .url = absl::StrCat(config_.url, "/api/v2/alerts"),
+      .headers = config_.headers,
+      .body = AlertmanagerBody(*request.notification, request.now, config_.resend_interval),
+      .timeout = config_.timeout};
   http.headers.emplace_back("Content-Type", "application/json");
   absl::StatusOr<HttpResponse> response = PerformHttp(http);
   if (!response.ok()) return response.status();

@@ -27,8 +27,7 @@ struct AlertmanagerTargetConfig {
 };
 
 // The JSON array POSTed for `n` at `now`.
-std::string AlertmanagerBody(const Notification& n, absl::Time now,
-                             absl::Duration resend_interval);
+std::string AlertmanagerBody(const Notification& n, absl::Time now, absl::Duration resend_interval);
 
 class AlertmanagerTarget final : public Target {
  public:
@@ -38,9 +37,7 @@ class AlertmanagerTarget final : public Target {
   const std::string& name() const override { return config_.name; }
   const char* kind() const override { return "alertmanager"; }
   absl::Status Send(const SendRequest& request) override;
-  std::optional<absl::Duration> resend_interval() const override {
-    return config_.resend_interval;
-  }
+  std::optional<absl::Duration> resend_interval() const override { return config_.resend_interval; }
 
  private:
   AlertmanagerTargetConfig config_;

@@ -23,9 +23,9 @@ constexpr size_t kMaxOutputBytes = 1 << 20;
 
 }  // namespace
 
-absl::StatusOr<CommandResult> RunCommand(const std::vector<std::string>& argv,
-                                         const std::vector<std::pair<std::string, std::string>>& env,
-                                         absl::Duration timeout) {
+absl::StatusOr<CommandResult> RunCommand(
+    const std::vector<std::string>& argv,
+    const std::vector<std::pair<std::string, std::string>>& env, absl::Duration timeout) {
   if (argv.empty()) return absl::InvalidArgumentError("empty command");
   std::vector<std::string> env_strings;
   for (char** e = environ; *e != nullptr; ++e) {

@@ -11,15 +11,15 @@
 namespace goodput::alerting {
 
 struct CommandResult {
-  int exit_code = -1;  // -1 when killed by a signal
+  int exit_code = -1;       // -1 when killed by a signal
   std::string output = {};  // stdout and stderr together
 };
 
 // Runs `argv` (argv[0] looked up in PATH when it has no slash) with `env` added to this
 // process's environment. NOT_FOUND when it cannot be started; DEADLINE_EXCEEDED (the
 // process is killed) after `timeout`.
-absl::StatusOr<CommandResult> RunCommand(const std::vector<std::string>& argv,
-                                         const std::vector<std::pair<std::string, std::string>>& env,
-                                         absl::Duration timeout);
+absl::StatusOr<CommandResult> RunCommand(
+    const std::vector<std::string>& argv,
+    const std::vector<std::pair<std::string, std::string>>& env, absl::Duration timeout);
 
 }  // namespace goodput::alerting

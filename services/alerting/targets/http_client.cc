@@ -47,8 +47,9 @@ absl::StatusOr<HttpResponse> PerformHttp(const HttpRequest& request) {
   curl_easy_setopt(curl, CURLOPT_WRITEDATA, &response.body);
   curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, error);
   curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS,
-                   static_cast<long>(std::max<int64_t>(1, absl::ToInt64Milliseconds(request.timeout))));
+  curl_easy_setopt(
+      curl, CURLOPT_TIMEOUT_MS,
+      static_cast<long>(std::max<int64_t>(1, absl::ToInt64Milliseconds(request.timeout))));
   curl_easy_setopt(curl, CURLOPT_USERAGENT, "goodput-alerting");
   if (!request.unix_socket.empty()) {
     curl_easy_setopt(curl, CURLOPT_UNIX_SOCKET_PATH, request.unix_socket.c_str());
@@ -78,9 +79,8 @@ absl::Status HttpStatusToStatus(const HttpResponse& response, const std::string&
   if (code >= 200 && code < 300) return absl::OkStatus();
   std::string body = response.body.substr(0, kErrorBodyChars);
   std::replace(body.begin(), body.end(), '\n', ' ');
-  const std::string message =
-      absl::StrCat(what, " answered HTTP ", code, body.empty() ? "" : ": ",
-                   absl::StripAsciiWhitespace(body));
+  const std::string message = absl::StrCat(what, " answered HTTP ", code, body.empty() ? "" : ": ",
+                                           absl::StripAsciiWhitespace(body));
   if (code == 408 || code == 429 || code >= 500) return absl::UnavailableError(message);
   if (code == 401) return absl::UnauthenticatedError(message);
   if (code == 403) return absl::PermissionDeniedError(message);

@@ -49,8 +49,9 @@ absl::Status OsmoTarget::Send(const SendRequest& request) {
   const std::string base = absl::StrCat("/api/workflow/", UrlEscape(workflow));
   const std::string tag = OsmoTag(config_.tag_prefix, n.kind);
   const bool firing = n.state == "firing";
-  if (absl::Status s = Post(absl::StrCat(base, "/tag?", firing ? "add=" : "remove=", UrlEscape(tag)),
-                            absl::StrCat("osmo tag of workflow ", workflow));
+  if (absl::Status s =
+          Post(absl::StrCat(base, "/tag?", firing ? "add=" : "remove=", UrlEscape(tag)),
+               absl::StrCat("osmo tag of workflow ", workflow));
       !s.ok()) {
     return s;
   }

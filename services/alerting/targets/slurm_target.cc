@@ -1,7 +1,6 @@
 #include "services/alerting/targets/slurm_target.h"
 
 #include <cctype>
-
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/match.h"
@@ -23,8 +22,7 @@ constexpr char kMarkerPrefix[] = "[goodput ";
 
 // Maps scontrol's complaint to a status the retry rules understand.
 absl::Status ScontrolError(const std::string& what, int exit_code, const std::string& output) {
-  const std::string message = absl::StrCat(what, " exited ", exit_code, ": ",
-                                           OneLine(output, 300));
+  const std::string message = absl::StrCat(what, " exited ", exit_code, ": ", OneLine(output, 300));
   if (absl::StrContains(output, "Invalid job id")) return absl::NotFoundError(message);
   if (absl::StrContains(output, "already completing or completed") ||
       absl::StrContains(output, "Job is no longer") ||
@@ -51,7 +49,8 @@ std::string Field(const std::string& show, const std::string& key, bool to_end_o
   if (pos == std::string::npos) return "";
   const size_t start = pos + needle.size();
   const size_t end = to_end_of_line ? show.find('\n', start) : show.find_first_of(" \n", start);
-  std::string value = show.substr(start, end == std::string::npos ? std::string::npos : end - start);
+  std::string value =
+      show.substr(start, end == std::string::npos ? std::string::npos : end - start);
   while (!value.empty() && value.back() == ' ') value.pop_back();
   return value;
 }
@@ -67,9 +66,8 @@ std::string SlurmComment(const std::string& current, const std::string& idempote
   std::string user_part = current;
   if (size_t pos = user_part.find(kMarkerPrefix); pos != std::string::npos) user_part.resize(pos);
   while (!user_part.empty() && user_part.back() == ' ') user_part.pop_back();
-  return absl::StrCat(user_part, user_part.empty() ? "" : " ",
-                      SlurmCommentMarker(idempotency_key), " ",
-                      OneLine(message, kCommentMaxChars));
+  return absl::StrCat(user_part, user_part.empty() ? "" : " ", SlurmCommentMarker(idempotency_key),
+                      " ", OneLine(message, kCommentMaxChars));
 }
 
 bool IsSlurmJobId(const std::string& job_id) {
@@ -147,8 +145,8 @@ absl::Status SlurmTarget::SendWithScontrol(const SendRequest& request) {
   if (config_.comment) {
     if (absl::StatusOr<std::string> s =
             Scontrol({"update", absl::StrCat("JobId=", n.job_id),
-                      absl::StrCat("Comment=", SlurmComment(job->comment, request.idempotency_key,
-                                                            message))});
+                      absl::StrCat("Comment=",
+                                   SlurmComment(job->comment, request.idempotency_key, message))});
         !s.ok()) {
       return s.status();
     }
@@ -159,9 +157,9 @@ absl::Status SlurmTarget::SendWithScontrol(const SendRequest& request) {
     if (!s.ok()) {
       // The job has the notification (and the marker), so a retry would skip the action:
       // report it as a permanent failure that names what happened.
-      return absl::FailedPreconditionError(absl::StrCat(
-          "notified job ", n.job_id, " but ", config_.hold ? "requeuehold" : "requeue",
-          " failed: ", s.status().message()));
+      return absl::FailedPreconditionError(absl::StrCat("notified job ", n.job_id, " but ",
+                                                        config_.hold ? "requeuehold" : "requeue",
+                                                        " failed: ", s.status().message()));
     }
   }
   return absl::OkStatus();
@@ -184,8 +182,8 @@ absl::StatusOr<SlurmTarget::JobView> SlurmTarget::RestGetJob(const std::string& 
       return absl::NotFoundError(absl::StrCat(what, ": no such job"));
     }
     absl::Status s = HttpStatusToStatus(*response, what);
-    return s.ok() ? absl::UnavailableError(absl::StrCat(what, ": unexpected answer ",
-                                                        OneLine(response->body, 200)))
+    return s.ok() ? absl::UnavailableError(
+                        absl::StrCat(what, ": unexpected answer ", OneLine(response->body, 200)))
                   : s;
   }
   const nlohmann::json& j = body["jobs"][0];

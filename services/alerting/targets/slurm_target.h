@@ -39,7 +39,7 @@ struct SlurmTargetConfig {
   std::string scontrol_path = "scontrol";
   std::string slurm_conf = {};  // SLURM_CONF for scontrol; empty = Slurm's default
   // rest mode
-  std::string rest_url = {};          // e.g. http://slurmrestd:6820 (or http://localhost with a socket)
+  std::string rest_url = {};  // e.g. http://slurmrestd:6820 (or http://localhost with a socket)
   std::string rest_unix_socket = {};  // connect through this socket when set
   std::vector<std::pair<std::string, std::string>> headers = {};  // X-SLURM-USER-NAME/TOKEN
 };

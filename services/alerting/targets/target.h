@@ -21,8 +21,8 @@ namespace goodput::alerting {
 struct SendRequest {
   const Notification* notification = nullptr;
   std::string idempotency_key = {};  // (alert, target, state)
-  int attempt = 1;              // 1 for the first attempt of the row
-  bool resend = false;          // a periodic re-send of a delivered firing row
+  int attempt = 1;                   // 1 for the first attempt of the row
+  bool resend = false;               // a periodic re-send of a delivered firing row
   absl::Time now = {};               // the worker's clock
 };
 

@@ -84,7 +84,8 @@ class Entry {
     const YAML::Node v = node_[key];
     if (!v || v.IsNull()) return out;
     if (!v.IsMap()) return Error(key, "must be a map of header name to value");
-    for (const auto& kv : v) out.emplace_back(kv.first.as<std::string>(), kv.second.as<std::string>());
+    for (const auto& kv : v)
+      out.emplace_back(kv.first.as<std::string>(), kv.second.as<std::string>());
     return out;
   }
   // A secret given inline (`key`), in a file (`key_file`, e.g. a mounted Kubernetes secret)
@@ -97,7 +98,8 @@ class Entry {
     absl::StatusOr<std::optional<std::string>> env = OptString(key + "_env");
     if (!env.ok()) return env.status();
     const int given = inline_value->has_value() + file->has_value() + env->has_value();
-    if (given > 1) return Error(key, absl::StrCat("give one of ", key, ", ", key, "_file, ", key, "_env"));
+    if (given > 1)
+      return Error(key, absl::StrCat("give one of ", key, ", ", key, "_file, ", key, "_env"));
     std::string value;
     if (inline_value->has_value()) value = **inline_value;
     if (file->has_value()) {
@@ -175,9 +177,11 @@ absl::StatusOr<std::unique_ptr<Target>> ReadWebhook(Entry& e, const std::string&
   if (!http.ok()) return http.status();
   absl::StatusOr<std::string> secret = e.Secret("secret", true);
   if (!secret.ok()) return secret.status();
-  return std::make_unique<WebhookTarget>(WebhookTargetConfig{
-      .name = name, .url = http->url, .secret = *secret, .headers = http->headers,
-      .timeout = http->timeout});
+  return std::make_unique<WebhookTarget>(WebhookTargetConfig{.name = name,
+                                                             .url = http->url,
+                                                             .secret = *secret,
+                                                             .headers = http->headers,
+                                                             .timeout = http->timeout});
 }
 
 absl::StatusOr<std::unique_ptr<Target>> ReadAlertmanager(Entry& e, const std::string& name) {
@@ -185,16 +189,19 @@ absl::StatusOr<std::unique_ptr<Target>> ReadAlertmanager(Entry& e, const std::st
   if (!http.ok()) return http.status();
   absl::StatusOr<double> resend_s = e.Positive("resend_interval_s", 300);
   if (!resend_s.ok()) return resend_s.status();
-  return std::make_unique<AlertmanagerTarget>(AlertmanagerTargetConfig{
-      .name = name, .url = http->url, .headers = http->headers, .timeout = http->timeout,
-      .resend_interval = absl::Seconds(*resend_s)});
+  return std::make_unique<AlertmanagerTarget>(
+      AlertmanagerTargetConfig{.name = name,
+                               .url = http->url,
+                               .headers = http->headers,
+                               .timeout = http->timeout,
+                               .resend_interval = absl::Seconds(*resend_s)});
 }
 
 absl::StatusOr<std::unique_ptr<Target>> ReadOsmo(Entry& e, const std::string& name) {
   absl::StatusOr<HttpCommon> http = ReadHttpCommon(e);
   if (!http.ok()) return http.status();
-  OsmoTargetConfig c{.name = name, .url = http->url, .headers = http->headers,
-                     .timeout = http->timeout};
+  OsmoTargetConfig c{
+      .name = name, .url = http->url, .headers = http->headers, .timeout = http->timeout};
   absl::StatusOr<std::vector<std::string>> keys =
       e.StringList("workflow_label_keys", c.workflow_label_keys);
   if (!keys.ok()) return keys.status();
@@ -247,7 +254,8 @@ absl::StatusOr<std::unique_ptr<Target>> ReadSlurm(Entry& e, const std::string& n
     absl::StatusOr<std::string> conf = e.String("slurm_conf", "");
     if (!conf.ok()) return conf.status();
     c.slurm_conf = *conf;
-    if (!c.notify && !c.comment) return e.Error("notify", "and comment are both off: nothing to send");
+    if (!c.notify && !c.comment)
+      return e.Error("notify", "and comment are both off: nothing to send");
   } else {
     absl::StatusOr<std::string> url = e.Required("url");
     if (!url.ok()) return url.status();
@@ -264,7 +272,8 @@ absl::StatusOr<std::unique_ptr<Target>> ReadSlurm(Entry& e, const std::string& n
     if (!user->empty()) c.headers.emplace_back("X-SLURM-USER-NAME", *user);
     if (!token->empty()) c.headers.emplace_back("X-SLURM-USER-TOKEN", *token);
     if (c.requeue) return e.Error("requeue", "is only available with mode: scontrol");
-    if (!c.comment) return e.Error("comment", "cannot be off with mode: rest (the comment is all it sets)");
+    if (!c.comment)
+      return e.Error("comment", "cannot be off with mode: rest (the comment is all it sets)");
   }
   return std::make_unique<SlurmTarget>(std::move(c));
 }
@@ -305,8 +314,8 @@ absl::StatusOr<std::vector<ConfiguredTarget>> ParseTargets(const platform::Confi
     } else if (*kind == "webhook") {
       target = ReadWebhook(e, *name);
     } else {
-      return e.Error("kind", absl::StrCat("\"", *kind,
-                                          "\" is not one of slurm, osmo, alertmanager, webhook"));
+      return e.Error(
+          "kind", absl::StrCat("\"", *kind, "\" is not one of slurm, osmo, alertmanager, webhook"));
     }
     if (!target.ok()) return target.status();
     ConfiguredTarget configured{.target = *std::move(target)};

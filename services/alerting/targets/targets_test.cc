@@ -1,7 +1,10 @@
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "services/alerting/targets/alertmanager_target.h"
+#include "services/alerting/targets/command.h"
+#include "services/alerting/targets/http_client.h"
 #include "services/alerting/targets/osmo_target.h"
 #include "services/alerting/targets/render.h"
 #include "services/alerting/targets/slurm_target.h"
@@ -69,7 +72,8 @@ TEST(HumanMessage, IsOneLineWithWhatToLookAt) {
 }
 
 TEST(SlurmComment, KeepsTheUsersCommentAndReplacesTheEarlierGoodputPart) {
-  const std::string first = SlurmComment("ablation run 3", "17:slurm:firing", "goodput critical: x");
+  const std::string first =
+      SlurmComment("ablation run 3", "17:slurm:firing", "goodput critical: x");
   EXPECT_EQ(first, "ablation run 3 [goodput 17:slurm:firing] goodput critical: x");
   EXPECT_EQ(SlurmComment(first, "17:slurm:resolved", "goodput resolved: x"),
             "ablation run 3 [goodput 17:slurm:resolved] goodput resolved: x");
@@ -87,6 +91,34 @@ TEST(IsSlurmJobId, AcceptsPlainArrayAndHetIds) {
 
 TEST(OsmoTag, IsPrefixPlusKindWithDashes) {
   EXPECT_EQ(OsmoTag("goodput-", "regression_in_job"), "goodput-regression-in-job");
+}
+
+TEST(HttpStatusToStatus, RetriesOutagesAndCredentialsAndRefusesBadRequests) {
+  EXPECT_TRUE(HttpStatusToStatus({.status = 202}, "am").ok());
+  EXPECT_EQ(HttpStatusToStatus({.status = 503}, "am").code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(HttpStatusToStatus({.status = 429}, "am").code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(HttpStatusToStatus({.status = 401}, "am").code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(HttpStatusToStatus({.status = 404}, "am").code(), absl::StatusCode::kNotFound);
+  const absl::Status bad = HttpStatusToStatus({.status = 400, .body = "bad\nlabels"}, "am x");
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad.message(), "am x answered HTTP 400: bad labels");
+}
+
+TEST(RunCommand, ReturnsOutputAndExitCodeAndStopsSlowCommands) {
+  absl::StatusOr<CommandResult> ok =
+      RunCommand({"sh", "-c", "echo out; echo err >&2; exit 3"}, {}, absl::Seconds(30));
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->exit_code, 3);
+  EXPECT_TRUE(absl::StrContains(ok->output, "out")) << ok->output;
+  EXPECT_TRUE(absl::StrContains(ok->output, "err")) << ok->output;
+  absl::StatusOr<CommandResult> env = RunCommand(
+      {"sh", "-c", "echo $SLURM_CONF"}, {{"SLURM_CONF", "/x/slurm.conf"}}, absl::Seconds(30));
+  ASSERT_TRUE(env.ok());
+  EXPECT_EQ(env->output, "/x/slurm.conf\n");
+  EXPECT_EQ(RunCommand({"sleep", "600"}, {}, absl::Milliseconds(100)).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(RunCommand({"/nonexistent/scontrol"}, {}, absl::Seconds(5)).status().code(),
+            absl::StatusCode::kNotFound);
 }
 
 absl::Status ParseError(const std::string& yaml) {

@@ -35,8 +35,8 @@ std::string WebhookBody(const Notification& n, const std::string& idempotency_ke
       {"start_time", Rfc3339(ToAbslTime(n.start_time))},
   };
   j["factor"] = n.factor ? nlohmann::json(*n.factor) : nlohmann::json(nullptr);
-  j["end_time"] = n.end_time ? nlohmann::json(Rfc3339(ToAbslTime(*n.end_time)))
-                             : nlohmann::json(nullptr);
+  j["end_time"] =
+      n.end_time ? nlohmann::json(Rfc3339(ToAbslTime(*n.end_time))) : nlohmann::json(nullptr);
   return j.dump();
 }
 
@@ -48,15 +48,15 @@ std::string WebhookSignature(const std::string& secret, const std::string& times
   HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
        reinterpret_cast<const unsigned char*>(signed_text.data()), signed_text.size(), mac,
        &mac_len);
-  return absl::StrCat(
-      "sha256=", absl::BytesToHexString(std::string(reinterpret_cast<char*>(mac), mac_len)));
+  return absl::StrCat("sha256=",
+                      absl::BytesToHexString(std::string(reinterpret_cast<char*>(mac), mac_len)));
 }
 
 absl::Status WebhookTarget::Send(const SendRequest& request) {
   const std::string body = WebhookBody(*request.notification, request.idempotency_key, name());
   const std::string timestamp = absl::StrCat(absl::ToUnixSeconds(request.now));
-  HttpRequest http{.url = config_.url, .headers = config_.headers, .body = body,
-                   .timeout = config_.timeout};
+  HttpRequest http{
+      .url = config_.url, .headers = config_.headers, .body = body, .timeout = config_.timeout};
   http.headers.emplace_back("Content-Type", "application/json");
   http.headers.emplace_back("X-Goodput-Timestamp", timestamp);
   http.headers.emplace_back("X-Goodput-Signature",

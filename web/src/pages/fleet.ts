@@ -85,14 +85,15 @@ function alertsSection(alerts: Alerts): string {
 
 export async function renderFleetPage(root: HTMLElement): Promise<void> {
   const render = async () => {
-    const [fleet, jobs, alerts] = await Promise.all([fetchFleet(rangeHours), fetchJobs(rangeHours), fetchAlerts()]);
+    const [fleet, jobs, alerts] = await Promise.all([fetchFleet(rangeHours), fetchJobs(rangeHours), fetchAlerts(rangeHours)]);
     const ranges = RANGES.map(
       ([label, h]) => `<button data-range="${h}" class="${h === rangeHours ? "active" : ""}">${esc(label)}</button>`,
     ).join("");
     root.innerHTML = `
       <div class="page-head"><h2>Fleet</h2><div class="ranges">${ranges}</div></div>
       <div data-testid="fleet">${fleetSection(fleet)}</div>
-      <section class="panel" data-testid="alerts-panel"><h3>Alerts</h3>${alertsSection(alerts)}</section>
+      <section class="panel" data-testid="alerts-panel"><h3>Alerts</h3>
+        <p class="muted small">Open at some time in this range; resolved ones faded.</p>${alertsSection(alerts)}</section>
       <section class="panel"><h3>Jobs</h3>${jobsSection(jobs)}</section>`;
     root.querySelectorAll<HTMLButtonElement>("button[data-range]").forEach((b) =>
       b.addEventListener("click", () => {

@@ -61,7 +61,9 @@ function verdictPanel(r: Reconciliation): string {
   if (!r.available) return unavailable(r, "MFU reconciliation");
   const v = r.verdict;
   if (!v) return `<p class="muted">No verdict yet.</p>`;
+  // Causes that explain next to nothing are left out.
   const causes = v.causes
+    .filter((c) => c.fit_score >= 0.05)
     .map((c) => `<li><b>${esc(words(c.cause))}</b> (fit ${pct(c.fit_score, 0)}): ${esc(c.explanation)}</li>`)
     .join("");
   return `<div data-testid="verdict" data-verdict="${esc(v.verdict)}">
@@ -70,7 +72,7 @@ function verdictPanel(r: Reconciliation): string {
       (95% CI ${times(v.ratio_ci95_low)} – ${times(v.ratio_ci95_high)}), confidence ${pct(v.confidence, 0)},
       ${v.windows_used} windows.</p>
     <p>${esc(v.reason)}</p>${causes ? `<ol class="causes">${causes}</ol>` : ""}
-    ${r.framework ? `<p class="muted small">Reported by ${esc(r.framework)} ${esc(r.framework_version ?? "")}${r.flops_formula ? `, FLOPs formula: ${esc(r.flops_formula)}` : ""}</p>` : ""}
+    ${r.framework ? `<p class="muted small">Reported by ${esc([r.framework, r.framework_version].filter(Boolean).join(" "))}${r.flops_formula ? `, FLOPs formula: ${esc(r.flops_formula)}` : ""}</p>` : ""}
   </div>`;
 }
 

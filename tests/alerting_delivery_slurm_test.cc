@@ -1,0 +1,186 @@
+// Slurm delivery against a real one-node Slurm (munge, slurmctld, slurmd) running a real
+// sbatch job: a firing alert puts exactly one line on the job's stderr (scontrol notify) and
+// its summary in the job's comment next to the user's own; a retry of the same row (a sender
+// that stopped before recording the delivery) finds its marker in the comment and notifies
+// no second time; the resolution replaces the comment; the same comment goes through
+// slurmrestd (v0.0.38); an unknown job fails at once.
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
+#include "services/alerting/targets/slurm_target.h"
+#include "tests/alerting_delivery_fixture.h"
+#include "tests/support/slurm_cluster.h"
+
+namespace goodput::alerting {
+namespace {
+
+std::string ReadWhole(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+int Count(const std::string& text, const std::string& needle) {
+  int n = 0;
+  for (size_t pos = text.find(needle); pos != std::string::npos; pos = text.find(needle, pos + 1)) {
+    ++n;
+  }
+  return n;
+}
+
+std::string CommentLine(const std::string& show) {
+  for (absl::string_view line : absl::StrSplit(show, '\n')) {
+    line = absl::StripLeadingAsciiWhitespace(line);
+    if (absl::StartsWith(line, "Comment=")) {
+      return std::string(absl::StripTrailingAsciiWhitespace(line.substr(8)));
+    }
+  }
+  return "";
+}
+
+class SlurmDeliveryTest : public DeliveryTest {
+ protected:
+  void SetUp() override {
+    DeliveryTest::SetUp();
+    auto slurm = testing::SlurmCluster::Create();
+    ASSERT_TRUE(slurm.ok()) << slurm.status();
+    slurm_ = *std::move(slurm);
+  }
+
+  std::string RunningJob(const std::string& comment) {
+    absl::StatusOr<std::string> job = slurm_->SubmitSleepJob({.comment = comment});
+    EXPECT_TRUE(job.ok()) << job.status();
+    if (!job.ok()) return "";
+    absl::Status s = slurm_->WaitForJobState(*job, "RUNNING", absl::Seconds(60));
+    EXPECT_TRUE(s.ok()) << s;
+    return *job;
+  }
+
+  std::string Comment(const std::string& job) {
+    absl::StatusOr<std::string> show = slurm_->ShowJob(job);
+    EXPECT_TRUE(show.ok()) << show.status();
+    return show.ok() ? CommentLine(*show) : "";
+  }
+
+  // Waits until the job's stderr shows `needle`.
+  bool StderrShows(const std::string& job, const std::string& needle) {
+    return testing::PollUntil(
+        [&] { return absl::StrContains(ReadWhole(slurm_->JobStderrPath(job)), needle); },
+        absl::Seconds(20));
+  }
+
+  std::unique_ptr<testing::SlurmCluster> slurm_;
+};
+
+TEST_F(SlurmDeliveryTest, FiringAlertNotifiesTheRunningJobOnceAndSetsItsComment) {
+  const std::string job = RunningJob("ablation run 3");
+  ASSERT_FALSE(job.empty());
+  std::vector<std::unique_ptr<Target>> targets;
+  targets.push_back(std::make_unique<SlurmTarget>(SlurmTargetConfig{
+      .name = "slurm-eos", .cluster = "eos", .slurm_conf = slurm_->slurm_conf().string()}));
+  auto worker = MakeWorker(std::move(targets));
+
+  EnqueueOrDie(TestNotification(11, "firing", job), {"slurm-eos"});
+  EXPECT_EQ(StepOrDie(*worker, "slurm-eos").delivered, 1);
+  const std::string firing_comment = Comment(job);
+  EXPECT_TRUE(absl::StartsWith(
+      firing_comment,
+      "ablation run 3 [goodput 11:slurm-eos:firing] goodput critical: OFU fell 2.5x at 14:02 "
+      "(58% -> 23%) -- Same workload ran at 55% last week"))
+      << firing_comment;
+  ASSERT_TRUE(StderrShows(job, "goodput critical: OFU fell 2.5x"))
+      << ReadWhole(slurm_->JobStderrPath(job));
+
+  // The sender stopped after sending but before recording it: the row is sent again, finds
+  // its marker in the comment, and the job hears nothing new.
+  ASSERT_TRUE(pg_->Execute("goodput",
+                           "UPDATE alert_outbox SET status = 'pending', "
+                           "next_attempt_at = now() - interval '1 hour'")
+                  .ok());
+  EXPECT_EQ(StepOrDie(*worker, "slurm-eos").delivered, 1);
+  EXPECT_EQ(Query("SELECT attempts FROM alert_outbox WHERE alert_id = 11"), "2");
+  // Notifications reach the job in order: once this one is there, any second goodput line
+  // would be too.
+  ASSERT_TRUE(slurm_->Run({"scontrol", "notify", job, "end-of-test-marker"}).ok());
+  ASSERT_TRUE(StderrShows(job, "end-of-test-marker"));
+  EXPECT_EQ(Count(ReadWhole(slurm_->JobStderrPath(job)), "goodput critical:"), 1)
+      << ReadWhole(slurm_->JobStderrPath(job));
+  EXPECT_EQ(Comment(job), firing_comment);
+
+  // The resolution replaces goodput's part of the comment and tells the job.
+  EnqueueOrDie(TestNotification(11, "resolved", job), {"slurm-eos"});
+  EXPECT_EQ(StepOrDie(*worker, "slurm-eos").delivered, 1);
+  EXPECT_EQ(Comment(job),
+            "ablation run 3 [goodput 11:slurm-eos:resolved] goodput resolved: OFU fell 2.5x at "
+            "14:02 (58% -> 23%)");
+  EXPECT_TRUE(StderrShows(job, "goodput resolved: OFU fell 2.5x"));
+
+  // A job Slurm does not know fails at once, with Slurm's words.
+  EnqueueOrDie(TestNotification(12, "firing", "987654"), {"slurm-eos"});
+  EXPECT_EQ(StepOrDie(*worker, "slurm-eos").failed, 1);
+  std::vector<DeliveryRecord> d = Deliveries(12);
+  EXPECT_TRUE(absl::StrContains(d[0].last_error, "NOT_FOUND")) << d[0].last_error;
+  EXPECT_TRUE(absl::StrContains(d[0].last_error, "Invalid job id")) << d[0].last_error;
+}
+
+TEST_F(SlurmDeliveryTest, OptionalRequeueHoldActsOnlyOnFiringAlertsSevereEnough) {
+  const std::string job = RunningJob("");
+  ASSERT_FALSE(job.empty());
+  std::vector<std::unique_ptr<Target>> targets;
+  targets.push_back(std::make_unique<SlurmTarget>(
+      SlurmTargetConfig{.name = "slurm-eos",
+                        .requeue = true,
+                        .hold = true,
+                        .action_min_severity = "critical",
+                        .slurm_conf = slurm_->slurm_conf().string()}));
+  auto worker = MakeWorker(std::move(targets));
+
+  Notification warning = TestNotification(31, "firing", job);
+  warning.severity = "warning";
+  EnqueueOrDie(warning, {"slurm-eos"});
+  EXPECT_EQ(StepOrDie(*worker, "slurm-eos").delivered, 1);
+  absl::StatusOr<std::string> show = slurm_->ShowJob(job);
+  ASSERT_TRUE(show.ok());
+  EXPECT_TRUE(absl::StrContains(*show, "JobState=RUNNING ")) << *show;
+  EXPECT_TRUE(absl::StrContains(*show, "Restarts=0")) << *show;
+
+  EnqueueOrDie(TestNotification(32, "firing", job), {"slurm-eos"});
+  EXPECT_EQ(StepOrDie(*worker, "slurm-eos").delivered, 1) << Deliveries(32)[0].last_error;
+  ASSERT_TRUE(slurm_->WaitForJobState(job, "PENDING", absl::Seconds(30)).ok());
+  show = slurm_->ShowJob(job);
+  ASSERT_TRUE(show.ok());
+  EXPECT_TRUE(absl::StrContains(*show, "Restarts=1")) << *show;
+  EXPECT_TRUE(absl::StrContains(*show, "Reason=job_requeued_in_held_state")) << *show;
+  EXPECT_TRUE(absl::StrContains(*show, "Priority=0 ")) << *show;  // held
+}
+
+TEST_F(SlurmDeliveryTest, CommentGoesThroughSlurmrestd) {
+  absl::StatusOr<std::filesystem::path> socket = slurm_->StartRestd();
+  ASSERT_TRUE(socket.ok()) << socket.status();
+  const std::string job = RunningJob("");
+  ASSERT_FALSE(job.empty());
+  std::vector<std::unique_ptr<Target>> targets;
+  targets.push_back(
+      std::make_unique<SlurmTarget>(SlurmTargetConfig{.name = "slurm-rest",
+                                                      .mode = SlurmTargetConfig::Mode::kRest,
+                                                      .rest_url = "http://localhost",
+                                                      .rest_unix_socket = socket->string()}));
+  auto worker = MakeWorker(std::move(targets));
+
+  EnqueueOrDie(TestNotification(21, "firing", job), {"slurm-rest"});
+  EXPECT_EQ(StepOrDie(*worker, "slurm-rest").delivered, 1) << Deliveries(21)[0].last_error;
+  const std::string comment = Comment(job);
+  EXPECT_TRUE(absl::StartsWith(comment, "[goodput 21:slurm-rest:firing] goodput critical: OFU"))
+      << comment;
+
+  EnqueueOrDie(TestNotification(22, "firing", "987654"), {"slurm-rest"});
+  EXPECT_EQ(StepOrDie(*worker, "slurm-rest").failed, 1);
+  EXPECT_TRUE(absl::StrContains(Deliveries(22)[0].last_error, "NOT_FOUND"))
+      << Deliveries(22)[0].last_error;
+}
+
+}  // namespace
+}  // namespace goodput::alerting
