@@ -170,6 +170,13 @@ ofu:
     alerting_address: 127.0.0.1:${gport[alerting]}
 YAML
         ;;
+      # Framework throughput series that reach ingest by remote_write become MFU reports.
+      ingest) cat >>"$data/etc/$svc.yaml" <<YAML
+ingest:
+  mfu_metrics:
+    mfu_address: 127.0.0.1:${gport[mfu]}
+YAML
+        ;;
       mfu) cat >>"$data/etc/$svc.yaml" <<YAML
 mfu:
   forward:
