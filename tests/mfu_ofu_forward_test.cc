@@ -58,13 +58,14 @@ class MfuFromOfu : public ::testing::Test {
     ASSERT_TRUE(port.ok());
     mfu_port_ = *port;
     StartMfu();
-    forwarder_ = std::make_unique<ofu::OfuForwarder>(
-        store_.get(),
-        std::vector<ofu::ForwardTarget>{
-            ofu::MfuTarget(grpc::CreateChannel(absl::StrCat("127.0.0.1:", mfu_port_),
+    forwarder_ = std::make_unique<platform::OrderedForwarder>(
+        ofu::ForwardLog(store_.get()),
+        std::vector<platform::OrderedTarget>{
+            ofu::MfuTarget(store_.get(),
+                           grpc::CreateChannel(absl::StrCat("127.0.0.1:", mfu_port_),
                                                grpc::InsecureChannelCredentials()),
                            "", absl::Seconds(5))},
-        ofu::ForwarderOptions{}, platform::Logger());
+        platform::OrderedForwarderOptions{}, platform::Logger());
   }
 
   void StartMfu() {
@@ -130,7 +131,7 @@ class MfuFromOfu : public ::testing::Test {
   std::unique_ptr<platform::PgPool> pool_;
   std::unique_ptr<ofu::OfuStore> store_;
   std::unique_ptr<ofu::OfuConsumer> consumer_;
-  std::unique_ptr<ofu::OfuForwarder> forwarder_;
+  std::unique_ptr<platform::OrderedForwarder> forwarder_;
   std::unique_ptr<ServiceProcess> mfu_;
   int mfu_port_ = 0;
   std::atomic<int64_t> now_{absl::ToUnixMillis(absl::Now())};

@@ -140,14 +140,15 @@ class OfuForwarding : public ::testing::Test {
     }
   }
 
-  std::unique_ptr<OfuForwarder> Forwarder(int port) {
-    return std::make_unique<OfuForwarder>(
-        store_.get(),
-        std::vector<ForwardTarget>{
-            MfuTarget(grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
+  std::unique_ptr<platform::OrderedForwarder> Forwarder(int port) {
+    return std::make_unique<platform::OrderedForwarder>(
+        ForwardLog(store_.get()),
+        std::vector<platform::OrderedTarget>{
+            MfuTarget(store_.get(),
+                      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
                                           grpc::InsecureChannelCredentials()),
                       "", absl::Seconds(2))},
-        ForwarderOptions{}, platform::Logger());
+        platform::OrderedForwarderOptions{}, platform::Logger());
   }
 
   // Job-level windows in PostgreSQL: start -> (revision, sample_count).
