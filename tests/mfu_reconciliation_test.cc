@@ -22,6 +22,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "tests/support/free_port.h"
+#include "tests/support/ordered_receiver.h"
 #include "tests/support/postgres_server.h"
 #include "tests/support/service_process.h"
 #include "tests/support/test_steps.h"
@@ -93,19 +94,12 @@ class FakeAlerting final : public v1::AlertService::CallbackService {
                                                  const v1::PushDivergenceEventsRequest* req,
                                                  v1::PushDivergenceEventsResponse* resp) override {
     absl::MutexLock lock(&mu_);
-    int64_t& wm = watermark_[req->position().producer_id()];
-    if (req->position().sequence() <= wm) {
-      resp->mutable_ack()->set_duplicate(true);
-    } else if (req->position().previous_sequence() > wm) {
-      resp->mutable_ack()->set_gap_detected(true);
-    } else {
+    if (AcceptInOrder(watermark_, req->position(), resp->mutable_ack())) {
       for (const v1::DivergenceEvent& e : req->events()) {
         events_.push_back(e);
         sequences_.push_back(req->position().sequence());
       }
-      wm = req->position().sequence();
     }
-    resp->mutable_ack()->set_watermark_sequence(wm);
     auto* reactor = ctx->DefaultReactor();
     reactor->Finish(grpc::Status::OK);
     return reactor;

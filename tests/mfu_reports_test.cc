@@ -3,7 +3,6 @@
 // stream are kept, reports of jobs that register late are attached, and the Python SDK's
 // reports land.
 #include <chrono>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <sstream>
@@ -11,10 +10,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
 #include "goodput/v1/mfu.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "tests/support/postgres_server.h"
+#include "tests/support/sdk_python.h"
 #include "tests/support/service_process.h"
 #include "tests/support/test_steps.h"
 
@@ -259,17 +258,6 @@ TEST_F(MfuReports, ListingPaginatesInIntervalOrder) {
   v1::ListMfuReportsRequest bad_token = request;
   bad_token.set_page_token("not a token");
   EXPECT_EQ(List(bad_token, &page).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-}
-
-// The interpreter CMake chose for the Python SDK (GOODPUT_SDK_PYTHON in the cache), if any.
-std::string SdkPython() {
-  std::ifstream cache(std::string(GOODPUT_BINARY_DIR) + "/CMakeCache.txt");
-  std::string line;
-  while (std::getline(cache, line)) {
-    absl::string_view rest = line;
-    if (absl::ConsumePrefix(&rest, "GOODPUT_SDK_PYTHON:FILEPATH=")) return std::string(rest);
-  }
-  return "";
 }
 
 TEST_F(MfuReports, ThePythonSdkPostsReportsThatLand) {

@@ -2,18 +2,17 @@
 // client or the Python package lands and shows up in the job's reconciliation next to the
 // OFU of the same windows.
 #include <chrono>
-#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "goodput/v1/mfu.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "sdk/cpp/reporter.h"
 #include "tests/support/postgres_server.h"
+#include "tests/support/sdk_python.h"
 #include "tests/support/service_process.h"
 #include "tests/support/test_steps.h"
 
@@ -119,17 +118,6 @@ TEST_F(MfuSdk, CppReporterFiguresAppearInTheReconciliation) {
   }
   EXPECT_EQ(rec.framework(), "cpp-sdk-test");
   EXPECT_EQ(rec.verdict().verdict(), v1::VERDICT_CONSISTENT) << rec.verdict().reason();
-}
-
-// The interpreter CMake chose for the Python SDK (GOODPUT_SDK_PYTHON in the cache), if any.
-std::string SdkPython() {
-  std::ifstream cache(std::string(GOODPUT_BINARY_DIR) + "/CMakeCache.txt");
-  std::string line;
-  while (std::getline(cache, line)) {
-    absl::string_view rest = line;
-    if (absl::ConsumePrefix(&rest, "GOODPUT_SDK_PYTHON:FILEPATH=")) return std::string(rest);
-  }
-  return "";
 }
 
 TEST_F(MfuSdk, PythonReporterFiguresAppearInTheReconciliation) {

@@ -20,6 +20,7 @@
 #include "tests/support/child_process.h"
 #include "tests/support/free_port.h"
 #include "tests/support/ofu_job_fixture.h"
+#include "tests/support/ordered_receiver.h"
 
 namespace goodput::ofu {
 namespace {
@@ -36,19 +37,12 @@ class FakeMfu final : public v1::MfuService::CallbackService {
                                            const v1::PushOfuWindowsRequest* req,
                                            v1::PushOfuWindowsResponse* resp) override {
     absl::MutexLock lock(&mu_);
-    int64_t& wm = watermark_[req->position().producer_id()];
-    if (req->position().sequence() <= wm) {
-      resp->mutable_ack()->set_duplicate(true);
-    } else if (req->position().previous_sequence() > wm) {
-      resp->mutable_ack()->set_gap_detected(true);
-    } else {
+    if (goodput::testing::AcceptInOrder(watermark_, req->position(), resp->mutable_ack())) {
       for (const v1::OfuWindow& w : req->windows()) {
         windows_[{w.job().job_id(), w.start_time().seconds()}] = w;
       }
-      wm = req->position().sequence();
       ++applied_;
     }
-    resp->mutable_ack()->set_watermark_sequence(wm);
     auto* reactor = ctx->DefaultReactor();
     reactor->Finish(grpc::Status::OK);
     return reactor;
