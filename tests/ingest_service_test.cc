@@ -8,7 +8,6 @@
 
 #include <atomic>
 #include <cmath>
-#include <fstream>
 #include <limits>
 #include <map>
 #include <sstream>
@@ -21,16 +20,15 @@
 #include "grpcpp/grpcpp.h"
 #include "tests/support/child_process.h"
 #include "tests/support/postgres_server.h"
-#include "tests/support/temp_dir.h"
+#include "tests/support/service_process.h"
+#include "tests/support/test_steps.h"
 
 namespace goodput {
 namespace {
 
-namespace fs = std::filesystem;
-using ::goodput::testing::ChildProcess;
 using ::goodput::testing::PollUntil;
 using ::goodput::testing::PostgresServer;
-using ::goodput::testing::TempDir;
+using ::goodput::testing::ServiceProcess;
 using ::testing::HasSubstr;
 
 constexpr char kH100[] = "NVIDIA H100 80GB HBM3";
@@ -45,65 +43,27 @@ void SetTime(int64_t ms, google::protobuf::Timestamp* t) {
 class IngestServiceIntegration : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto pg = PostgresServer::Create();
-    ASSERT_TRUE(pg.ok()) << pg.status();
-    pg_ = *std::move(pg);
-    ASSERT_TRUE(pg_->CreateDatabase("goodput").ok());
-    auto dir = TempDir::Create("goodput-ingest-test");
-    ASSERT_TRUE(dir.ok());
-    dir_ = std::make_unique<TempDir>(*std::move(dir));
+    ASSERT_NO_FATAL_FAILURE(testing::StartPostgres(&pg_));
     StartIngest("");
   }
 
   void StartIngest(const std::string& extra_config) {
-    const fs::path config = dir_->path() / "ingest.yaml";
-    std::ofstream(config) << "postgres:\n  dsn: \"" << pg_->Dsn("goodput") << "\"\n"
-                          << "  pool_size: 4\n"
-                          << "redis:\n  host: \"\"\n"
-                          << "grpc:\n  host: 127.0.0.1\n  port: 0\n"
-                          << "http:\n  host: 127.0.0.1\n  port: 0\n"
-                          << "log:\n  format: text\n"
-                          << "ingest:\n  maintenance_interval_s: 3600\n"
-                          << extra_config;
-    const fs::path ready = dir_->path() / "ready";
-    fs::remove(ready);
-    auto proc = ChildProcess::Start(
-        {.argv = {std::string(GOODPUT_BINARY_DIR) + "/services/ingest/goodput-ingest", "--config",
-                  config.string(), "--migrate", "--migrations-dir",
-                  std::string(GOODPUT_SOURCE_DIR) + "/migrations", "--ready-file", ready.string()},
-         .log_path = dir_->path() / "ingest.log"});
-    ASSERT_TRUE(proc.ok()) << proc.status();
-    ingest_ = *std::move(proc);
-    int port = 0;
-    ASSERT_TRUE(PollUntil(
-        [&] {
-          std::ifstream in(ready);
-          std::string line;
-          while (std::getline(in, line)) {
-            if (line.rfind("grpc_port=", 0) == 0) port = std::stoi(line.substr(10));
-          }
-          return port > 0 || !ingest_->IsRunning();
-        },
-        absl::Seconds(60)));
-    ASSERT_GT(port, 0) << ingest_->LogTail();
-    channel_ =
-        grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials());
-    jobs_ = v1::JobService::NewStub(channel_);
-    ingest_stub_ = v1::IngestService::NewStub(channel_);
+    ASSERT_NO_FATAL_FAILURE(testing::StartService(
+        {.binary = testing::BuiltBinary("services/ingest/goodput-ingest"),
+         .config_yaml =
+             absl::StrCat("postgres:\n  dsn: \"", pg_->Dsn("goodput"), "\"\n  pool_size: 4\n",
+                          "redis:\n  host: \"\"\n", "log:\n  format: text\n",
+                          "ingest:\n  maintenance_interval_s: 3600\n", extra_config),
+         .extra_args = testing::MigrateArgs()},
+        &ingest_));
+    jobs_ = v1::JobService::NewStub(ingest_->Channel());
+    ingest_stub_ = v1::IngestService::NewStub(ingest_->Channel());
   }
 
-  std::string Query(const std::string& sql) {
-    auto value = pg_->QueryValue("goodput", sql);
-    EXPECT_TRUE(value.ok()) << value.status();
-    return value.ok() ? *value : "";
-  }
+  std::string Query(const std::string& sql) { return testing::QueryScalar(*pg_, sql); }
 
   grpc::Status Register(const v1::Job& job, v1::RegisterJobResponse* response) {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-    v1::RegisterJobRequest request;
-    *request.mutable_job() = job;
-    return jobs_->RegisterJob(&ctx, request, response);
+    return testing::RegisterJob(*jobs_, job, response);
   }
 
   grpc::Status Push(const std::vector<v1::PushSamplesRequest>& batches,
@@ -150,9 +110,7 @@ class IngestServiceIntegration : public ::testing::Test {
   }
 
   std::unique_ptr<PostgresServer> pg_;
-  std::unique_ptr<TempDir> dir_;
-  std::unique_ptr<ChildProcess> ingest_;
-  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<ServiceProcess> ingest_;
   std::unique_ptr<v1::JobService::Stub> jobs_;
   std::unique_ptr<v1::IngestService::Stub> ingest_stub_;
 };
@@ -261,7 +219,7 @@ TEST_F(IngestServiceIntegration, HundredMegabyteRequestIsRefusedNamingTheLimitAn
   EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << status.error_message();
   // gRPC names both sizes: the request's and the configured ingest.max_request_bytes.
   EXPECT_THAT(status.error_message(), HasSubstr("67108864"));
-  EXPECT_TRUE(ingest_->IsRunning());
+  EXPECT_TRUE(ingest_->process().IsRunning());
 
   v1::PushSamplesRequest batch;
   batch.set_batch_id("after-huge");

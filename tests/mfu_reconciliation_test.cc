@@ -22,8 +22,10 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "tests/support/free_port.h"
+#include "tests/support/ordered_receiver.h"
 #include "tests/support/postgres_server.h"
 #include "tests/support/service_process.h"
+#include "tests/support/test_steps.h"
 
 namespace goodput::testing {
 namespace {
@@ -92,19 +94,12 @@ class FakeAlerting final : public v1::AlertService::CallbackService {
                                                  const v1::PushDivergenceEventsRequest* req,
                                                  v1::PushDivergenceEventsResponse* resp) override {
     absl::MutexLock lock(&mu_);
-    int64_t& wm = watermark_[req->position().producer_id()];
-    if (req->position().sequence() <= wm) {
-      resp->mutable_ack()->set_duplicate(true);
-    } else if (req->position().previous_sequence() > wm) {
-      resp->mutable_ack()->set_gap_detected(true);
-    } else {
+    if (AcceptInOrder(watermark_, req->position(), resp->mutable_ack())) {
       for (const v1::DivergenceEvent& e : req->events()) {
         events_.push_back(e);
         sequences_.push_back(req->position().sequence());
       }
-      wm = req->position().sequence();
     }
-    resp->mutable_ack()->set_watermark_sequence(wm);
     auto* reactor = ctx->DefaultReactor();
     reactor->Finish(grpc::Status::OK);
     return reactor;
@@ -145,10 +140,7 @@ struct AlertingServer {
 class MfuReconciliation : public ::testing::Test {
  protected:
   void SetUp() override {
-    absl::StatusOr<std::unique_ptr<PostgresServer>> pg = PostgresServer::Create();
-    ASSERT_TRUE(pg.ok()) << pg.status();
-    pg_ = *std::move(pg);
-    ASSERT_TRUE(pg_->CreateDatabase("goodput").ok());
+    ASSERT_NO_FATAL_FAILURE(StartPostgres(&pg_));
     absl::StatusOr<int> port = FreePort();
     ASSERT_TRUE(port.ok());
     alerting_port_ = *port;
@@ -157,16 +149,14 @@ class MfuReconciliation : public ::testing::Test {
 
   void StartMfu() {
     mfu_.reset();
-    absl::StatusOr<std::unique_ptr<ServiceProcess>> mfu = ServiceProcess::Start(
+    ASSERT_NO_FATAL_FAILURE(StartService(
         {.binary = BuiltBinary("services/mfu/goodput-mfu"),
-         .config_yaml =
-             absl::StrCat("postgres:\n  dsn: \"", pg_->Dsn("goodput"), "\"\nlog:\n  format: text\n",
-                          "mfu:\n  reconcile:\n    poll_interval_s: 0.1\n  forward:\n",
-                          "    alerting_address: \"127.0.0.1:", alerting_port_, "\"\n",
-                          "    retry_backoff_s: 0.2\n    timeout_s: 2\n"),
-         .extra_args = {"--migrate", "--migrations-dir", (SourceDir() / "migrations").string()}});
-    ASSERT_TRUE(mfu.ok()) << mfu.status();
-    mfu_ = *std::move(mfu);
+         .config_yaml = absl::StrCat(PostgresConfigYaml(*pg_),
+                                     "mfu:\n  reconcile:\n    poll_interval_s: 0.1\n  forward:\n",
+                                     "    alerting_address: \"127.0.0.1:", alerting_port_, "\"\n",
+                                     "    retry_backoff_s: 0.2\n    timeout_s: 2\n"),
+         .extra_args = MigrateArgs()},
+        &mfu_));
     stub_ = v1::MfuService::NewStub(mfu_->Channel());
   }
 
@@ -174,11 +164,7 @@ class MfuReconciliation : public ::testing::Test {
     absl::Status s = pg_->Execute("goodput", sql);
     ASSERT_TRUE(s.ok()) << s << "\n" << sql;
   }
-  std::string Value(const std::string& sql) {
-    absl::StatusOr<std::string> v = pg_->QueryValue("goodput", sql);
-    EXPECT_TRUE(v.ok()) << v.status();
-    return v.ok() ? *v : "error";
-  }
+  std::string Value(const std::string& sql) { return QueryScalar(*pg_, sql); }
 
   // A job that ran [start_s, end_s) on `gpus` GPUs of `model`.
   void RegisterJob(const std::string& job_id, const std::string& model, int gpus,

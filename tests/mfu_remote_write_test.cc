@@ -15,6 +15,7 @@
 #include "tests/support/free_port.h"
 #include "tests/support/postgres_server.h"
 #include "tests/support/service_process.h"
+#include "tests/support/test_steps.h"
 
 namespace goodput::testing {
 namespace {
@@ -52,23 +53,19 @@ std::string Body(const std::string& job_id, int64_t first_ms, int n, double tflo
 class MfuRemoteWrite : public ::testing::Test {
  protected:
   void SetUp() override {
-    absl::StatusOr<std::unique_ptr<PostgresServer>> pg = PostgresServer::Create();
-    ASSERT_TRUE(pg.ok()) << pg.status();
-    pg_ = *std::move(pg);
-    ASSERT_TRUE(pg_->CreateDatabase("goodput").ok());
+    ASSERT_NO_FATAL_FAILURE(StartPostgres(&pg_));
     absl::StatusOr<int> port = FreePort();
     ASSERT_TRUE(port.ok());
     mfu_port_ = *port;
     StartMfu();
-    absl::StatusOr<std::unique_ptr<ServiceProcess>> ingest = ServiceProcess::Start(
+    ASSERT_NO_FATAL_FAILURE(StartService(
         {.binary = BuiltBinary("services/ingest/goodput-ingest"),
-         .config_yaml = absl::StrCat(
-             "postgres:\n  dsn: \"", pg_->Dsn("goodput"), "\"\nredis:\n  host: \"\"\n",
-             "log:\n  format: text\ningest:\n  maintenance_interval_s: 3600\n",
-             "  remote_write:\n    cluster: eos\n", "  mfu_metrics:\n    mfu_address: \"127.0.0.1:",
-             mfu_port_, "\"\n", "    timeout_s: 5\n")});
-    ASSERT_TRUE(ingest.ok()) << ingest.status();
-    ingest_ = *std::move(ingest);
+         .config_yaml = absl::StrCat(PostgresConfigYaml(*pg_), "redis:\n  host: \"\"\n",
+                                     "ingest:\n  maintenance_interval_s: 3600\n",
+                                     "  remote_write:\n    cluster: eos\n",
+                                     "  mfu_metrics:\n    mfu_address: \"127.0.0.1:", mfu_port_,
+                                     "\"\n", "    timeout_s: 5\n")},
+        &ingest_));
     ASSERT_TRUE(pg_->Execute("goodput", absl::StrCat("INSERT INTO jobs (cluster, job_id, "
                                                      "gpu_model, gpu_count) VALUES ('eos', "
                                                      "'mega-1', '",
@@ -77,13 +74,11 @@ class MfuRemoteWrite : public ::testing::Test {
   }
 
   void StartMfu() {
-    absl::StatusOr<std::unique_ptr<ServiceProcess>> mfu = ServiceProcess::Start(
+    ASSERT_NO_FATAL_FAILURE(StartService(
         {.binary = BuiltBinary("services/mfu/goodput-mfu"),
-         .config_yaml = absl::StrCat("postgres:\n  dsn: \"", pg_->Dsn("goodput"),
-                                     "\"\nlog:\n  format: text\ngrpc:\n  port: ", mfu_port_, "\n"),
-         .extra_args = {"--migrate", "--migrations-dir", (SourceDir() / "migrations").string()}});
-    ASSERT_TRUE(mfu.ok()) << mfu.status();
-    mfu_ = *std::move(mfu);
+         .config_yaml = absl::StrCat(PostgresConfigYaml(*pg_), "grpc:\n  port: ", mfu_port_, "\n"),
+         .extra_args = MigrateArgs()},
+        &mfu_));
   }
 
   httplib::Result PostWrite(const std::string& body) {
@@ -95,10 +90,7 @@ class MfuRemoteWrite : public ::testing::Test {
   }
 
   std::string Count(const std::string& where) {
-    absl::StatusOr<std::string> n =
-        pg_->QueryValue("goodput", absl::StrCat("SELECT count(*) FROM mfu_reports ", where));
-    EXPECT_TRUE(n.ok()) << n.status();
-    return n.ok() ? *n : "error";
+    return QueryScalar(*pg_, absl::StrCat("SELECT count(*) FROM mfu_reports ", where));
   }
 
   std::unique_ptr<PostgresServer> pg_;

@@ -3,7 +3,6 @@
 // stream are kept, reports of jobs that register late are attached, and the Python SDK's
 // reports land.
 #include <chrono>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <sstream>
@@ -11,11 +10,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
 #include "goodput/v1/mfu.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "tests/support/postgres_server.h"
+#include "tests/support/sdk_python.h"
 #include "tests/support/service_process.h"
+#include "tests/support/test_steps.h"
 
 namespace goodput::testing {
 namespace {
@@ -43,17 +43,11 @@ v1::MfuReport MakeReport(const std::string& id, const std::string& job_id, int64
 class MfuReports : public ::testing::Test {
  protected:
   void SetUp() override {
-    absl::StatusOr<std::unique_ptr<PostgresServer>> pg = PostgresServer::Create();
-    ASSERT_TRUE(pg.ok()) << pg.status();
-    pg_ = *std::move(pg);
-    ASSERT_TRUE(pg_->CreateDatabase("goodput").ok());
-    absl::StatusOr<std::unique_ptr<ServiceProcess>> mfu = ServiceProcess::Start(
-        {.binary = BuiltBinary("services/mfu/goodput-mfu"),
-         .config_yaml = absl::StrCat("postgres:\n  dsn: \"", pg_->Dsn("goodput"),
-                                     "\"\nlog:\n  format: text\n"),
-         .extra_args = {"--migrate", "--migrations-dir", (SourceDir() / "migrations").string()}});
-    ASSERT_TRUE(mfu.ok()) << mfu.status();
-    mfu_ = *std::move(mfu);
+    ASSERT_NO_FATAL_FAILURE(StartPostgres(&pg_));
+    ASSERT_NO_FATAL_FAILURE(StartService({.binary = BuiltBinary("services/mfu/goodput-mfu"),
+                                          .config_yaml = PostgresConfigYaml(*pg_),
+                                          .extra_args = MigrateArgs()},
+                                         &mfu_));
     stub_ = v1::MfuService::NewStub(mfu_->Channel());
   }
 
@@ -71,15 +65,12 @@ class MfuReports : public ::testing::Test {
   }
 
   std::string Count(const std::string& where) {
-    absl::StatusOr<std::string> n =
-        pg_->QueryValue("goodput", absl::StrCat("SELECT count(*) FROM mfu_reports ", where));
-    EXPECT_TRUE(n.ok()) << n.status();
-    return n.ok() ? *n : "error";
+    return QueryScalar(*pg_, absl::StrCat("SELECT count(*) FROM mfu_reports ", where));
   }
 
   grpc::Status Report(const v1::MfuReport& report, v1::ReportMfuResponse* response) {
     grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    ctx.set_deadline(Deadline());
     v1::ReportMfuRequest request;
     *request.mutable_report() = report;
     return stub_->ReportMfu(&ctx, request, response);
@@ -88,7 +79,7 @@ class MfuReports : public ::testing::Test {
   grpc::Status Stream(const std::vector<v1::StreamMfuReportsRequest>& batches,
                       v1::StreamMfuReportsResponse* response) {
     grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    ctx.set_deadline(Deadline());
     auto writer = stub_->StreamMfuReports(&ctx, response);
     for (const auto& batch : batches) {
       if (!writer->Write(batch)) break;
@@ -99,7 +90,7 @@ class MfuReports : public ::testing::Test {
 
   grpc::Status List(const v1::ListMfuReportsRequest& request, v1::ListMfuReportsResponse* page) {
     grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    ctx.set_deadline(Deadline());
     return stub_->ListMfuReports(&ctx, request, page);
   }
 
@@ -267,17 +258,6 @@ TEST_F(MfuReports, ListingPaginatesInIntervalOrder) {
   v1::ListMfuReportsRequest bad_token = request;
   bad_token.set_page_token("not a token");
   EXPECT_EQ(List(bad_token, &page).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-}
-
-// The interpreter CMake chose for the Python SDK (GOODPUT_SDK_PYTHON in the cache), if any.
-std::string SdkPython() {
-  std::ifstream cache(std::string(GOODPUT_BINARY_DIR) + "/CMakeCache.txt");
-  std::string line;
-  while (std::getline(cache, line)) {
-    absl::string_view rest = line;
-    if (absl::ConsumePrefix(&rest, "GOODPUT_SDK_PYTHON:FILEPATH=")) return std::string(rest);
-  }
-  return "";
 }
 
 TEST_F(MfuReports, ThePythonSdkPostsReportsThatLand) {

@@ -2,19 +2,19 @@
 // client or the Python package lands and shows up in the job's reconciliation next to the
 // OFU of the same windows.
 #include <chrono>
-#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "goodput/v1/mfu.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "sdk/cpp/reporter.h"
 #include "tests/support/postgres_server.h"
+#include "tests/support/sdk_python.h"
 #include "tests/support/service_process.h"
+#include "tests/support/test_steps.h"
 
 namespace goodput::testing {
 namespace {
@@ -27,17 +27,11 @@ constexpr double kH100Bf16PeakTflops = 989.42976;
 class MfuSdk : public ::testing::Test {
  protected:
   void SetUp() override {
-    absl::StatusOr<std::unique_ptr<PostgresServer>> pg = PostgresServer::Create();
-    ASSERT_TRUE(pg.ok()) << pg.status();
-    pg_ = *std::move(pg);
-    ASSERT_TRUE(pg_->CreateDatabase("goodput").ok());
-    absl::StatusOr<std::unique_ptr<ServiceProcess>> mfu = ServiceProcess::Start(
-        {.binary = BuiltBinary("services/mfu/goodput-mfu"),
-         .config_yaml = absl::StrCat("postgres:\n  dsn: \"", pg_->Dsn("goodput"),
-                                     "\"\nlog:\n  format: text\n"),
-         .extra_args = {"--migrate", "--migrations-dir", (SourceDir() / "migrations").string()}});
-    ASSERT_TRUE(mfu.ok()) << mfu.status();
-    mfu_ = *std::move(mfu);
+    ASSERT_NO_FATAL_FAILURE(StartPostgres(&pg_));
+    ASSERT_NO_FATAL_FAILURE(StartService({.binary = BuiltBinary("services/mfu/goodput-mfu"),
+                                          .config_yaml = PostgresConfigYaml(*pg_),
+                                          .extra_args = MigrateArgs()},
+                                         &mfu_));
     stub_ = v1::MfuService::NewStub(mfu_->Channel());
   }
 
@@ -68,7 +62,7 @@ class MfuSdk : public ::testing::Test {
       w->set_gpu_coverage(1.0);
     }
     grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    ctx.set_deadline(Deadline());
     v1::PushOfuWindowsResponse resp;
     grpc::Status s = stub_->PushOfuWindows(&ctx, req, &resp);
     ASSERT_TRUE(s.ok()) << s.error_message();
@@ -80,7 +74,7 @@ class MfuSdk : public ::testing::Test {
     req.mutable_job()->set_cluster("eos");
     req.mutable_job()->set_job_id(job_id);
     grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    ctx.set_deadline(Deadline());
     v1::GetReconciliationResponse resp;
     grpc::Status s = stub_->GetReconciliation(&ctx, req, &resp);
     EXPECT_TRUE(s.ok()) << s.error_message();
@@ -124,17 +118,6 @@ TEST_F(MfuSdk, CppReporterFiguresAppearInTheReconciliation) {
   }
   EXPECT_EQ(rec.framework(), "cpp-sdk-test");
   EXPECT_EQ(rec.verdict().verdict(), v1::VERDICT_CONSISTENT) << rec.verdict().reason();
-}
-
-// The interpreter CMake chose for the Python SDK (GOODPUT_SDK_PYTHON in the cache), if any.
-std::string SdkPython() {
-  std::ifstream cache(std::string(GOODPUT_BINARY_DIR) + "/CMakeCache.txt");
-  std::string line;
-  while (std::getline(cache, line)) {
-    absl::string_view rest = line;
-    if (absl::ConsumePrefix(&rest, "GOODPUT_SDK_PYTHON:FILEPATH=")) return std::string(rest);
-  }
-  return "";
 }
 
 TEST_F(MfuSdk, PythonReporterFiguresAppearInTheReconciliation) {

@@ -12,6 +12,7 @@
 #include "services/platform/pg_pool.h"
 #include "tests/support/postgres_server.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/test_steps.h"
 
 namespace goodput::platform {
 namespace {
@@ -25,10 +26,7 @@ const fs::path kMigrationsDir = fs::path(GOODPUT_SOURCE_DIR) / "migrations";
 class MigrationsIntegration : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto server = PostgresServer::Create();
-    ASSERT_TRUE(server.ok()) << server.status();
-    pg_ = *std::move(server);
-    ASSERT_TRUE(pg_->CreateDatabase("goodput").ok());
+    ASSERT_NO_FATAL_FAILURE(::goodput::testing::StartPostgres(&pg_));
     auto dir = TempDir::Create("goodput-migrations");
     ASSERT_TRUE(dir.ok());
     dir_ = std::make_unique<TempDir>(*std::move(dir));
@@ -38,11 +36,7 @@ class MigrationsIntegration : public ::testing::Test {
     std::ofstream(dir_->path() / name) << sql;
   }
 
-  std::string Query(const std::string& sql) {
-    auto value = pg_->QueryValue("goodput", sql);
-    EXPECT_TRUE(value.ok()) << value.status();
-    return value.ok() ? *value : "";
-  }
+  std::string Query(const std::string& sql) { return ::goodput::testing::QueryScalar(*pg_, sql); }
 
   std::unique_ptr<PostgresServer> pg_;
   std::unique_ptr<TempDir> dir_;

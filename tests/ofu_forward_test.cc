@@ -4,37 +4,30 @@
 // receiver that lost its state reports a gap and is re-sent what it lacks; a restarted
 // forwarder resumes from its recorded acknowledgement without re-sending.
 
-#include <atomic>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/time/clock.h"
 #include "goodput/v1/mfu.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
-#include "services/ofu/ofu_consumer.h"
 #include "services/ofu/ofu_forwarder.h"
 #include "services/ofu/ofu_store.h"
-#include "services/ofu/proto_convert.h"
-#include "services/platform/migrations.h"
-#include "services/platform/pg_pool.h"
+#include "services/platform/ordered_forwarder.h"
 #include "tests/support/child_process.h"
 #include "tests/support/free_port.h"
-#include "tests/support/postgres_server.h"
-#include "tests/support/service_process.h"
+#include "tests/support/ofu_job_fixture.h"
+#include "tests/support/ordered_receiver.h"
 
 namespace goodput::ofu {
 namespace {
 
-using ::goodput::testing::PostgresServer;
 namespace v1 = ::goodput::v1;
 
-constexpr int64_t kStartMs = 1'767'225'600'000;
+constexpr int64_t kStartMs = goodput::testing::kOfuJobStartMs;
 
 // An mfu stand-in: applies pushes in order per producer, keeps the newest revision of each
 // window, and counts what it applied.
@@ -44,19 +37,12 @@ class FakeMfu final : public v1::MfuService::CallbackService {
                                            const v1::PushOfuWindowsRequest* req,
                                            v1::PushOfuWindowsResponse* resp) override {
     absl::MutexLock lock(&mu_);
-    int64_t& wm = watermark_[req->position().producer_id()];
-    if (req->position().sequence() <= wm) {
-      resp->mutable_ack()->set_duplicate(true);
-    } else if (req->position().previous_sequence() > wm) {
-      resp->mutable_ack()->set_gap_detected(true);
-    } else {
+    if (goodput::testing::AcceptInOrder(watermark_, req->position(), resp->mutable_ack())) {
       for (const v1::OfuWindow& w : req->windows()) {
         windows_[{w.job().job_id(), w.start_time().seconds()}] = w;
       }
-      wm = req->position().sequence();
       ++applied_;
     }
-    resp->mutable_ack()->set_watermark_sequence(wm);
     auto* reactor = ctx->DefaultReactor();
     reactor->Finish(grpc::Status::OK);
     return reactor;
@@ -89,65 +75,17 @@ struct Receiver {
   std::unique_ptr<grpc::Server> server;
 };
 
-class OfuForwarding : public ::testing::Test {
+class OfuForwarding : public goodput::testing::OfuJobFixture {
  protected:
-  void SetUp() override {
-    auto pg = PostgresServer::Create();
-    ASSERT_TRUE(pg.ok()) << pg.status();
-    pg_ = *std::move(pg);
-    ASSERT_TRUE(pg_->CreateDatabase("goodput").ok());
-    auto report = platform::ApplyMigrations(pg_->Dsn("goodput"),
-                                            goodput::testing::SourceDir() / "migrations");
-    ASSERT_TRUE(report.ok()) << report.status();
-    auto pool = platform::PgPool::Create({.dsn = pg_->Dsn("goodput")});
-    ASSERT_TRUE(pool.ok());
-    pool_ = *std::move(pool);
-    Sql(absl::StrCat("SELECT samples_create_partitions(timestamptz 'epoch' + ", kStartMs,
-                     " * interval '1 millisecond', timestamptz 'epoch' + ", kStartMs + 86'400'000,
-                     " * interval '1 millisecond')"));
-    Sql("INSERT INTO jobs (cluster, job_id, gpu_model) VALUES ('c1', 'j1', 'NVIDIA H100 80GB "
-        "HBM3')");
-    store_ = std::make_unique<OfuStore>(pool_.get(), ShardConfig{});
-    consumer_ = std::make_unique<OfuConsumer>(store_.get(), &core::GpuCatalog::BuiltIn(),
-                                              EngineOptions{}, ConsumerOptions{}, nullptr,
-                                              platform::Logger(), [this] { return now_.load(); });
-    ASSERT_TRUE(consumer_->Restore().ok());
-  }
-
-  void Sql(const std::string& sql) { ASSERT_TRUE(pg_->Execute("goodput", sql).ok()) << sql; }
-
-  // Samples of 4 GPUs every 10 s for minutes [from, to), then the consumer catches up.
-  void Feed(int from_min, int to_min) {
-    std::vector<std::string> values;
-    for (int t = from_min * 60; t < to_min * 60; t += 10) {
-      for (int g = 0; g < 4; ++g) {
-        values.push_back(absl::StrCat("(timestamptz 'epoch' + ", kStartMs + t * 1000,
-                                      " * interval '1 millisecond', 'c1', 'n1', ", g,
-                                      ", (SELECT id FROM jobs), ", 0.3 + 0.01 * (t % 7),
-                                      ", 1500)"));
-      }
-    }
-    if (!values.empty()) {
-      Sql(
-          absl::StrCat("INSERT INTO samples (sample_time, cluster, host, gpu_index, job, "
-                       "tensor_active, sm_clock_mhz) VALUES ",
-                       absl::StrJoin(values, ",")));
-    }
-    for (int i = 0; i < 100; ++i) {
-      auto done = consumer_->StepOnce();
-      ASSERT_TRUE(done.ok()) << done.status();
-      if (*done) break;
-    }
-  }
-
-  std::unique_ptr<OfuForwarder> Forwarder(int port) {
-    return std::make_unique<OfuForwarder>(
-        store_.get(),
-        std::vector<ForwardTarget>{
-            MfuTarget(grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
+  std::unique_ptr<platform::OrderedForwarder> Forwarder(int port) {
+    return std::make_unique<platform::OrderedForwarder>(
+        ForwardLog(store_.get()),
+        std::vector<platform::OrderedTarget>{
+            MfuTarget(store_.get(),
+                      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
                                           grpc::InsecureChannelCredentials()),
                       "", absl::Seconds(2))},
-        ForwarderOptions{}, platform::Logger());
+        platform::OrderedForwarderOptions{}, platform::Logger());
   }
 
   // Job-level windows in PostgreSQL: start -> (revision, sample_count).
@@ -167,12 +105,6 @@ class OfuForwarding : public ::testing::Test {
     }
     return out;
   }
-
-  std::unique_ptr<PostgresServer> pg_;
-  std::unique_ptr<platform::PgPool> pool_;
-  std::unique_ptr<OfuStore> store_;
-  std::unique_ptr<OfuConsumer> consumer_;
-  std::atomic<int64_t> now_{absl::ToUnixMillis(absl::Now())};
 };
 
 TEST_F(OfuForwarding, DeliversEveryWindowInOrderAndCatchesUpAfterOutagesAndLostState) {

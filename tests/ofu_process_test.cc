@@ -22,6 +22,7 @@
 #include "tests/support/postgres_server.h"
 #include "tests/support/redis_server.h"
 #include "tests/support/service_process.h"
+#include "tests/support/test_steps.h"
 
 namespace goodput::ofu {
 namespace {
@@ -61,13 +62,8 @@ std::vector<Row> MakeRows() {
 class OfuProcess : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto pg = PostgresServer::Create();
-    ASSERT_TRUE(pg.ok()) << pg.status();
-    pg_ = *std::move(pg);
-    ASSERT_TRUE(pg_->CreateDatabase("goodput").ok());
-    auto redis = RedisServer::Create();
-    ASSERT_TRUE(redis.ok()) << redis.status();
-    redis_ = *std::move(redis);
+    ASSERT_NO_FATAL_FAILURE(::goodput::testing::StartPostgres(&pg_));
+    ASSERT_NO_FATAL_FAILURE(::goodput::testing::StartRedis(&redis_));
   }
 
   absl::StatusOr<std::unique_ptr<ServiceProcess>> StartOfu() {
@@ -78,7 +74,7 @@ class OfuProcess : public ::testing::Test {
                           "\"\nredis:\n  host: ", redis_->host(), "\n  port: ", redis_->port(),
                           "\nlog:\n  format: text\nofu:\n  poll_interval_s: 0.1\n"
                           "  page_limit: 150\n  idle_flush_s: 2\n"),
-         .extra_args = {"--migrate", "--migrations-dir", (SourceDir() / "migrations").string()}});
+         .extra_args = ::goodput::testing::MigrateArgs()});
   }
 
   void Sql(const std::string& sql) {

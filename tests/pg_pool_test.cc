@@ -8,6 +8,7 @@
 #include <atomic>
 
 #include "tests/support/postgres_server.h"
+#include "tests/support/test_steps.h"
 
 namespace goodput::platform {
 namespace {
@@ -18,10 +19,7 @@ using ::goodput::testing::PostgresServer;
 class PgPoolIntegration : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto server = PostgresServer::Create();
-    ASSERT_TRUE(server.ok()) << server.status();
-    pg_ = *std::move(server);
-    ASSERT_TRUE(pg_->CreateDatabase("goodput").ok());
+    ASSERT_NO_FATAL_FAILURE(::goodput::testing::StartPostgres(&pg_));
     ASSERT_TRUE(
         pg_->Execute("goodput", "CREATE TABLE events (id bigint PRIMARY KEY, note text)").ok());
   }

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "tests/support/redis_server.h"
+#include "tests/support/test_steps.h"
 
 namespace goodput::platform {
 namespace {
@@ -18,9 +19,7 @@ using ::goodput::testing::RedisServer;
 class RedisClientIntegration : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto server = RedisServer::Create();
-    ASSERT_TRUE(server.ok()) << server.status();
-    redis_ = *std::move(server);
+    ASSERT_NO_FATAL_FAILURE(::goodput::testing::StartRedis(&redis_));
     auto client = RedisClient::Create({.host = redis_->host(),
                                        .port = redis_->port(),
                                        .min_reconnect_backoff = absl::Milliseconds(10),

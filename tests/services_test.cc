@@ -15,6 +15,7 @@
 #include "tests/support/postgres_server.h"
 #include "tests/support/redis_server.h"
 #include "tests/support/service_process.h"
+#include "tests/support/test_steps.h"
 
 namespace goodput::testing {
 namespace {
@@ -54,13 +55,8 @@ std::string HealthOf(const std::shared_ptr<grpc::Channel>& channel, const std::s
 class WithServers : public ::testing::Test {
  protected:
   void SetUp() override {
-    absl::StatusOr<std::unique_ptr<PostgresServer>> pg = PostgresServer::Create();
-    ASSERT_TRUE(pg.ok()) << pg.status();
-    pg_ = *std::move(pg);
-    ASSERT_TRUE(pg_->CreateDatabase("goodput").ok());
-    absl::StatusOr<std::unique_ptr<RedisServer>> redis = RedisServer::Create();
-    ASSERT_TRUE(redis.ok()) << redis.status();
-    redis_ = *std::move(redis);
+    ASSERT_NO_FATAL_FAILURE(StartPostgres(&pg_));
+    ASSERT_NO_FATAL_FAILURE(StartRedis(&redis_));
   }
 
   std::string Yaml(const std::string& extra = "") const {
@@ -121,7 +117,7 @@ TEST_F(WithServers, EveryServiceTurnsServingAndServesMetricsAndHealthz) {
     // The first service applies the migrations, as `--migrate` does in the local stack.
     std::vector<std::string> args;
     if (running.empty()) {
-      args = {"--migrate", "--migrations-dir", (SourceDir() / "migrations").string()};
+      args = MigrateArgs();
     }
     absl::StatusOr<std::unique_ptr<ServiceProcess>> process =
         ServiceProcess::Start({.binary = BuiltBinary(service.path),

@@ -90,4 +90,21 @@ google::protobuf::Timestamp UnixMsToTimestamp(int64_t unix_ms) {
   return google::protobuf::util::TimeUtil::MillisecondsToTimestamp(unix_ms);
 }
 
+int64_t TimestampToUnixMicros(const google::protobuf::Timestamp& t) {
+  return t.seconds() * 1000000 + t.nanos() / 1000;
+}
+
+google::protobuf::Timestamp UnixMicrosToTimestamp(int64_t unix_us) {
+  google::protobuf::Timestamp t;
+  int64_t seconds = unix_us / 1000000;
+  int64_t rest = unix_us % 1000000;
+  if (rest < 0) {
+    rest += 1000000;
+    --seconds;
+  }
+  t.set_seconds(seconds);
+  t.set_nanos(static_cast<int32_t>(rest * 1000));
+  return t;
+}
+
 }  // namespace goodput::api

@@ -39,4 +39,10 @@ std::optional<core::Precision> PrecisionFromProto(v1::Precision precision);
 int64_t TimestampToUnixMs(const google::protobuf::Timestamp& t);
 google::protobuf::Timestamp UnixMsToTimestamp(int64_t unix_ms);
 
+// Unix microseconds <-> Timestamp (microsecond precision, floor for negative times): what
+// PostgreSQL keeps, so a time stored as `timestamptz 'epoch' + $n * interval '1 microsecond'`
+// and read back as `(extract(epoch FROM t) * 1000000)::bigint` is not rounded on the way.
+int64_t TimestampToUnixMicros(const google::protobuf::Timestamp& t);
+google::protobuf::Timestamp UnixMicrosToTimestamp(int64_t unix_us);
+
 }  // namespace goodput::api

@@ -41,5 +41,17 @@ TEST(ApiConvert, MillisecondsRoundTripIncludingBeforeTheEpoch) {
   EXPECT_EQ(t.nanos(), 500000000);
 }
 
+TEST(ApiConvert, MicrosecondsRoundTripIncludingBeforeTheEpoch) {
+  for (int64_t us : {0LL, 1767225600123456LL, -1LL, -1500001LL}) {
+    EXPECT_EQ(TimestampToUnixMicros(UnixMicrosToTimestamp(us)), us);
+  }
+  google::protobuf::Timestamp t = UnixMicrosToTimestamp(-1500001);
+  EXPECT_EQ(t.seconds(), -2);
+  EXPECT_EQ(t.nanos(), 499999000);
+  t.set_seconds(3);
+  t.set_nanos(999);  // below a microsecond: dropped
+  EXPECT_EQ(TimestampToUnixMicros(t), 3000000);
+}
+
 }  // namespace
 }  // namespace goodput::api

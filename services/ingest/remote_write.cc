@@ -17,12 +17,6 @@ namespace {
 // Prometheus marks a series that disappeared with this NaN payload.
 constexpr uint64_t kStaleNaNBits = 0x7ff0000000000002ULL;
 
-bool IsStaleMarker(double value) {
-  uint64_t bits = 0;
-  std::memcpy(&bits, &value, sizeof bits);
-  return bits == kStaleNaNBits;
-}
-
 // A label value in the text format's escaping.
 void AppendEscaped(absl::string_view value, std::string* out) {
   for (char c : value) {
@@ -73,6 +67,12 @@ void Relocate(const Rendered& rendered, const std::string& batch_id, Refusal* r)
 }
 
 }  // namespace
+
+bool IsStaleMarker(double value) {
+  uint64_t bits = 0;
+  std::memcpy(&bits, &value, sizeof bits);
+  return bits == kStaleNaNBits;
+}
 
 absl::StatusOr<prometheus::WriteRequest> DecodeWriteRequest(absl::string_view body,
                                                             int64_t max_decompressed_bytes) {

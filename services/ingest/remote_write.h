@@ -43,6 +43,9 @@ namespace goodput::ingest {
 absl::StatusOr<prometheus::WriteRequest> DecodeWriteRequest(absl::string_view body,
                                                             int64_t max_decompressed_bytes);
 
+// Prometheus's stale marker: the NaN payload it sends for a series that disappeared.
+bool IsStaleMarker(double value);
+
 // A stable content hash of a decompressed body (32 hex digits), used as the batch id so
 // that a retried request is recognized.
 std::string ContentHash(absl::string_view data);

@@ -1,8 +1,6 @@
 #include "services/ingest/throughput_metrics.h"
 
-#include <chrono>
 #include <cmath>
-#include <cstring>
 #include <map>
 #include <optional>
 #include <utility>
@@ -12,18 +10,10 @@
 #include "absl/strings/str_cat.h"
 #include "goodput/v1/mfu.grpc.pb.h"
 #include "services/ingest/remote_write.h"
+#include "services/platform/grpc_client.h"
 
 namespace goodput::ingest {
 namespace {
-
-// Prometheus marks a series that disappeared with this NaN payload.
-constexpr uint64_t kStaleNaNBits = 0x7ff0000000000002ULL;
-
-bool IsStale(double value) {
-  uint64_t bits = 0;
-  std::memcpy(&bits, &value, sizeof bits);
-  return bits == kStaleNaNBits;
-}
 
 std::optional<ThroughputForm> ParseForm(const std::string& s) {
   if (s == "mfu") return ThroughputForm::kMfu;
@@ -163,7 +153,7 @@ MappedReports MapThroughputSeries(const prometheus::WriteRequest& request,
 
     for (int k = 0; k < series.samples_size(); ++k) {
       const prometheus::Sample& sample = series.samples(k);
-      if (IsStale(sample.value())) continue;
+      if (IsStaleMarker(sample.value())) continue;
       ++out.sample_count;
       auto refuse = [&](std::string field, std::string value, RefusalCode code,
                         absl::string_view reason) {
@@ -252,9 +242,7 @@ ReportSink MfuStreamSink(std::shared_ptr<grpc::Channel> channel, std::string bea
           const std::string& batch_id,
           const std::vector<goodput::v1::MfuReport>& reports) -> absl::StatusOr<ReportSinkResult> {
         grpc::ClientContext ctx;
-        ctx.set_deadline(std::chrono::system_clock::now() +
-                         std::chrono::milliseconds(absl::ToInt64Milliseconds(timeout)));
-        if (!token.empty()) ctx.AddMetadata("authorization", absl::StrCat("Bearer ", token));
+        platform::PrepareClientContext(&ctx, timeout, token);
         goodput::v1::StreamMfuReportsResponse response;
         std::unique_ptr<grpc::ClientWriter<goodput::v1::StreamMfuReportsRequest>> writer =
             stub->StreamMfuReports(&ctx, &response);

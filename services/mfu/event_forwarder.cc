@@ -1,10 +1,10 @@
 #include "services/mfu/event_forwarder.h"
 
-#include <chrono>
 #include <utility>
 
-#include "absl/strings/str_cat.h"
 #include "goodput/v1/alert.grpc.pb.h"
+#include "services/platform/grpc_client.h"
+#include "services/platform/status_convert.h"
 
 namespace goodput::mfu {
 
@@ -33,13 +33,12 @@ platform::OrderedTarget AlertingTarget(ReconciliationStore* store,
             request.mutable_position()->set_previous_sequence(previous_sequence);
             for (v1::DivergenceEvent& e : *events) *request.add_events() = std::move(e);
             grpc::ClientContext ctx;
-            ctx.set_deadline(std::chrono::system_clock::now() +
-                             std::chrono::milliseconds(absl::ToInt64Milliseconds(timeout)));
-            if (!token.empty()) ctx.AddMetadata("authorization", absl::StrCat("Bearer ", token));
+            platform::PrepareClientContext(&ctx, timeout, token);
             v1::PushDivergenceEventsResponse response;
-            grpc::Status s = stub->PushDivergenceEvents(&ctx, request, &response);
-            if (!s.ok()) {
-              return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+            if (absl::Status s =
+                    platform::FromGrpcStatus(stub->PushDivergenceEvents(&ctx, request, &response));
+                !s.ok()) {
+              return s;
             }
             return platform::OrderedAck{.watermark_sequence = response.ack().watermark_sequence(),
                                         .gap_detected = response.ack().gap_detected(),

@@ -8,7 +8,6 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "services/mfu/pg_time.h"
 #include "services/platform/status_convert.h"
 
 namespace goodput::mfu {

@@ -12,26 +12,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "services/api/api_convert.h"
 
 namespace goodput::mfu {
 namespace {
-
-int64_t ToUnixMicros(const google::protobuf::Timestamp& t) {
-  return t.seconds() * 1000000 + t.nanos() / 1000;
-}
-
-google::protobuf::Timestamp FromUnixMicros(int64_t us) {
-  google::protobuf::Timestamp t;
-  int64_t seconds = us / 1000000;
-  int64_t rest = us % 1000000;
-  if (rest < 0) {
-    rest += 1000000;
-    --seconds;
-  }
-  t.set_seconds(seconds);
-  t.set_nanos(static_cast<int32_t>(rest * 1000));
-  return t;
-}
 
 // The job's reconciliation is out of date (see reconciliation_store.h).
 constexpr char kMarkPending[] =
@@ -123,12 +107,12 @@ absl::StatusOr<std::vector<StoreOutcome>> MfuStore::Store(
             peak = outcome.app_mfu->peak_tflops;
             model = job.gpu_model;
           }
-          pqxx::result r = txn.exec_params(
-              insert, report.report_id(), key.first, key.second,
-              ToUnixMicros(report.interval().start_time()),
-              ToUnixMicros(report.interval().end_time()),
-              absl::Base64Escape(report.SerializeAsString()), outcome.precision_assumed, app_mfu,
-              tflops, peak, model);
+          pqxx::result r =
+              txn.exec_params(insert, report.report_id(), key.first, key.second,
+                              api::TimestampToUnixMicros(report.interval().start_time()),
+                              api::TimestampToUnixMicros(report.interval().end_time()),
+                              absl::Base64Escape(report.SerializeAsString()),
+                              outcome.precision_assumed, app_mfu, tflops, peak, model);
           outcome.duplicate = r.empty();
           if (!outcome.duplicate) changed.insert(key);
           outcomes.push_back(std::move(outcome));
@@ -162,8 +146,8 @@ absl::StatusOr<v1::ListMfuReportsResponse> MfuStore::List(
   std::optional<int64_t> range_start_us, range_end_us;
   if (request.has_time_range()) {
     const auto& tr = request.time_range();
-    if (tr.has_start_time()) range_start_us = ToUnixMicros(tr.start_time());
-    if (tr.has_end_time()) range_end_us = ToUnixMicros(tr.end_time());
+    if (tr.has_start_time()) range_start_us = api::TimestampToUnixMicros(tr.start_time());
+    if (tr.has_end_time()) range_end_us = api::TimestampToUnixMicros(tr.end_time());
   }
   const std::string query = absl::StrCat(
       "SELECT r.report_id, encode(r.report, 'base64'), "
@@ -195,8 +179,9 @@ absl::StatusOr<v1::ListMfuReportsResponse> MfuStore::List(
         for (const auto& row : rows) {
           if (count == limit) {
             const v1::StoredMfuReport& last = response.reports(response.reports_size() - 1);
-            response.set_next_page_token(EncodePageToken(
-                ToUnixMicros(last.report().interval().start_time()), last.report().report_id()));
+            response.set_next_page_token(
+                EncodePageToken(api::TimestampToUnixMicros(last.report().interval().start_time()),
+                                last.report().report_id()));
             break;
           }
           ++count;
@@ -208,10 +193,10 @@ absl::StatusOr<v1::ListMfuReportsResponse> MfuStore::List(
                                                     row[0].as<std::string>(),
                                                     " cannot be parsed"));
           }
-          *stored->mutable_receive_time() = FromUnixMicros(row[2].as<int64_t>());
+          *stored->mutable_receive_time() = api::UnixMicrosToTimestamp(row[2].as<int64_t>());
           // Keep the page token exact to the stored microsecond.
           *stored->mutable_report()->mutable_interval()->mutable_start_time() =
-              FromUnixMicros(row[11].as<int64_t>());
+              api::UnixMicrosToTimestamp(row[11].as<int64_t>());
           stored->set_precision_assumed(row[3].as<bool>());
           const bool registered = row[8].as<bool>();
           stored->set_job_registered(registered);

@@ -9,7 +9,9 @@ Reconciler::Reconciler(ReconciliationStore* store, std::function<void()> on_even
     : store_(store),
       on_events_(std::move(on_events)),
       options_(options),
-      logger_(std::move(logger)) {}
+      logger_(std::move(logger)),
+      loop_([this] { return StepOnce().ok(); },
+            {.poll_interval = options_.poll_interval, .retry_backoff = options_.retry_backoff}) {}
 
 Reconciler::~Reconciler() { Stop(); }
 
@@ -48,35 +50,10 @@ absl::Status Reconciler::ReconcileIfPending(const std::string& cluster, const st
   return ReconcileOne(cluster, job_id);
 }
 
-void Reconciler::Run() {
-  while (true) {
-    const bool failed = !StepOnce().ok();
-    absl::MutexLock lock(&mu_);
-    if (stop_) return;
-    auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stop_ || wake_; };
-    mu_.AwaitWithTimeout(absl::Condition(&ready),
-                         failed ? options_.retry_backoff : options_.poll_interval);
-    wake_ = false;
-    if (stop_) return;
-  }
-}
+void Reconciler::Start() { loop_.Start(); }
 
-void Reconciler::Start() {
-  if (thread_.joinable()) return;
-  thread_ = std::thread([this] { Run(); });
-}
+void Reconciler::Stop() { loop_.Stop(); }
 
-void Reconciler::Stop() {
-  {
-    absl::MutexLock lock(&mu_);
-    stop_ = true;
-  }
-  if (thread_.joinable()) thread_.join();
-}
-
-void Reconciler::Wake() {
-  absl::MutexLock lock(&mu_);
-  wake_ = true;
-}
+void Reconciler::Wake() { loop_.Wake(); }
 
 }  // namespace goodput::mfu

@@ -6,14 +6,12 @@
 
 #include <functional>
 #include <string>
-#include <thread>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "services/mfu/reconciliation_store.h"
 #include "services/platform/logging.h"
+#include "services/platform/poll_loop.h"
 
 namespace goodput::mfu {
 
@@ -42,17 +40,13 @@ class Reconciler {
   absl::Status ReconcileIfPending(const std::string& cluster, const std::string& job_id);
 
  private:
-  void Run();
   absl::Status ReconcileOne(const std::string& cluster, const std::string& job_id);
 
   ReconciliationStore* store_;
   std::function<void()> on_events_;
   ReconcilerOptions options_;
   platform::Logger logger_;
-  absl::Mutex mu_;
-  bool stop_ ABSL_GUARDED_BY(mu_) = false;
-  bool wake_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread thread_;
+  platform::PollLoop loop_;  // last: stopped before the rest goes
 };
 
 }  // namespace goodput::mfu

@@ -13,7 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "services/mfu/pg_time.h"
+#include "services/api/api_convert.h"
 #include "services/mfu/report_check.h"
 
 namespace goodput::mfu {
@@ -299,7 +299,7 @@ absl::Status CheckWindow(const v1::OfuWindow& w, int index) {
   if (w.job().cluster().empty() || w.job().job_id().empty()) {
     return absl::InvalidArgumentError(absl::StrCat(where, ".job: cluster and job_id required"));
   }
-  if (ToUnixMicros(w.end_time()) <= ToUnixMicros(w.start_time())) {
+  if (api::TimestampToUnixMicros(w.end_time()) <= api::TimestampToUnixMicros(w.start_time())) {
     return absl::InvalidArgumentError(
         absl::StrCat(where, ".end_time=", w.end_time().seconds(),
                      " is not after start_time=", w.start_time().seconds()));
@@ -323,16 +323,17 @@ std::vector<v1::ReconciliationPoint> Downsample(const std::vector<v1::Reconcilia
   std::vector<v1::ReconciliationPoint> out;
   size_t i = 0;
   while (i < in.size()) {
-    const int64_t start = ToUnixMicros(in[i].interval().start_time());
+    const int64_t start = api::TimestampToUnixMicros(in[i].interval().start_time());
     const int64_t bucket = start - ((start % resolution_us) + resolution_us) % resolution_us;
     double w_all = 0, ofu = 0, low = 0, high = 0, cov = 0, w_app = 0, app = 0;
     int32_t reports = 0;
     v1::Verdict verdict = v1::VERDICT_UNSPECIFIED;
     size_t j = i;
     for (; j < in.size(); ++j) {
-      const int64_t s = ToUnixMicros(in[j].interval().start_time());
+      const int64_t s = api::TimestampToUnixMicros(in[j].interval().start_time());
       if (s >= bucket + resolution_us) break;
-      const double d = static_cast<double>(ToUnixMicros(in[j].interval().end_time()) - s);
+      const double d =
+          static_cast<double>(api::TimestampToUnixMicros(in[j].interval().end_time()) - s);
       w_all += d;
       ofu += d * in[j].ofu();
       low += d * in[j].ofu_ci95_low();
@@ -346,8 +347,8 @@ std::vector<v1::ReconciliationPoint> Downsample(const std::vector<v1::Reconcilia
       if (in[j].verdict() != v1::VERDICT_UNSPECIFIED) verdict = in[j].verdict();
     }
     v1::ReconciliationPoint p;
-    *p.mutable_interval()->mutable_start_time() = FromUnixMicros(bucket);
-    *p.mutable_interval()->mutable_end_time() = FromUnixMicros(bucket + resolution_us);
+    *p.mutable_interval()->mutable_start_time() = api::UnixMicrosToTimestamp(bucket);
+    *p.mutable_interval()->mutable_end_time() = api::UnixMicrosToTimestamp(bucket + resolution_us);
     if (w_all > 0) {
       p.set_ofu(ofu / w_all);
       p.set_ofu_ci95_low(low / w_all);
@@ -477,7 +478,8 @@ absl::StatusOr<v1::DeliveryAck> ReconciliationStore::ApplyOfuWindows(
           // Per-GPU windows are not reconciled: framework reports are job-level.
           if (w.has_gpu()) continue;
           txn.exec_params(kUpsertWindow, w.job().cluster(), w.job().job_id(),
-                          ToUnixMicros(w.start_time()), ToUnixMicros(w.end_time()), w.gpu_model(),
+                          api::TimestampToUnixMicros(w.start_time()),
+                          api::TimestampToUnixMicros(w.end_time()), w.gpu_model(),
                           w.workload_fingerprint(), w.ofu(), w.ofu_ci95_low(), w.ofu_ci95_high(),
                           w.gpu_coverage(), w.gpus_allocated(), w.sample_count(), w.warmup(),
                           w.revision(), w.finalized(), pos.producer_id(), pos.sequence());
@@ -602,13 +604,14 @@ absl::StatusOr<int> ReconciliationStore::ReconcileJob(const std::string& cluster
     *summary.mutable_verdict() = ToProtoDivergence(rec->divergence.job);
     for (const detect::IntervalVerdict& iv : rec->divergence.intervals) {
       v1::IntervalDivergence* out = summary.add_intervals();
-      *out->mutable_interval()->mutable_start_time() = FromUnixMicros(iv.start_s * 1000000);
-      *out->mutable_interval()->mutable_end_time() = FromUnixMicros(iv.end_s * 1000000);
+      *out->mutable_interval()->mutable_start_time() =
+          api::UnixMicrosToTimestamp(iv.start_s * 1000000);
+      *out->mutable_interval()->mutable_end_time() = api::UnixMicrosToTimestamp(iv.end_s * 1000000);
       *out->mutable_divergence() = ToProtoDivergence(iv.result);
     }
     for (const PrecisionSwitchResult& s : rec->switches) {
       v1::PrecisionSwitch* out = summary.add_precision_switches();
-      *out->mutable_time() = FromUnixMicros(s.time_us);
+      *out->mutable_time() = api::UnixMicrosToTimestamp(s.time_us);
       AddShares(s.before, out->mutable_before());
       AddShares(s.after, out->mutable_after());
       out->set_peak_tflops_before(s.peak_tflops_before.value_or(0));
@@ -657,13 +660,13 @@ absl::StatusOr<int> ReconciliationStore::ReconcileJob(const std::string& cluster
         e.set_event_id(absl::StrCat(producer_id_, "/", sequence, "/", i));
         e.mutable_job()->set_cluster(cluster);
         e.mutable_job()->set_job_id(job_id);
-        *e.mutable_time() = FromUnixMicros(now_us);
+        *e.mutable_time() = api::UnixMicrosToTimestamp(now_us);
         if (e.has_precision_switch()) {
           *e.mutable_interval()->mutable_start_time() = e.precision_switch().time();
-          *e.mutable_interval()->mutable_end_time() = FromUnixMicros(now_us);
+          *e.mutable_interval()->mutable_end_time() = api::UnixMicrosToTimestamp(now_us);
         } else if (first_us != 0) {
-          *e.mutable_interval()->mutable_start_time() = FromUnixMicros(first_us);
-          *e.mutable_interval()->mutable_end_time() = FromUnixMicros(last_us);
+          *e.mutable_interval()->mutable_start_time() = api::UnixMicrosToTimestamp(first_us);
+          *e.mutable_interval()->mutable_end_time() = api::UnixMicrosToTimestamp(last_us);
         }
         e.set_workload_fingerprint(fingerprint);
         txn.exec_params(kInsertEvent, producer_id_, sequence, static_cast<int>(i), Base64Of(e));
@@ -691,9 +694,10 @@ absl::StatusOr<v1::GetReconciliationResponse> ReconciliationStore::Get(
   std::optional<int64_t> from_us, to_us;
   if (request.has_time_range()) {
     if (request.time_range().has_start_time()) {
-      from_us = ToUnixMicros(request.time_range().start_time());
+      from_us = api::TimestampToUnixMicros(request.time_range().start_time());
     }
-    if (request.time_range().has_end_time()) to_us = ToUnixMicros(request.time_range().end_time());
+    if (request.time_range().has_end_time())
+      to_us = api::TimestampToUnixMicros(request.time_range().end_time());
   }
   const std::string& cluster = request.job().cluster();
   const std::string& job_id = request.job().job_id();
@@ -718,8 +722,10 @@ absl::StatusOr<v1::GetReconciliationResponse> ReconciliationStore::Get(
         std::vector<v1::ReconciliationPoint> points;
         for (const pqxx::row& r : txn.exec_params(kJobPoints, cluster, job_id, from_us, to_us)) {
           v1::ReconciliationPoint p;
-          *p.mutable_interval()->mutable_start_time() = FromUnixMicros(r[0].as<int64_t>());
-          *p.mutable_interval()->mutable_end_time() = FromUnixMicros(r[1].as<int64_t>());
+          *p.mutable_interval()->mutable_start_time() =
+              api::UnixMicrosToTimestamp(r[0].as<int64_t>());
+          *p.mutable_interval()->mutable_end_time() =
+              api::UnixMicrosToTimestamp(r[1].as<int64_t>());
           if (!r[2].is_null()) p.set_app_mfu(r[2].as<double>());
           p.set_ofu(r[3].as<double>());
           p.set_ofu_ci95_low(r[4].as<double>());
@@ -744,8 +750,8 @@ absl::StatusOr<FleetData> ReconciliationStore::Fleet(const v1::GetFleetReportReq
   if (!range.has_start_time() || !range.has_end_time()) {
     return absl::InvalidArgumentError("time_range: start_time and end_time are both required");
   }
-  const int64_t from_us = ToUnixMicros(range.start_time());
-  const int64_t to_us = ToUnixMicros(range.end_time());
+  const int64_t from_us = api::TimestampToUnixMicros(range.start_time());
+  const int64_t to_us = api::TimestampToUnixMicros(range.end_time());
   if (to_us <= from_us) {
     return absl::InvalidArgumentError(
         absl::StrCat("time_range.end_time=", range.end_time().seconds(),

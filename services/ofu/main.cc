@@ -10,6 +10,7 @@
 #include "services/ofu/ofu_service.h"
 #include "services/ofu/ofu_store.h"
 #include "services/platform/gpu_catalog_config.h"
+#include "services/platform/ordered_forwarder.h"
 #include "services/platform/service_main.h"
 
 namespace {
@@ -20,7 +21,7 @@ struct OfuRuntime {
   std::unique_ptr<goodput::ofu::OfuStore> store;
   std::unique_ptr<goodput::ofu::LatestCache> cache;
   std::unique_ptr<goodput::ofu::StreamHub> hub;
-  std::unique_ptr<goodput::ofu::OfuForwarder> forwarder;
+  std::unique_ptr<goodput::platform::OrderedForwarder> forwarder;
   std::unique_ptr<goodput::ofu::OfuConsumer> consumer;
   std::unique_ptr<goodput::ofu::OfuServiceImpl> service;
 };
@@ -71,20 +72,20 @@ absl::StatusOr<std::shared_ptr<void>> Setup(goodput::platform::ServiceContext& c
   engine.idle_flush_ms = *idle_flush_s * 1000;
   const int32_t w = static_cast<int32_t>(*window_s);
   OfuRuntime* raw = rt.get();
-  std::vector<goodput::ofu::ForwardTarget> targets;
+  std::vector<goodput::platform::OrderedTarget> targets;
   if (!mfu_address->empty()) {
     targets.push_back(goodput::ofu::MfuTarget(
-        grpc::CreateChannel(*mfu_address, grpc::InsecureChannelCredentials()), *forward_token,
-        *forward_timeout));
+        rt->store.get(), grpc::CreateChannel(*mfu_address, grpc::InsecureChannelCredentials()),
+        *forward_token, *forward_timeout));
   }
   if (!alerting_address->empty()) {
     targets.push_back(goodput::ofu::AlertingTarget(
-        grpc::CreateChannel(*alerting_address, grpc::InsecureChannelCredentials()), *forward_token,
-        *forward_timeout));
+        rt->store.get(), grpc::CreateChannel(*alerting_address, grpc::InsecureChannelCredentials()),
+        *forward_token, *forward_timeout));
   }
-  rt->forwarder = std::make_unique<goodput::ofu::OfuForwarder>(
-      rt->store.get(), std::move(targets), goodput::ofu::ForwarderOptions{.window_s = w},
-      ctx.logger.With({{"component", "forwarder"}}));
+  rt->forwarder = std::make_unique<goodput::platform::OrderedForwarder>(
+      goodput::ofu::ForwardLog(rt->store.get()), std::move(targets),
+      goodput::platform::OrderedForwarderOptions{}, ctx.logger.With({{"component", "forwarder"}}));
   goodput::platform::Gauge* consumed =
       &ctx.metrics
            ->AddGauge("goodput_ofu_samples_consumed",

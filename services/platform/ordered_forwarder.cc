@@ -12,7 +12,9 @@ OrderedForwarder::OrderedForwarder(OrderedLog log, std::vector<OrderedTarget> ta
     : log_(std::move(log)),
       targets_(std::move(targets)),
       options_(options),
-      logger_(std::move(logger)) {}
+      logger_(std::move(logger)),
+      loop_([this] { return StepAll(); },
+            {.poll_interval = options_.poll_interval, .retry_backoff = options_.retry_backoff}) {}
 
 OrderedForwarder::~OrderedForwarder() { Stop(); }
 
@@ -48,43 +50,25 @@ absl::Status OrderedForwarder::StepOnce(size_t index) {
   }
 }
 
-void OrderedForwarder::Run() {
-  while (true) {
-    bool failed = false;
-    for (size_t i = 0; i < targets_.size(); ++i) {
-      absl::Status s = StepOnce(i);
-      if (!s.ok()) {
-        failed = true;
-        logger_.Debug("forwarding failed; retrying later",
-                      {{"target", targets_[i].name}, {"error", s.ToString()}});
-      }
+bool OrderedForwarder::StepAll() {
+  bool ok = true;
+  for (size_t i = 0; i < targets_.size(); ++i) {
+    absl::Status s = StepOnce(i);
+    if (!s.ok()) {
+      ok = false;
+      logger_.Debug("forwarding failed; retrying later",
+                    {{"target", targets_[i].name}, {"error", s.ToString()}});
     }
-    absl::MutexLock lock(&mu_);
-    if (stop_) return;
-    auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stop_ || wake_; };
-    mu_.AwaitWithTimeout(absl::Condition(&ready),
-                         failed ? options_.retry_backoff : options_.poll_interval);
-    wake_ = false;
-    if (stop_) return;
   }
+  return ok;
 }
 
 void OrderedForwarder::Start() {
-  if (targets_.empty() || thread_.joinable()) return;
-  thread_ = std::thread([this] { Run(); });
+  if (!targets_.empty()) loop_.Start();
 }
 
-void OrderedForwarder::Stop() {
-  {
-    absl::MutexLock lock(&mu_);
-    stop_ = true;
-  }
-  if (thread_.joinable()) thread_.join();
-}
+void OrderedForwarder::Stop() { loop_.Stop(); }
 
-void OrderedForwarder::Wake() {
-  absl::MutexLock lock(&mu_);
-  wake_ = true;
-}
+void OrderedForwarder::Wake() { loop_.Wake(); }
 
 }  // namespace goodput::platform

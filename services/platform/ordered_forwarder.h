@@ -16,15 +16,13 @@
 #include <cstdint>
 #include <functional>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "services/platform/logging.h"
+#include "services/platform/poll_loop.h"
 
 namespace goodput::platform {
 
@@ -75,16 +73,14 @@ class OrderedForwarder {
   absl::Status StepOnce(size_t index);
 
  private:
-  void Run();
+  // One step for every target; false if any failed.
+  bool StepAll();
 
   OrderedLog log_;
   std::vector<OrderedTarget> targets_;
   OrderedForwarderOptions options_;
   Logger logger_;
-  absl::Mutex mu_;
-  bool stop_ ABSL_GUARDED_BY(mu_) = false;
-  bool wake_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread thread_;
+  PollLoop loop_;  // last: stopped before the rest goes
 };
 
 }  // namespace goodput::platform

@@ -1,0 +1,25 @@
+// The Python interpreter CMake chose for the Python SDK, for tests that run the SDK.
+#pragma once
+
+#include <fstream>
+#include <string>
+
+#include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
+#include "tests/support/service_process.h"
+
+namespace goodput::testing {
+
+// GOODPUT_SDK_PYTHON in the build tree's CMake cache; "" when CMake found no python3 with
+// grpc and protobuf.
+inline std::string SdkPython() {
+  std::ifstream cache(BuiltBinary("CMakeCache.txt"));
+  std::string line;
+  while (std::getline(cache, line)) {
+    absl::string_view rest = line;
+    if (absl::ConsumePrefix(&rest, "GOODPUT_SDK_PYTHON:FILEPATH=")) return std::string(rest);
+  }
+  return "";
+}
+
+}  // namespace goodput::testing
