@@ -22,8 +22,6 @@ namespace {
 
 namespace v1 = ::goodput::v1;
 
-constexpr char kH100[] = "NVIDIA H100 80GB HBM3";
-constexpr double kH100Bf16PeakTflops = 989.42976;
 constexpr int64_t kT0 = 1'780'000'000;
 
 v1::MfuReport MakeReport(const std::string& id, const std::string& job_id, int64_t start_s,
@@ -44,10 +42,7 @@ class MfuReports : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_NO_FATAL_FAILURE(StartPostgres(&pg_));
-    ASSERT_NO_FATAL_FAILURE(StartService({.binary = BuiltBinary("services/mfu/goodput-mfu"),
-                                          .config_yaml = PostgresConfigYaml(*pg_),
-                                          .extra_args = MigrateArgs()},
-                                         &mfu_));
+    ASSERT_NO_FATAL_FAILURE(StartMigratedService("services/mfu/goodput-mfu", *pg_, &mfu_));
     stub_ = v1::MfuService::NewStub(mfu_->Channel());
   }
 
