@@ -644,8 +644,8 @@ std::string ProtoEnumSuffix(const std::string& full, const std::string& prefix) 
 
 }  // namespace
 
-absl::Status AlertEngine::EvaluateJob(Tx& tx, const std::string& cluster,
-                                      const std::string& job_id) {
+AlertEngine::JobMeta AlertEngine::LockJobMeta(Tx& tx, const std::string& cluster,
+                                              const std::string& job_id) {
   tx.w.exec_params(kJobLock, cluster, job_id);
   JobMeta meta;
   meta.cluster = cluster;
@@ -661,6 +661,12 @@ absl::Status AlertEngine::EvaluateJob(Tx& tx, const std::string& cluster,
     meta.state = m[0][6].as<std::string>();
     meta.labels = LabelsFromJson(m[0][7].as<std::string>());
   }
+  return meta;
+}
+
+absl::Status AlertEngine::EvaluateJob(Tx& tx, const std::string& cluster,
+                                      const std::string& job_id) {
+  JobMeta meta = LockJobMeta(tx, cluster, job_id);
 
   JobInput input;
   std::map<int64_t, v1::OfuWindow> windows;  // start (s) -> window
@@ -1007,21 +1013,7 @@ absl::Status AlertEngine::SweepTelemetry() {
   for (const auto& [cluster, job_id] : jobs) {
     absl::Status st = RunAndPublish([&](Tx& tx) -> absl::Status {
       try {
-        tx.w.exec_params(kJobLock, cluster, job_id);
-        JobMeta meta;
-        meta.cluster = cluster;
-        meta.job_id = job_id;
-        pqxx::result m = tx.w.exec_params(kJobMeta, cluster, job_id);
-        if (!m.empty()) {
-          meta.scheduler = m[0][0].as<std::string>();
-          meta.user = m[0][1].as<std::string>();
-          meta.team = m[0][2].as<std::string>();
-          meta.name = m[0][3].as<std::string>();
-          meta.workload_fingerprint = m[0][4].as<std::string>();
-          meta.gpu_model = m[0][5].as<std::string>();
-          meta.state = m[0][6].as<std::string>();
-          meta.labels = LabelsFromJson(m[0][7].as<std::string>());
-        }
+        const JobMeta meta = LockJobMeta(tx, cluster, job_id);
         pqxx::result last = tx.w.exec_params(kLastWindowEnd, cluster, job_id);
         std::vector<Finding> findings;
         if (!last.empty() && meta.state == "running") {

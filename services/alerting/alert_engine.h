@@ -138,6 +138,9 @@ class AlertEngine {
   absl::StatusOr<v1::DeliveryAck> ReceiveInOrder(
       const v1::DeliverySequence& pos, const char* stream, const char* rpc,
       const std::function<void(Tx&, JobSet&)>& write_items);
+  // Takes the job's lock (evaluations of one job run one at a time) and reads what alerts
+  // say about it; defaults when the job is not registered.
+  JobMeta LockJobMeta(Tx& tx, const std::string& cluster, const std::string& job_id);
   absl::Status EvaluateJob(Tx& tx, const std::string& cluster, const std::string& job_id);
   absl::Status Reconcile(Tx& tx, const JobMeta& meta, const std::vector<Finding>& findings,
                          const std::set<Kind>& kinds,
