@@ -274,11 +274,7 @@ print("flushed", flushed, "sent", stats.sent, "refused", stats.refused, "failed"
 reporter.close(5)
 sys.exit(0 if flushed and stats.sent == 41 else 1)
 )";
-  absl::StatusOr<ProgramResult> result =
-      RunProgram({python, "-c", script, mfu_->grpc_address()},
-                 {{"PYTHONPATH", std::string(GOODPUT_BINARY_DIR) + "/sdk/python"},
-                  {"PYTHONDONTWRITEBYTECODE", "1"}},
-                 absl::Seconds(120));
+  absl::StatusOr<ProgramResult> result = RunSdkScript(python, script, mfu_->grpc_address());
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_EQ(result->exit.exit_code, 0) << result->output;
   EXPECT_EQ(Count("WHERE job_id = 'py-1'"), "41");

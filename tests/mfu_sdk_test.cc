@@ -132,11 +132,7 @@ ok = reporter.flush(30)
 reporter.close(5)
 sys.exit(0 if ok and reporter.stats().sent == 30 else 1)
 )";
-  absl::StatusOr<ProgramResult> result =
-      RunProgram({python, "-c", script, mfu_->grpc_address()},
-                 {{"PYTHONPATH", std::string(GOODPUT_BINARY_DIR) + "/sdk/python"},
-                  {"PYTHONDONTWRITEBYTECODE", "1"}},
-                 absl::Seconds(120));
+  absl::StatusOr<ProgramResult> result = RunSdkScript(python, script, mfu_->grpc_address());
   ASSERT_TRUE(result.ok()) << result.status();
   ASSERT_EQ(result->exit.exit_code, 0) << result->output;
 
