@@ -2,28 +2,23 @@
 // OFU falls 2.5x, is stored; goodput-ofu computes and forwards its windows; goodput-alerting
 // raises the regression and delivers it to the job through scontrol: exactly one line on the
 // job's stderr, and the alert's summary in the job's comment.
-#include <cmath>
 #include <fstream>
 #include <sstream>
 
 #include "absl/strings/match.h"
-#include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 #include "goodput/v1/alert.grpc.pb.h"
 #include "tests/alerting_delivery_fixture.h"
 #include "tests/support/free_port.h"
 #include "tests/support/redis_server.h"
 #include "tests/support/slurm_cluster.h"
+#include "tests/support/test_steps.h"
 
 namespace goodput::alerting {
 namespace {
 
 namespace v1 = ::goodput::v1;
 
-constexpr int kGpus = 4;
-constexpr int kMinutes = 170;
-constexpr int kDropMinute = 110;
-constexpr int kIntervalS = 20;
+constexpr testing::RegressingJobShape kJob;
 
 std::string ReadWhole(const std::filesystem::path& path) {
   std::ifstream in(path);
@@ -42,41 +37,9 @@ int CountLines(const std::string& text, const std::string& needle) {
 class DeliveryEndToEndTest : public DeliveryTest {
  protected:
   // Samples of `job_id` on cluster c1: warm-up, steady near 50% tensor activity, then 2.5x
-  // lower from kDropMinute on.
+  // lower from the drop minute on.
   void StoreJob(const std::string& job_id, int64_t start_ms) {
-    Sql(absl::StrCat("SELECT samples_create_partitions(timestamptz 'epoch' + ", start_ms,
-                     " * interval '1 millisecond', now() + interval '1 day')"));
-    Sql(absl::StrCat(
-        "INSERT INTO jobs (cluster, job_id, scheduler, team, gpu_model, start_time) VALUES "
-        "('c1', '",
-        job_id, "', 'slurm', 'llm', 'NVIDIA H100 80GB HBM3', now() - interval '1 day')"));
-    for (int g = 0; g < kGpus; ++g) {
-      Sql(
-          absl::StrCat("INSERT INTO job_gpus (job, cluster, host, gpu_index, valid) SELECT id, "
-                       "'c1', 'node-1', ",
-                       g, ", tstzrange(now() - interval '2 days', NULL) FROM jobs"));
-    }
-    std::vector<std::string> values;
-    for (int64_t t = 0; t < int64_t{kMinutes} * 60; t += kIntervalS) {
-      const double m = t / 60.0;
-      const double ramp = m < 8 ? 0.1 + 0.9 * m / 8.0 : 1.0;
-      const double level = 0.5 * ramp * (m >= kDropMinute ? 0.4 : 1.0);
-      for (int g = 0; g < kGpus; ++g) {
-        values.push_back(absl::StrFormat(
-            "(timestamptz 'epoch' + %d * interval '1 millisecond', 'c1', 'node-1', %d, "
-            "'NVIDIA H100 80GB HBM3', (SELECT id FROM jobs WHERE job_id = '%s'), %.6f, 1755)",
-            start_ms + t * 1000 + g * 13, g, job_id,
-            level * (1.0 + 0.02 * std::sin(t / 70.0 + g))));
-      }
-    }
-    Sql(
-        absl::StrCat("INSERT INTO samples (sample_time, cluster, host, gpu_index, gpu_model, "
-                     "job, tensor_active, sm_clock_mhz) VALUES ",
-                     absl::StrJoin(values, ",")));
-  }
-  void Sql(const std::string& sql) {
-    absl::Status s = pg_->Execute("goodput", sql);
-    ASSERT_TRUE(s.ok()) << s;
+    testing::ExecuteAll(*pg_, testing::RegressingJobSql(job_id, start_ms, kJob));
   }
 };
 
@@ -113,7 +76,7 @@ TEST_F(DeliveryEndToEndTest, RegressionOfARealSlurmJobNotifiesItOnceAndCommentsI
                                    *port, "', timeout_s: 5}\n")});
   ASSERT_TRUE(ofu.ok()) << ofu.status();
   // Recent enough that the job's telemetry is not "stopped" for the sweep.
-  StoreJob(*job, (absl::ToUnixSeconds(absl::Now()) / 60 - kMinutes - 5) * 60 * 1000);
+  StoreJob(*job, (absl::ToUnixSeconds(absl::Now()) / 60 - kJob.minutes - 5) * 60 * 1000);
 
   const std::filesystem::path err = (*slurm)->JobStderrPath(*job);
   ASSERT_TRUE(testing::PollUntil(

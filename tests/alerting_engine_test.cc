@@ -26,6 +26,7 @@
 #include "tests/support/free_port.h"
 #include "tests/support/postgres_server.h"
 #include "tests/support/service_process.h"
+#include "tests/support/test_steps.h"
 
 namespace goodput::alerting {
 namespace {
@@ -69,10 +70,7 @@ double DropAt120(int m) { return (m >= 120 ? 0.4 : 1.0) * Checkpoints(m); }
 class AlertEngineTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto pg = PostgresServer::Create();
-    ASSERT_TRUE(pg.ok()) << pg.status();
-    pg_ = *std::move(pg);
-    ASSERT_TRUE(pg_->CreateDatabase("goodput").ok());
+    ASSERT_NO_FATAL_FAILURE(goodput::testing::StartPostgres(&pg_));
     auto report = platform::ApplyMigrations(pg_->Dsn("goodput"),
                                             goodput::testing::SourceDir() / "migrations");
     ASSERT_TRUE(report.ok()) << report.status();

@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <csignal>
 #include <memory>
 #include <string>
@@ -14,8 +13,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "goodput/v1/alert.grpc.pb.h"
@@ -26,6 +23,7 @@
 #include "tests/support/postgres_server.h"
 #include "tests/support/redis_server.h"
 #include "tests/support/service_process.h"
+#include "tests/support/test_steps.h"
 
 namespace goodput::alerting {
 namespace {
@@ -38,10 +36,7 @@ using ::goodput::testing::ServiceProcess;
 using ::goodput::testing::SourceDir;
 namespace v1 = ::goodput::v1;
 
-constexpr int kGpus = 4;
-constexpr int kMinutes = 170;
-constexpr int kDropMinute = 110;
-constexpr int kIntervalS = 20;
+constexpr goodput::testing::RegressingJobShape kJob;
 
 // Receives webhook posts and remembers their idempotency keys.
 class Hooks {
@@ -77,21 +72,14 @@ class Hooks {
 class AlertingProcess : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto pg = PostgresServer::Create();
-    ASSERT_TRUE(pg.ok()) << pg.status();
-    pg_ = *std::move(pg);
-    ASSERT_TRUE(pg_->CreateDatabase("goodput").ok());
-    auto redis = RedisServer::Create();
-    ASSERT_TRUE(redis.ok()) << redis.status();
-    redis_ = *std::move(redis);
+    ASSERT_NO_FATAL_FAILURE(goodput::testing::StartPostgres(&pg_));
+    ASSERT_NO_FATAL_FAILURE(goodput::testing::StartRedis(&redis_));
     // Recent enough that the job's telemetry is not "stopped" for the sweep.
-    start_ms_ = (absl::ToUnixSeconds(absl::Now()) / 60 - kMinutes - 5) * 60 * 1000;
+    start_ms_ = (absl::ToUnixSeconds(absl::Now()) / 60 - kJob.minutes - 5) * 60 * 1000;
   }
 
   std::string Common() const {
-    return absl::StrCat("postgres:\n  dsn: \"", pg_->Dsn("goodput"),
-                        "\"\nredis:\n  host: ", redis_->host(), "\n  port: ", redis_->port(),
-                        "\nlog:\n  format: text\n");
+    return goodput::testing::PostgresConfigYaml(*pg_) + goodput::testing::RedisConfigYaml(*redis_);
   }
 
   absl::StatusOr<std::unique_ptr<ServiceProcess>> StartAlerting(int grpc_port, int hook_port) {
@@ -110,7 +98,7 @@ class AlertingProcess : public ::testing::Test {
                                      "\", secret: s3cret}\n"
                                      "    - {name: hook-b, kind: webhook, url: \"",
                                      hook, "\", secret: s3cret}\n"),
-         .extra_args = {"--migrate", "--migrations-dir", (SourceDir() / "migrations").string()}});
+         .extra_args = goodput::testing::MigrateArgs()});
   }
 
   absl::StatusOr<std::unique_ptr<ServiceProcess>> StartOfu(const std::string& alerting) {
@@ -120,7 +108,7 @@ class AlertingProcess : public ::testing::Test {
                                      "ofu:\n  poll_interval_s: 0.1\n  idle_flush_s: 2\n"
                                      "  forward:\n    alerting_address: \"",
                                      alerting, "\"\n    timeout_s: 5\n"),
-         .extra_args = {"--migrate", "--migrations-dir", (SourceDir() / "migrations").string()}});
+         .extra_args = goodput::testing::MigrateArgs()});
   }
 
   void Sql(const std::string& sql) {
@@ -134,32 +122,7 @@ class AlertingProcess : public ::testing::Test {
 
   // A job on 4 GPUs: warm-up, steady at ~50% tensor activity, then 2.5x lower.
   void StoreJob() {
-    Sql(absl::StrCat("SELECT samples_create_partitions(timestamptz 'epoch' + ", start_ms_,
-                     " * interval '1 millisecond', now() + interval '1 day')"));
-    Sql("INSERT INTO jobs (cluster, job_id, scheduler, team, gpu_model, start_time) VALUES "
-        "('c1', 'j1', 'slurm', 'llm', 'NVIDIA H100 80GB HBM3', now() - interval '1 day')");
-    for (int g = 0; g < kGpus; ++g) {
-      Sql(
-          absl::StrCat("INSERT INTO job_gpus (job, cluster, host, gpu_index, valid) SELECT id, "
-                       "'c1', 'node-1', ",
-                       g, ", tstzrange(now() - interval '2 days', NULL) FROM jobs"));
-    }
-    std::vector<std::string> values;
-    for (int64_t t = 0; t < int64_t{kMinutes} * 60; t += kIntervalS) {
-      const double m = t / 60.0;
-      const double ramp = m < 8 ? 0.1 + 0.9 * m / 8.0 : 1.0;
-      const double level = 0.5 * ramp * (m >= kDropMinute ? 0.4 : 1.0);
-      for (int g = 0; g < kGpus; ++g) {
-        values.push_back(absl::StrFormat(
-            "(timestamptz 'epoch' + %d * interval '1 millisecond', 'c1', 'node-1', %d, "
-            "'NVIDIA H100 80GB HBM3', (SELECT id FROM jobs WHERE job_id = 'j1'), %.6f, 1755)",
-            start_ms_ + t * 1000 + g * 13, g, level * (1.0 + 0.02 * std::sin(t / 70.0 + g))));
-      }
-    }
-    Sql(
-        absl::StrCat("INSERT INTO samples (sample_time, cluster, host, gpu_index, gpu_model, "
-                     "job, tensor_active, sm_clock_mhz) VALUES ",
-                     absl::StrJoin(values, ",")));
+    goodput::testing::ExecuteAll(*pg_, goodput::testing::RegressingJobSql("j1", start_ms_, kJob));
   }
 
   std::vector<v1::Alert> Alerts(ServiceProcess& alerting) {
@@ -195,7 +158,7 @@ TEST_F(AlertingProcess, OfuWindowsOfARegressingJobRaiseOneAlertAndARestartAddsNo
   // Let ofu finish forwarding everything, then look.
   ASSERT_TRUE(PollUntil(
       [&] {
-        return Value("SELECT count(*) FROM alert_windows") >= kMinutes - 1 &&
+        return Value("SELECT count(*) FROM alert_windows") >= kJob.minutes - 1 &&
                Value("SELECT coalesce(max(acked_seq), 0) FROM ofu_forward_state") ==
                    Value("SELECT coalesce(max(commit_seq), 0) FROM ofu_windows WHERE gpu = ''");
       },
@@ -205,7 +168,7 @@ TEST_F(AlertingProcess, OfuWindowsOfARegressingJobRaiseOneAlertAndARestartAddsNo
   EXPECT_EQ(alerts[0].kind(), v1::ALERT_KIND_REGRESSION_IN_JOB);
   EXPECT_NEAR(alerts[0].evidence().factor(), 2.5, 0.25);
   EXPECT_NEAR(static_cast<double>(alerts[0].evidence().onset_time().seconds()),
-              static_cast<double>(start_ms_ / 1000 + kDropMinute * 60), 60.0);
+              static_cast<double>(start_ms_ / 1000 + kJob.drop_minute * 60), 60.0);
   EXPECT_EQ(Value("SELECT count(*) FROM alert_outbox WHERE state = 'firing'"), 2);
   {
     httplib::Client http("127.0.0.1", (*alerting)->http_port());

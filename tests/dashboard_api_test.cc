@@ -32,6 +32,7 @@
 #include "tests/support/redis_server.h"
 #include "tests/support/service_process.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/test_steps.h"
 
 namespace goodput::testing {
 namespace {
@@ -59,26 +60,15 @@ std::string ReadFile(const std::filesystem::path& path) {
 class DashboardApi : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto pg = PostgresServer::Create();
-    ASSERT_TRUE(pg.ok()) << pg.status();
-    pg_ = *std::move(pg);
-    ASSERT_TRUE(pg_->CreateDatabase("goodput").ok());
-    auto redis = RedisServer::Create();
-    ASSERT_TRUE(redis.ok()) << redis.status();
-    redis_ = *std::move(redis);
-    const std::string yaml = absl::StrCat("postgres:\n  dsn: \"", pg_->Dsn("goodput"),
-                                          "\"\nredis:\n  host: ", redis_->host(),
-                                          "\n  port: ", redis_->port(), "\nlog:\n  format: text\n");
+    ASSERT_NO_FATAL_FAILURE(StartPostgres(&pg_));
+    ASSERT_NO_FATAL_FAILURE(StartRedis(&redis_));
+    const std::string yaml = PostgresConfigYaml(*pg_) + RedisConfigYaml(*redis_);
     auto start = [&](const char* path, const std::string& extra, std::vector<std::string> args,
                      std::unique_ptr<ServiceProcess>* out) {
-      auto process = ServiceProcess::Start(
-          {.binary = BuiltBinary(path), .config_yaml = yaml + extra, .extra_args = args});
-      ASSERT_TRUE(process.ok()) << process.status();
-      *out = *std::move(process);
+      StartService({.binary = BuiltBinary(path), .config_yaml = yaml + extra, .extra_args = args},
+                   out);
     };
-    ASSERT_NO_FATAL_FAILURE(
-        start("services/ingest/goodput-ingest", "",
-              {"--migrate", "--migrations-dir", (SourceDir() / "migrations").string()}, &ingest_));
+    ASSERT_NO_FATAL_FAILURE(start("services/ingest/goodput-ingest", "", MigrateArgs(), &ingest_));
     ASSERT_NO_FATAL_FAILURE(start("services/mfu/goodput-mfu", "", {}, &mfu_));
     ASSERT_NO_FATAL_FAILURE(start("services/alerting/goodput-alerting", "", {}, &alerting_));
     ASSERT_NO_FATAL_FAILURE(start(

@@ -32,9 +32,7 @@ namespace {
 
 namespace v1 = ::goodput::v1;
 
-constexpr char kH100[] = "NVIDIA H100 80GB HBM3";
 constexpr char kGb200[] = "NVIDIA GB200";
-constexpr double kH100Bf16PeakTflops = 989.42976;
 constexpr double kGb200Bf16PeakTflops = 2500.0;  // 148 x 8192 x 2062 MHz, rounded below
 constexpr int64_t kT0 = 1'780'000'020;           // a minute boundary
 

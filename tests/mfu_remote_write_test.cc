@@ -22,8 +22,6 @@ namespace {
 
 namespace v1 = ::goodput::v1;
 
-constexpr char kH100[] = "NVIDIA H100 80GB HBM3";
-constexpr double kH100Bf16PeakTflops = 989.42976;
 constexpr int64_t kT0Ms = 1'780'000'020'000;
 
 // A remote_write body with `n` samples of Megatron's throughput for job `job_id` from

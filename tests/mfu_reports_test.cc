@@ -22,8 +22,6 @@ namespace {
 
 namespace v1 = ::goodput::v1;
 
-constexpr char kH100[] = "NVIDIA H100 80GB HBM3";
-constexpr double kH100Bf16PeakTflops = 989.42976;
 constexpr int64_t kT0 = 1'780'000'000;
 
 v1::MfuReport MakeReport(const std::string& id, const std::string& job_id, int64_t start_s,
@@ -44,10 +42,7 @@ class MfuReports : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_NO_FATAL_FAILURE(StartPostgres(&pg_));
-    ASSERT_NO_FATAL_FAILURE(StartService({.binary = BuiltBinary("services/mfu/goodput-mfu"),
-                                          .config_yaml = PostgresConfigYaml(*pg_),
-                                          .extra_args = MigrateArgs()},
-                                         &mfu_));
+    ASSERT_NO_FATAL_FAILURE(StartMigratedService("services/mfu/goodput-mfu", *pg_, &mfu_));
     stub_ = v1::MfuService::NewStub(mfu_->Channel());
   }
 
@@ -279,11 +274,7 @@ print("flushed", flushed, "sent", stats.sent, "refused", stats.refused, "failed"
 reporter.close(5)
 sys.exit(0 if flushed and stats.sent == 41 else 1)
 )";
-  absl::StatusOr<ProgramResult> result =
-      RunProgram({python, "-c", script, mfu_->grpc_address()},
-                 {{"PYTHONPATH", std::string(GOODPUT_BINARY_DIR) + "/sdk/python"},
-                  {"PYTHONDONTWRITEBYTECODE", "1"}},
-                 absl::Seconds(120));
+  absl::StatusOr<ProgramResult> result = RunSdkScript(python, script, mfu_->grpc_address());
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_EQ(result->exit.exit_code, 0) << result->output;
   EXPECT_EQ(Count("WHERE job_id = 'py-1'"), "41");

@@ -21,17 +21,11 @@ namespace {
 
 namespace v1 = ::goodput::v1;
 
-constexpr char kH100[] = "NVIDIA H100 80GB HBM3";
-constexpr double kH100Bf16PeakTflops = 989.42976;
-
 class MfuSdk : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_NO_FATAL_FAILURE(StartPostgres(&pg_));
-    ASSERT_NO_FATAL_FAILURE(StartService({.binary = BuiltBinary("services/mfu/goodput-mfu"),
-                                          .config_yaml = PostgresConfigYaml(*pg_),
-                                          .extra_args = MigrateArgs()},
-                                         &mfu_));
+    ASSERT_NO_FATAL_FAILURE(StartMigratedService("services/mfu/goodput-mfu", *pg_, &mfu_));
     stub_ = v1::MfuService::NewStub(mfu_->Channel());
   }
 
@@ -138,11 +132,7 @@ ok = reporter.flush(30)
 reporter.close(5)
 sys.exit(0 if ok and reporter.stats().sent == 30 else 1)
 )";
-  absl::StatusOr<ProgramResult> result =
-      RunProgram({python, "-c", script, mfu_->grpc_address()},
-                 {{"PYTHONPATH", std::string(GOODPUT_BINARY_DIR) + "/sdk/python"},
-                  {"PYTHONDONTWRITEBYTECODE", "1"}},
-                 absl::Seconds(120));
+  absl::StatusOr<ProgramResult> result = RunSdkScript(python, script, mfu_->grpc_address());
   ASSERT_TRUE(result.ok()) << result.status();
   ASSERT_EQ(result->exit.exit_code, 0) << result->output;
 

@@ -536,14 +536,15 @@ absl::Status CheckPosition(const v1::DeliverySequence& p) {
 }
 }  // namespace
 
-absl::StatusOr<v1::DeliveryAck> AlertEngine::PushWindows(const v1::PushWindowsRequest& request) {
-  if (absl::Status s = CheckPosition(request.position()); !s.ok()) return s;
-  const v1::DeliverySequence& pos = request.position();
+absl::StatusOr<v1::DeliveryAck> AlertEngine::ReceiveInOrder(
+    const v1::DeliverySequence& pos, const char* stream, const char* rpc,
+    const std::function<void(Tx&, JobSet&)>& write_items) {
+  if (absl::Status s = CheckPosition(pos); !s.ok()) return s;
   v1::DeliveryAck ack;
   absl::Status s = RunAndPublish([&](Tx& tx) -> absl::Status {
     ack.Clear();
     try {
-      absl::StatusOr<int64_t> wm = LockWatermark(tx, "windows", pos.producer_id());
+      absl::StatusOr<int64_t> wm = LockWatermark(tx, stream, pos.producer_id());
       if (!wm.ok()) return wm.status();
       ack.set_watermark_sequence(*wm);
       if (pos.sequence() <= *wm) {
@@ -554,86 +555,63 @@ absl::StatusOr<v1::DeliveryAck> AlertEngine::PushWindows(const v1::PushWindowsRe
         ack.set_gap_detected(true);
         return absl::OkStatus();
       }
-      std::set<std::pair<std::string, std::string>> jobs;
-      for (int i = 0; i < request.windows_size(); ++i) {
-        const v1::OfuWindow& w = request.windows(i);
-        if (w.job().cluster().empty() || w.job().job_id().empty() || !w.has_start_time() ||
-            w.has_gpu()) {
-          logger_.Warn(
-              "skipping a window without its job, start or that is per GPU",
-              {{"index", i}, {"producer", pos.producer_id()}, {"sequence", pos.sequence()}});
-          continue;
-        }
-        int64_t end_ms = w.has_end_time() ? TsMs(w.end_time())
-                                          : TsMs(w.start_time()) + int64_t{w.window_s()} * 1000;
-        tx.w.exec_params(kUpsertWindow, w.job().cluster(), w.job().job_id(), TsMs(w.start_time()),
-                         end_ms, w.revision(), Encode(w));
-        jobs.insert({w.job().cluster(), w.job().job_id()});
-      }
+      JobSet jobs;
+      write_items(tx, jobs);
       for (const auto& [cluster, job_id] : jobs) {
         if (absl::Status st = EvaluateJob(tx, cluster, job_id); !st.ok()) return st;
       }
-      tx.w.exec_params(kSetWatermark, "windows", pos.producer_id(), pos.sequence());
+      tx.w.exec_params(kSetWatermark, stream, pos.producer_id(), pos.sequence());
       ack.set_watermark_sequence(pos.sequence());
       return absl::OkStatus();
     } catch (const std::exception& e) {
       if (platform::IsPgConnectionFailure(e)) throw;
-      return PgError(e, "PushWindows");
+      return PgError(e, rpc);
     }
   });
   if (!s.ok()) return s;
   return ack;
 }
 
-absl::StatusOr<v1::DeliveryAck> AlertEngine::PushDivergenceEvents(
-    const v1::PushDivergenceEventsRequest& request) {
-  if (absl::Status s = CheckPosition(request.position()); !s.ok()) return s;
+absl::StatusOr<v1::DeliveryAck> AlertEngine::PushWindows(const v1::PushWindowsRequest& request) {
   const v1::DeliverySequence& pos = request.position();
-  v1::DeliveryAck ack;
-  absl::Status s = RunAndPublish([&](Tx& tx) -> absl::Status {
-    ack.Clear();
-    try {
-      absl::StatusOr<int64_t> wm = LockWatermark(tx, "divergence", pos.producer_id());
-      if (!wm.ok()) return wm.status();
-      ack.set_watermark_sequence(*wm);
-      if (pos.sequence() <= *wm) {
-        ack.set_duplicate(true);
-        return absl::OkStatus();
+  return ReceiveInOrder(pos, "windows", "PushWindows", [&](Tx& tx, JobSet& jobs) {
+    for (int i = 0; i < request.windows_size(); ++i) {
+      const v1::OfuWindow& w = request.windows(i);
+      if (w.job().cluster().empty() || w.job().job_id().empty() || !w.has_start_time() ||
+          w.has_gpu()) {
+        logger_.Warn("skipping a window without its job, start or that is per GPU",
+                     {{"index", i}, {"producer", pos.producer_id()}, {"sequence", pos.sequence()}});
+        continue;
       }
-      if (pos.previous_sequence() > *wm) {
-        ack.set_gap_detected(true);
-        return absl::OkStatus();
-      }
-      std::set<std::pair<std::string, std::string>> jobs;
-      for (int i = 0; i < request.events_size(); ++i) {
-        const v1::DivergenceEvent& e = request.events(i);
-        if (e.event_id().empty() || e.job().cluster().empty() || e.job().job_id().empty() ||
-            e.event_case() == v1::DivergenceEvent::EVENT_NOT_SET) {
-          logger_.Warn(
-              "skipping a divergence event without id, job or content",
-              {{"index", i}, {"producer", pos.producer_id()}, {"sequence", pos.sequence()}});
-          continue;
-        }
-        const bool verdict = e.event_case() == v1::DivergenceEvent::kVerdict;
-        int64_t t_ms = e.has_time() ? TsMs(e.time()) : tx.now_ms;
-        if (!verdict && e.precision_switch().has_time()) t_ms = TsMs(e.precision_switch().time());
-        tx.w.exec_params(kInsertEvent, e.event_id(), e.job().cluster(), e.job().job_id(), t_ms,
-                         verdict ? "verdict" : "precision_switch", Encode(e));
-        jobs.insert({e.job().cluster(), e.job().job_id()});
-      }
-      for (const auto& [cluster, job_id] : jobs) {
-        if (absl::Status st = EvaluateJob(tx, cluster, job_id); !st.ok()) return st;
-      }
-      tx.w.exec_params(kSetWatermark, "divergence", pos.producer_id(), pos.sequence());
-      ack.set_watermark_sequence(pos.sequence());
-      return absl::OkStatus();
-    } catch (const std::exception& e) {
-      if (platform::IsPgConnectionFailure(e)) throw;
-      return PgError(e, "PushDivergenceEvents");
+      int64_t end_ms = w.has_end_time() ? TsMs(w.end_time())
+                                        : TsMs(w.start_time()) + int64_t{w.window_s()} * 1000;
+      tx.w.exec_params(kUpsertWindow, w.job().cluster(), w.job().job_id(), TsMs(w.start_time()),
+                       end_ms, w.revision(), Encode(w));
+      jobs.insert({w.job().cluster(), w.job().job_id()});
     }
   });
-  if (!s.ok()) return s;
-  return ack;
+}
+
+absl::StatusOr<v1::DeliveryAck> AlertEngine::PushDivergenceEvents(
+    const v1::PushDivergenceEventsRequest& request) {
+  const v1::DeliverySequence& pos = request.position();
+  return ReceiveInOrder(pos, "divergence", "PushDivergenceEvents", [&](Tx& tx, JobSet& jobs) {
+    for (int i = 0; i < request.events_size(); ++i) {
+      const v1::DivergenceEvent& e = request.events(i);
+      if (e.event_id().empty() || e.job().cluster().empty() || e.job().job_id().empty() ||
+          e.event_case() == v1::DivergenceEvent::EVENT_NOT_SET) {
+        logger_.Warn("skipping a divergence event without id, job or content",
+                     {{"index", i}, {"producer", pos.producer_id()}, {"sequence", pos.sequence()}});
+        continue;
+      }
+      const bool verdict = e.event_case() == v1::DivergenceEvent::kVerdict;
+      int64_t t_ms = e.has_time() ? TsMs(e.time()) : tx.now_ms;
+      if (!verdict && e.precision_switch().has_time()) t_ms = TsMs(e.precision_switch().time());
+      tx.w.exec_params(kInsertEvent, e.event_id(), e.job().cluster(), e.job().job_id(), t_ms,
+                       verdict ? "verdict" : "precision_switch", Encode(e));
+      jobs.insert({e.job().cluster(), e.job().job_id()});
+    }
+  });
 }
 
 namespace {
@@ -666,8 +644,8 @@ std::string ProtoEnumSuffix(const std::string& full, const std::string& prefix) 
 
 }  // namespace
 
-absl::Status AlertEngine::EvaluateJob(Tx& tx, const std::string& cluster,
-                                      const std::string& job_id) {
+AlertEngine::JobMeta AlertEngine::LockJobMeta(Tx& tx, const std::string& cluster,
+                                              const std::string& job_id) {
   tx.w.exec_params(kJobLock, cluster, job_id);
   JobMeta meta;
   meta.cluster = cluster;
@@ -683,6 +661,12 @@ absl::Status AlertEngine::EvaluateJob(Tx& tx, const std::string& cluster,
     meta.state = m[0][6].as<std::string>();
     meta.labels = LabelsFromJson(m[0][7].as<std::string>());
   }
+  return meta;
+}
+
+absl::Status AlertEngine::EvaluateJob(Tx& tx, const std::string& cluster,
+                                      const std::string& job_id) {
+  JobMeta meta = LockJobMeta(tx, cluster, job_id);
 
   JobInput input;
   std::map<int64_t, v1::OfuWindow> windows;  // start (s) -> window
@@ -1029,21 +1013,7 @@ absl::Status AlertEngine::SweepTelemetry() {
   for (const auto& [cluster, job_id] : jobs) {
     absl::Status st = RunAndPublish([&](Tx& tx) -> absl::Status {
       try {
-        tx.w.exec_params(kJobLock, cluster, job_id);
-        JobMeta meta;
-        meta.cluster = cluster;
-        meta.job_id = job_id;
-        pqxx::result m = tx.w.exec_params(kJobMeta, cluster, job_id);
-        if (!m.empty()) {
-          meta.scheduler = m[0][0].as<std::string>();
-          meta.user = m[0][1].as<std::string>();
-          meta.team = m[0][2].as<std::string>();
-          meta.name = m[0][3].as<std::string>();
-          meta.workload_fingerprint = m[0][4].as<std::string>();
-          meta.gpu_model = m[0][5].as<std::string>();
-          meta.state = m[0][6].as<std::string>();
-          meta.labels = LabelsFromJson(m[0][7].as<std::string>());
-        }
+        const JobMeta meta = LockJobMeta(tx, cluster, job_id);
         pqxx::result last = tx.w.exec_params(kLastWindowEnd, cluster, job_id);
         std::vector<Finding> findings;
         if (!last.empty() && meta.state == "running") {

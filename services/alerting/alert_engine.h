@@ -130,6 +130,17 @@ class AlertEngine {
 
   absl::StatusOr<int64_t> LockWatermark(Tx& tx, const std::string& stream,
                                         const std::string& producer);
+  // Jobs touched by one ordered push, evaluated once after all its items are written.
+  using JobSet = std::set<std::pair<std::string, std::string>>;
+  // The exactly-once receive of one ordered push on `stream`: checks the position, locks the
+  // producer's watermark, acks duplicates and gaps without writing, else runs `write_items`,
+  // evaluates the jobs it touched and advances the watermark, all in one transaction.
+  absl::StatusOr<v1::DeliveryAck> ReceiveInOrder(
+      const v1::DeliverySequence& pos, const char* stream, const char* rpc,
+      const std::function<void(Tx&, JobSet&)>& write_items);
+  // Takes the job's lock (evaluations of one job run one at a time) and reads what alerts
+  // say about it; defaults when the job is not registered.
+  JobMeta LockJobMeta(Tx& tx, const std::string& cluster, const std::string& job_id);
   absl::Status EvaluateJob(Tx& tx, const std::string& cluster, const std::string& job_id);
   absl::Status Reconcile(Tx& tx, const JobMeta& meta, const std::vector<Finding>& findings,
                          const std::set<Kind>& kinds,

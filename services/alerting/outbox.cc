@@ -39,8 +39,8 @@ constexpr char kDeliveriesForAlert[] =
 
 }  // namespace
 
-std::string NotificationToJson(const Notification& n) {
-  nlohmann::json j = {
+nlohmann::json NotificationFieldsJson(const Notification& n) {
+  return {
       {"alert_id", n.alert_id},
       {"fingerprint", n.fingerprint},
       {"kind", n.kind},
@@ -56,8 +56,12 @@ std::string NotificationToJson(const Notification& n) {
       {"description", n.description},
       {"verdict", n.verdict},
       {"dashboard_url", n.dashboard_url},
-      {"start_time_us", ToUnixMicros(n.start_time)},
   };
+}
+
+std::string NotificationToJson(const Notification& n) {
+  nlohmann::json j = NotificationFieldsJson(n);
+  j["start_time_us"] = ToUnixMicros(n.start_time);
   if (n.factor) j["factor"] = *n.factor;
   if (n.end_time) j["end_time_us"] = ToUnixMicros(*n.end_time);
   return j.dump();

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
 
 #include "absl/status/status.h"
@@ -45,6 +46,11 @@ struct Notification {
   std::chrono::system_clock::time_point start_time{};
   std::optional<std::chrono::system_clock::time_point> end_time;  // set when resolved
 };
+
+// The fields that the outbox row and the webhook body both carry as they are. Times and the
+// optional factor are left to each caller: the row stores microseconds and omits what is
+// unset, the webhook body has RFC 3339 times and explicit nulls.
+nlohmann::json NotificationFieldsJson(const Notification& n);
 
 std::string NotificationToJson(const Notification& n);
 absl::StatusOr<Notification> NotificationFromJson(const std::string& json);

@@ -1,7 +1,6 @@
 #include "services/ofu/ofu_service.h"
 
 #include <algorithm>
-#include <deque>
 #include <limits>
 
 #include "absl/strings/numbers.h"
@@ -11,6 +10,7 @@
 #include "services/api/api_convert.h"
 #include "services/core/tile_quantization.h"
 #include "services/ofu/proto_convert.h"
+#include "services/platform/grpc_reactors.h"
 #include "services/platform/status_convert.h"
 
 namespace goodput::ofu {
@@ -20,11 +20,7 @@ constexpr int64_t kEarliestMs = 0;
 constexpr int64_t kLatestMs = 4'102'444'800'000;  // 2100-01-01
 constexpr char kTokenPrefix[] = "ofu1:";
 
-grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* context, const absl::Status& s) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(platform::ToGrpcStatus(s));
-  return reactor;
-}
+using platform::FinishUnary;
 
 absl::Status CheckJobKey(const v1::JobKey& key, absl::string_view field) {
   if (key.cluster().empty() || key.job_id().empty()) {
@@ -77,78 +73,27 @@ v1::TileConfig TileToProto(const core::TileConfig& c, int64_t stages) {
 
 // Live windows of one job to one client; replayed windows first. A client that falls more
 // than kMaxQueued messages behind loses the oldest ones (the API's GetJobOfu has them all).
-class JobStream : public grpc::ServerWriteReactor<v1::StreamJobOfuResponse> {
+class JobStream : public platform::QueuedStreamWriter<v1::StreamJobOfuResponse> {
  public:
   static constexpr size_t kMaxQueued = 1000;
 
   JobStream(StreamHub* hub, int64_t job, bool include_per_gpu,
             std::vector<v1::StreamJobOfuResponse> replay)
-      : hub_(hub) {
-    {
-      absl::MutexLock lock(&mu_);
-      for (auto& r : replay) queue_.push_back(std::move(r));
-    }
+      : QueuedStreamWriter(kMaxQueued), hub_(hub) {
+    Hold();
     subscription_ = hub_->Subscribe(job, include_per_gpu,
                                     [this](const v1::StreamJobOfuResponse& r) { Push(r); });
-    absl::MutexLock lock(&mu_);
-    WriteNextLocked();
+    Start(std::move(replay));
   }
 
-  void OnWriteDone(bool ok) override {
-    absl::MutexLock lock(&mu_);
-    writing_ = false;
-    if (finished_) {
-      if (pending_finish_.has_value()) Finish(*std::exchange(pending_finish_, std::nullopt));
-      return;
-    }
-    if (!ok) {
-      FinishLocked(grpc::Status::OK);
-      return;
-    }
-    WriteNextLocked();
-  }
-  void OnCancel() override {
-    absl::MutexLock lock(&mu_);
-    FinishLocked(grpc::Status::CANCELLED);
-  }
   void OnDone() override {
     hub_->Unsubscribe(subscription_);
     delete this;
   }
 
  private:
-  void Push(const v1::StreamJobOfuResponse& r) {
-    absl::MutexLock lock(&mu_);
-    if (finished_) return;
-    if (queue_.size() >= kMaxQueued) queue_.pop_front();
-    queue_.push_back(r);
-    WriteNextLocked();
-  }
-  void WriteNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (writing_ || finished_ || queue_.empty()) return;
-    current_ = std::move(queue_.front());
-    queue_.pop_front();
-    writing_ = true;
-    StartWrite(&current_);
-  }
-  void FinishLocked(grpc::Status s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (finished_) return;
-    finished_ = true;
-    if (!writing_) {
-      Finish(std::move(s));
-    } else {
-      pending_finish_ = std::move(s);
-    }
-  }
-
   StreamHub* hub_;
   int64_t subscription_ = 0;
-  absl::Mutex mu_;
-  std::deque<v1::StreamJobOfuResponse> queue_ ABSL_GUARDED_BY(mu_);
-  v1::StreamJobOfuResponse current_;
-  bool writing_ ABSL_GUARDED_BY(mu_) = false;
-  bool finished_ ABSL_GUARDED_BY(mu_) = false;
-  std::optional<grpc::Status> pending_finish_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace
@@ -507,36 +452,32 @@ absl::Status OfuServiceImpl::DoEstimateGemmOverhead(const v1::EstimateGemmOverhe
 grpc::ServerUnaryReactor* OfuServiceImpl::GetJobOfu(grpc::CallbackServerContext* context,
                                                     const v1::GetJobOfuRequest* request,
                                                     v1::GetJobOfuResponse* response) {
-  return Finish(context, DoGetJobOfu(*request, response));
+  return FinishUnary(context, DoGetJobOfu(*request, response));
 }
 
 grpc::ServerWriteReactor<v1::StreamJobOfuResponse>* OfuServiceImpl::StreamJobOfu(
     grpc::CallbackServerContext* /*context*/, const v1::StreamJobOfuRequest* request) {
-  class Failed : public grpc::ServerWriteReactor<v1::StreamJobOfuResponse> {
-   public:
-    explicit Failed(const absl::Status& s) { Finish(platform::ToGrpcStatus(s)); }
-    void OnDone() override { delete this; }
-  };
-  if (absl::Status s = CheckJobKey(request->job(), "job"); !s.ok()) return new Failed(s);
+  const auto failed = platform::FailedStream<v1::StreamJobOfuResponse>;
+  if (absl::Status s = CheckJobKey(request->job(), "job"); !s.ok()) return failed(s);
   absl::StatusOr<JobRow> job = store_->FindJob(request->job().cluster(), request->job().job_id());
-  if (!job.ok()) return new Failed(job.status());
+  if (!job.ok()) return failed(job.status());
   // Replay: windows from replay_from, or the latest one.
   int64_t from_ms = 0;
   if (request->has_replay_from()) {
     from_ms = api::TimestampToUnixMs(request->replay_from());
   } else {
     absl::StatusOr<std::optional<int64_t>> latest = store_->LatestWindowStart(job->id);
-    if (!latest.ok()) return new Failed(latest.status());
+    if (!latest.ok()) return failed(latest.status());
     from_ms = latest->value_or(kLatestMs);
   }
   std::vector<v1::StreamJobOfuResponse> replay;
   absl::StatusOr<std::vector<StoredWindow>> windows =
       store_->Windows(job->id, false, from_ms, kLatestMs, 0);
-  if (!windows.ok()) return new Failed(windows.status());
+  if (!windows.ok()) return failed(windows.status());
   absl::StatusOr<std::vector<StoredWindow>> gpus = std::vector<StoredWindow>{};
   if (request->include_per_gpu() && !windows->empty()) {
     gpus = store_->Windows(job->id, true, from_ms, kLatestMs, 0);
-    if (!gpus.ok()) return new Failed(gpus.status());
+    if (!gpus.ok()) return failed(gpus.status());
   }
   size_t g = 0;
   for (const StoredWindow& w : *windows) {
@@ -557,31 +498,31 @@ grpc::ServerWriteReactor<v1::StreamJobOfuResponse>* OfuServiceImpl::StreamJobOfu
 grpc::ServerUnaryReactor* OfuServiceImpl::GetLatestOfu(grpc::CallbackServerContext* context,
                                                        const v1::GetLatestOfuRequest* request,
                                                        v1::GetLatestOfuResponse* response) {
-  return Finish(context, DoGetLatestOfu(*request, response));
+  return FinishUnary(context, DoGetLatestOfu(*request, response));
 }
 
 grpc::ServerUnaryReactor* OfuServiceImpl::GetJobSummary(grpc::CallbackServerContext* context,
                                                         const v1::GetJobSummaryRequest* request,
                                                         v1::GetJobSummaryResponse* response) {
-  return Finish(context, DoGetJobSummary(*request, response));
+  return FinishUnary(context, DoGetJobSummary(*request, response));
 }
 
 grpc::ServerUnaryReactor* OfuServiceImpl::GetFleetSummary(grpc::CallbackServerContext* context,
                                                           const v1::GetFleetSummaryRequest* request,
                                                           v1::GetFleetSummaryResponse* response) {
-  return Finish(context, DoGetFleetSummary(*request, response));
+  return FinishUnary(context, DoGetFleetSummary(*request, response));
 }
 
 grpc::ServerUnaryReactor* OfuServiceImpl::ListGpuSpecs(grpc::CallbackServerContext* context,
                                                        const v1::ListGpuSpecsRequest* request,
                                                        v1::ListGpuSpecsResponse* response) {
-  return Finish(context, DoListGpuSpecs(*request, response));
+  return FinishUnary(context, DoListGpuSpecs(*request, response));
 }
 
 grpc::ServerUnaryReactor* OfuServiceImpl::EstimateGemmOverhead(
     grpc::CallbackServerContext* context, const v1::EstimateGemmOverheadRequest* request,
     v1::EstimateGemmOverheadResponse* response) {
-  return Finish(context, DoEstimateGemmOverhead(*request, response));
+  return FinishUnary(context, DoEstimateGemmOverhead(*request, response));
 }
 
 grpc::ServerUnaryReactor* OfuServiceImpl::IngestAttributedBatch(
@@ -589,10 +530,10 @@ grpc::ServerUnaryReactor* OfuServiceImpl::IngestAttributedBatch(
     v1::IngestAttributedBatchResponse* response) {
   const v1::DeliverySequence& pos = request->position();
   if (pos.producer_id().empty() || pos.sequence() <= 0) {
-    return Finish(context,
-                  absl::InvalidArgumentError(absl::StrCat(
-                      "position: producer_id=\"", pos.producer_id(), "\" sequence=", pos.sequence(),
-                      " (a producer id and a sequence > 0 are required)")));
+    return FinishUnary(
+        context, absl::InvalidArgumentError(absl::StrCat(
+                     "position: producer_id=\"", pos.producer_id(), "\" sequence=", pos.sequence(),
+                     " (a producer id and a sequence > 0 are required)")));
   }
   // The samples of the batch are already committed to PostgreSQL by ingest; the consumer
   // counts them from there. The push only makes it read now, so it is acknowledged as
@@ -607,7 +548,7 @@ grpc::ServerUnaryReactor* OfuServiceImpl::IngestAttributedBatch(
   response->set_accepted_sample_count(0);
   response->set_late_sample_count(0);
   if (consumer_ != nullptr) consumer_->Wake();
-  return Finish(context, absl::OkStatus());
+  return FinishUnary(context, absl::OkStatus());
 }
 
 }  // namespace goodput::ofu

@@ -5,7 +5,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/util/json_util.h"
@@ -198,6 +200,26 @@ absl::StatusOr<v1::TimeRange> TimeRangeFlags(const Args& args, absl::string_view
   *range.mutable_start_time() = ToProto(start);
   *range.mutable_end_time() = ToProto(end);
   return range;
+}
+
+absl::StatusOr<JobWindowFlags> ParseJobWindowFlags(const Args& args) {
+  JobWindowFlags out;
+  if (args.Has("since") || args.Has("from") || args.Has("to")) {
+    absl::StatusOr<v1::TimeRange> range = TimeRangeFlags(args, "24h");
+    if (!range.ok()) return range.status();
+    out.range = *std::move(range);
+  }
+  if (std::optional<std::string> res = args.Flag("resolution")) {
+    absl::StatusOr<absl::Duration> d = ParseDurationFlag("resolution", *res);
+    if (!d.ok()) return d.status();
+    out.resolution_s = static_cast<int32_t>(absl::ToInt64Seconds(*d));
+  }
+  return out;
+}
+
+std::string EnumShort(std::string name, absl::string_view prefix) {
+  if (absl::StartsWith(name, prefix)) name = name.substr(prefix.size());
+  return absl::AsciiStrToLower(name);
 }
 
 absl::StatusOr<v1::JobKey> JobArg(const Args& args, size_t index) {

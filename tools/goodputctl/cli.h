@@ -6,6 +6,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
@@ -87,6 +89,29 @@ google::protobuf::Timestamp ToProto(absl::Time t);
 // The time range of --since DURATION (default `default_since`) or --from/--to; the end is
 // "now" unless --to is given. INVALID_ARGUMENT naming the flag.
 absl::StatusOr<v1::TimeRange> TimeRangeFlags(const Args& args, absl::string_view default_since);
+
+// The optional window of a job query: --since D | --from T [--to T] (a range only when one of
+// them is given, the end "now" unless --to) and --resolution D. INVALID_ARGUMENT naming the flag.
+struct JobWindowFlags {
+  std::optional<v1::TimeRange> range;
+  std::optional<int32_t> resolution_s;
+};
+absl::StatusOr<JobWindowFlags> ParseJobWindowFlags(const Args& args);
+
+// Sets `request`'s time_range and resolution_s from ParseJobWindowFlags, leaving unset what
+// the command line does not give.
+template <class Request>
+absl::Status SetJobWindow(const Args& args, Request& request) {
+  absl::StatusOr<JobWindowFlags> flags = ParseJobWindowFlags(args);
+  if (!flags.ok()) return flags.status();
+  if (flags->range) *request.mutable_time_range() = *flags->range;
+  if (flags->resolution_s) request.set_resolution_s(*flags->resolution_s);
+  return absl::OkStatus();
+}
+
+// An enum value's name without its prefix, lower case: ("VERDICT_SAME_JOB", "VERDICT_") ->
+// "same_job".
+std::string EnumShort(std::string name, absl::string_view prefix);
 
 // The job of a command: positional word `index` as CLUSTER/JOB, or --cluster and --job-id.
 absl::StatusOr<v1::JobKey> JobArg(const Args& args, size_t index);

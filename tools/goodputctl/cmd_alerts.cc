@@ -19,11 +19,6 @@ std::unique_ptr<v1::AlertService::Stub> AlertStub(const Args& args) {
   return v1::AlertService::NewStub(ChannelTo(args, Service::kAlerting));
 }
 
-std::string Short(std::string s, absl::string_view prefix) {
-  if (absl::StartsWith(s, prefix)) s = s.substr(prefix.size());
-  return absl::AsciiStrToLower(s);
-}
-
 template <class Enum>
 absl::StatusOr<Enum> ParseEnum(absl::string_view flag, absl::string_view value,
                                absl::string_view prefix, bool (*parse)(const std::string&, Enum*),
@@ -152,9 +147,9 @@ int ListAlerts(const Args& args) {
   }
   Table table({{"ID"}, {"STATE"}, {"SEVERITY"}, {"KIND"}, {"JOB"}, {"SINCE (UTC)"}, {"SUMMARY"}});
   for (const v1::Alert& a : all.alerts()) {
-    table.AddRow({a.alert_id(), Short(v1::AlertState_Name(a.state()), "ALERT_STATE_"),
-                  Short(v1::Severity_Name(a.severity()), "SEVERITY_"),
-                  Short(v1::AlertKind_Name(a.kind()), "ALERT_KIND_"), JobText(a.job()),
+    table.AddRow({a.alert_id(), EnumShort(v1::AlertState_Name(a.state()), "ALERT_STATE_"),
+                  EnumShort(v1::Severity_Name(a.severity()), "SEVERITY_"),
+                  EnumShort(v1::AlertKind_Name(a.kind()), "ALERT_KIND_"), JobText(a.job()),
                   FormatUtc(FromProto(a.start_time())), a.summary()});
   }
   std::cout << table.Render() << all.alerts_size() << " alerts\n";
@@ -164,9 +159,9 @@ int ListAlerts(const Args& args) {
 void PrintAlert(const v1::Alert& a) {
   std::cout << "alert        " << a.alert_id() << "\n"
             << "summary      " << a.summary() << "\n"
-            << "state        " << Short(v1::AlertState_Name(a.state()), "ALERT_STATE_")
-            << "   severity " << Short(v1::Severity_Name(a.severity()), "SEVERITY_") << "   kind "
-            << Short(v1::AlertKind_Name(a.kind()), "ALERT_KIND_") << "\n"
+            << "state        " << EnumShort(v1::AlertState_Name(a.state()), "ALERT_STATE_")
+            << "   severity " << EnumShort(v1::Severity_Name(a.severity()), "SEVERITY_")
+            << "   kind " << EnumShort(v1::AlertKind_Name(a.kind()), "ALERT_KIND_") << "\n"
             << "job          " << JobText(a.job()) << "\n"
             << "started      " << FormatUtc(FromProto(a.start_time()))
             << (a.has_end_time() ? "   resolved " + FormatUtc(FromProto(a.end_time())) : "")
@@ -225,9 +220,9 @@ void PrintAlert(const v1::Alert& a) {
       table.AddRow({d.target(),
                     d.target_kind() == v1::TARGET_KIND_UNSPECIFIED
                         ? "-"
-                        : Short(v1::TargetKind_Name(d.target_kind()), "TARGET_KIND_"),
-                    Short(v1::AlertState_Name(d.alert_state()), "ALERT_STATE_"),
-                    Short(v1::DeliveryState_Name(d.state()), "DELIVERY_STATE_"),
+                        : EnumShort(v1::TargetKind_Name(d.target_kind()), "TARGET_KIND_"),
+                    EnumShort(v1::AlertState_Name(d.alert_state()), "ALERT_STATE_"),
+                    EnumShort(v1::DeliveryState_Name(d.state()), "DELIVERY_STATE_"),
                     absl::StrCat(d.attempts()),
                     FormatUtc(FromProto(delivered ? d.delivered_time() : d.create_time())),
                     d.last_error().empty() ? "-" : d.last_error()});

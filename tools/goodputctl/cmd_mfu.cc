@@ -24,19 +24,14 @@ std::unique_ptr<v1::MfuService::Stub> MfuStub(const Args& args) {
   return v1::MfuService::NewStub(ChannelTo(args, Service::kMfu));
 }
 
-std::string Lower(std::string s, absl::string_view prefix) {
-  if (absl::StartsWith(s, prefix)) s = s.substr(prefix.size());
-  return absl::AsciiStrToLower(s);
-}
-
 std::string VerdictText(v1::Verdict v) {
-  std::string text = Lower(v1::Verdict_Name(v), "VERDICT_");
+  std::string text = EnumShort(v1::Verdict_Name(v), "VERDICT_");
   std::replace(text.begin(), text.end(), '_', ' ');
   return text;
 }
 
 std::string CauseText(v1::DivergenceCause c) {
-  std::string text = Lower(v1::DivergenceCause_Name(c), "DIVERGENCE_CAUSE_");
+  std::string text = EnumShort(v1::DivergenceCause_Name(c), "DIVERGENCE_CAUSE_");
   std::replace(text.begin(), text.end(), '_', ' ');
   return text;
 }
@@ -44,7 +39,7 @@ std::string CauseText(v1::DivergenceCause c) {
 std::string MixText(const google::protobuf::RepeatedPtrField<v1::PrecisionShare>& mix) {
   std::vector<std::string> parts;
   for (const v1::PrecisionShare& s : mix) {
-    parts.push_back(absl::StrCat(Lower(v1::Precision_Name(s.precision()), "PRECISION_"), " ",
+    parts.push_back(absl::StrCat(EnumShort(v1::Precision_Name(s.precision()), "PRECISION_"), " ",
                                  Percent(s.flops_share(), 0)));
   }
   return parts.empty() ? "-" : absl::StrJoin(parts, " + ");
@@ -55,16 +50,7 @@ int Reconcile(const Args& args) {
   if (!key.ok()) return UsageError(key.status().message());
   v1::GetReconciliationRequest request;
   *request.mutable_job() = *key;
-  if (args.Has("since") || args.Has("from") || args.Has("to")) {
-    absl::StatusOr<v1::TimeRange> range = TimeRangeFlags(args, "24h");
-    if (!range.ok()) return UsageError(range.status().message());
-    *request.mutable_time_range() = *range;
-  }
-  if (auto res = args.Flag("resolution")) {
-    absl::StatusOr<absl::Duration> d = ParseDurationFlag("resolution", *res);
-    if (!d.ok()) return UsageError(d.status().message());
-    request.set_resolution_s(static_cast<int32_t>(absl::ToInt64Seconds(*d)));
-  }
+  if (absl::Status s = SetJobWindow(args, request); !s.ok()) return UsageError(s.message());
   v1::GetReconciliationResponse response;
   grpc::Status status = MfuStub(args)->GetReconciliation(CallContext(args, absl::Seconds(60)).get(),
                                                          request, &response);

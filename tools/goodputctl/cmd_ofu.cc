@@ -28,13 +28,6 @@ std::unique_ptr<v1::OfuService::Stub> OfuStub(const Args& args) {
   return v1::OfuService::NewStub(ChannelTo(args, Service::kOfu));
 }
 
-// "SPARSE_SAMPLING" -> "sparse_sampling"; enum names without their prefix, lower case.
-std::string EnumShort(const std::string& full, absl::string_view prefix) {
-  std::string s = full;
-  if (absl::StartsWith(s, prefix)) s = s.substr(prefix.size());
-  return absl::AsciiStrToLower(s);
-}
-
 std::string FlagsText(const google::protobuf::RepeatedField<int>& flags) {
   std::vector<std::string> names;
   for (int f : flags) {
@@ -73,16 +66,7 @@ int JobOfu(const Args& args) {
   if (!key.ok()) return UsageError(key.status().message());
   v1::GetJobOfuRequest request;
   *request.mutable_job() = *key;
-  if (args.Has("since") || args.Has("from") || args.Has("to")) {
-    absl::StatusOr<v1::TimeRange> range = TimeRangeFlags(args, "24h");
-    if (!range.ok()) return UsageError(range.status().message());
-    *request.mutable_time_range() = *range;
-  }
-  if (auto res = args.Flag("resolution")) {
-    absl::StatusOr<absl::Duration> d = ParseDurationFlag("resolution", *res);
-    if (!d.ok()) return UsageError(d.status().message());
-    request.set_resolution_s(static_cast<int32_t>(absl::ToInt64Seconds(*d)));
-  }
+  if (absl::Status s = SetJobWindow(args, request); !s.ok()) return UsageError(s.message());
   const bool per_gpu = args.Has("per-gpu");
   request.set_include_per_gpu(per_gpu);
   request.set_page_size(1000);

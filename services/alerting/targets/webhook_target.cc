@@ -14,26 +14,10 @@ namespace goodput::alerting {
 
 std::string WebhookBody(const Notification& n, const std::string& idempotency_key,
                         const std::string& target) {
-  nlohmann::json j = {
-      {"idempotency_key", idempotency_key},
-      {"target", target},
-      {"alert_id", n.alert_id},
-      {"fingerprint", n.fingerprint},
-      {"kind", n.kind},
-      {"severity", n.severity},
-      {"state", n.state},
-      {"cluster", n.cluster},
-      {"job_id", n.job_id},
-      {"scheduler", n.scheduler},
-      {"team", n.team},
-      {"user", n.user},
-      {"labels", n.labels},
-      {"summary", n.summary},
-      {"description", n.description},
-      {"verdict", n.verdict},
-      {"dashboard_url", n.dashboard_url},
-      {"start_time", Rfc3339(ToAbslTime(n.start_time))},
-  };
+  nlohmann::json j = NotificationFieldsJson(n);
+  j["idempotency_key"] = idempotency_key;
+  j["target"] = target;
+  j["start_time"] = Rfc3339(ToAbslTime(n.start_time));
   j["factor"] = n.factor ? nlohmann::json(*n.factor) : nlohmann::json(nullptr);
   j["end_time"] =
       n.end_time ? nlohmann::json(Rfc3339(ToAbslTime(*n.end_time))) : nlohmann::json(nullptr);
