@@ -89,6 +89,10 @@ absl::StatusOr<std::shared_ptr<void>> Setup(goodput::platform::ServiceContext& c
       goodput::alerting::StartDelivery(ctx, routed);
   if (!delivery.ok()) return delivery.status();
   rt->delivery = *std::move(delivery);
+  // Every committed alert change may have enqueued outbox rows: look now rather than at the
+  // worker's next poll. The hub publishes after the commit, so the rows are visible.
+  goodput::alerting::DeliveryWorker* worker = rt->delivery->worker.get();
+  rt->hub->Subscribe({}, [worker](const goodput::v1::SubscribeAlertsResponse&) { worker->Wake(); });
   // --- end delivery ---
 
   return rt;
@@ -98,6 +102,5 @@ absl::StatusOr<std::shared_ptr<void>> Setup(goodput::platform::ServiceContext& c
 
 int main(int argc, char** argv) {
   return goodput::platform::RunServiceMain(
-      argc, argv,
-      {.name = "goodput-alerting", .config_sections = {"alerting"}, .setup = Setup});
+      argc, argv, {.name = "goodput-alerting", .config_sections = {"alerting"}, .setup = Setup});
 }
