@@ -34,6 +34,7 @@
 #include "tests/support/redis_server.h"
 #include "tests/support/service_process.h"
 #include "tests/support/temp_dir.h"
+#include "tools/fleetsim/fleet_proto.h"
 #include "tools/fleetsim/fleet_sim.h"
 
 namespace goodput::testing {
@@ -130,21 +131,8 @@ class PlatformSink : public sim::FleetSink {
   void OnSamples(const sim::JobTruth& job, int64_t, int64_t,
                  const std::vector<sim::GpuSample>& samples) override {
     if (!registered_.contains(job.job_id)) Register(job, samples);
-    for (const sim::GpuSample& s : samples) {
-      v1::GpuSample* out = batch_.add_samples();
-      out->mutable_gpu()->set_host(s.hostname);
-      out->mutable_gpu()->set_gpu_index(s.device);
-      out->mutable_gpu()->set_uuid(s.uuid);
-      out->set_time_unix_ms(s.timestamp_ms);
-      out->set_gpu_model(job.gpu_model);
-      out->set_tensor_active(s.tensor_active);
-      out->set_sm_clock_mhz(s.sm_clock_mhz);
-      out->set_sm_active(s.sm_active);
-      out->set_dram_active(s.dram_active);
-      out->set_fb_used_mib(s.fb_used_mib);
-      out->set_power_w(s.power_w);
-      out->set_total_energy_mj(s.energy_mj);
-    }
+    for (const sim::GpuSample& s : samples)
+      sim::SampleToProto(s, job.gpu_model, batch_.add_samples());
     pushed_[job.job_id] += static_cast<int64_t>(samples.size());
     if (batch_.samples_size() >= 4000) Flush();
   }
@@ -210,27 +198,7 @@ class PlatformSink : public sim::FleetSink {
 
  private:
   void Register(const sim::JobTruth& job, const std::vector<sim::GpuSample>& samples) {
-    v1::RegisterJobRequest request;
-    v1::Job* out = request.mutable_job();
-    out->mutable_key()->set_cluster(kCluster);
-    out->mutable_key()->set_job_id(job.job_id);
-    out->set_scheduler(v1::SCHEDULER_KIND_SLURM);
-    out->set_user(job.user);
-    out->set_team(job.team);
-    out->set_name(job.workload);
-    out->set_workload_fingerprint(job.workload);
-    out->set_gpu_model(job.gpu_model);
-    out->set_gpu_count(job.gpu_count);
-    out->set_state(v1::JOB_STATE_RUNNING);
-    *out->mutable_start_time() = At(job.start_s);
-    std::set<std::pair<std::string, int>> gpus;
-    for (const sim::GpuSample& s : samples) gpus.insert({s.hostname, s.device});
-    for (const auto& [host, device] : gpus) {
-      v1::GpuAllocation* a = out->add_allocations();
-      a->mutable_gpu()->set_host(host);
-      a->mutable_gpu()->set_gpu_index(device);
-      *a->mutable_start_time() = At(job.start_s);
-    }
+    v1::RegisterJobRequest request = sim::RegisterJobRequestFor(kCluster, job, samples);
     v1::RegisterJobResponse response;
     grpc::Status status = jobs_->RegisterJob(Ctx().get(), request, &response);
     EXPECT_TRUE(status.ok()) << "RegisterJob " << job.job_id << ": " << status.error_message();

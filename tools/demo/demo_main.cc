@@ -49,6 +49,7 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "sdk/cpp/reporter.h"
+#include "tools/fleetsim/fleet_proto.h"
 #include "tools/fleetsim/fleet_sim.h"
 #include "tools/goodputctl/format.h"
 
@@ -118,28 +119,8 @@ class PlatformSink : public sim::FleetSink {
   void OnSamples(const sim::JobTruth& job, int64_t window_start_s, int64_t window_end_s,
                  const std::vector<sim::GpuSample>& samples) override {
     if (!registered_.contains(job.job_id)) Register(job, samples);
-    for (const sim::GpuSample& s : samples) {
-      v1::GpuSample* out = batch_.add_samples();
-      out->mutable_gpu()->set_host(s.hostname);
-      out->mutable_gpu()->set_gpu_index(s.device);
-      out->mutable_gpu()->set_uuid(s.uuid);
-      out->set_time_unix_ms(s.timestamp_ms);
-      out->set_gpu_model(job.gpu_model);
-      out->set_tensor_active(s.tensor_active);
-      out->set_sm_clock_mhz(s.sm_clock_mhz);
-      out->set_sm_active(s.sm_active);
-      out->set_sm_occupancy(s.sm_occupancy);
-      out->set_dram_active(s.dram_active);
-      out->set_pipe_fp16_active(s.fp16_active);
-      out->set_pipe_fp32_active(s.fp32_active);
-      out->set_pipe_fp64_active(s.fp64_active);
-      out->set_gr_engine_active(s.gr_engine_active);
-      out->set_fb_used_mib(s.fb_used_mib);
-      out->set_power_w(s.power_w);
-      out->set_total_energy_mj(s.energy_mj);
-      out->set_gpu_temp_c(s.temperature_c);
-      out->set_clock_throttle_reasons(s.clock_throttle_reasons);
-    }
+    for (const sim::GpuSample& s : samples)
+      sim::SampleToProto(s, job.gpu_model, batch_.add_samples());
     last_window_end_s_ = window_end_s;
     pushed_per_job_[job.job_id] += static_cast<int64_t>(samples.size());
     (void)window_start_s;
@@ -255,27 +236,7 @@ class PlatformSink : public sim::FleetSink {
   }
 
   void Register(const sim::JobTruth& job, const std::vector<sim::GpuSample>& samples) {
-    v1::RegisterJobRequest request;
-    v1::Job* out = request.mutable_job();
-    out->mutable_key()->set_cluster(options_.cluster);
-    out->mutable_key()->set_job_id(job.job_id);
-    out->set_scheduler(v1::SCHEDULER_KIND_SLURM);
-    out->set_user(job.user);
-    out->set_team(job.team);
-    out->set_name(job.workload);
-    out->set_workload_fingerprint(job.workload);
-    out->set_gpu_model(job.gpu_model);
-    out->set_gpu_count(job.gpu_count);
-    out->set_state(v1::JOB_STATE_RUNNING);
-    SetTimestamp(job.start_s, out->mutable_start_time());
-    std::set<std::pair<std::string, int>> gpus;
-    for (const sim::GpuSample& s : samples) gpus.insert({s.hostname, s.device});
-    for (const auto& [host, device] : gpus) {
-      v1::GpuAllocation* a = out->add_allocations();
-      a->mutable_gpu()->set_host(host);
-      a->mutable_gpu()->set_gpu_index(device);
-      SetTimestamp(job.start_s, a->mutable_start_time());
-    }
+    v1::RegisterJobRequest request = sim::RegisterJobRequestFor(options_.cluster, job, samples);
     v1::RegisterJobResponse response;
     grpc::Status status = jobs_->RegisterJob(Context(options_).get(), request, &response);
     if (!status.ok()) Error("RegisterJob " + job.job_id, status);
