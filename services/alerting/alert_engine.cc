@@ -974,23 +974,26 @@ absl::Status AlertEngine::ApplySilences(Tx& tx) {
   return absl::OkStatus();
 }
 
-absl::Status AlertEngine::SweepEndedJobs() {
+absl::Status AlertEngine::ForEachCandidateJob(
+    const std::function<pqxx::result(pqxx::work&)>& candidates, const char* what,
+    const std::function<absl::Status(Tx&, const std::string&, const std::string&)>& fn) {
   std::vector<std::pair<std::string, std::string>> jobs;
   absl::Status s = pg_->RunTransaction([&](pqxx::work& w) -> absl::Status {
     jobs.clear();
-    for (const pqxx::row& r : w.exec(kOpenAlertsOfEndedJobs)) {
+    for (const pqxx::row& r : candidates(w)) {
       jobs.emplace_back(r[0].as<std::string>(), r[1].as<std::string>());
     }
     return absl::OkStatus();
   });
   if (!s.ok()) return s;
+  // One transaction per job: a job's evaluation never waits for another's locks.
   for (const auto& [cluster, job_id] : jobs) {
     absl::Status st = RunAndPublish([&](Tx& tx) -> absl::Status {
       try {
-        return EvaluateJob(tx, cluster, job_id);
+        return fn(tx, cluster, job_id);
       } catch (const std::exception& e) {
         if (platform::IsPgConnectionFailure(e)) throw;
-        return PgError(e, "sweep of ended jobs");
+        return PgError(e, what);
       }
     });
     if (!st.ok()) return st;
@@ -998,21 +1001,21 @@ absl::Status AlertEngine::SweepEndedJobs() {
   return absl::OkStatus();
 }
 
+absl::Status AlertEngine::SweepEndedJobs() {
+  return ForEachCandidateJob([](pqxx::work& w) { return w.exec(kOpenAlertsOfEndedJobs); },
+                             "sweep of ended jobs",
+                             [&](Tx& tx, const std::string& cluster, const std::string& job_id) {
+                               return EvaluateJob(tx, cluster, job_id);
+                             });
+}
+
 absl::Status AlertEngine::SweepTelemetry() {
   const int64_t now_ms = ToMs(clock_());
   const int64_t stale_before_ms = now_ms - config_.detectors.telemetry_stopped_after_s * 1000;
-  std::vector<std::pair<std::string, std::string>> jobs;
-  absl::Status s = pg_->RunTransaction([&](pqxx::work& w) -> absl::Status {
-    jobs.clear();
-    for (const pqxx::row& r : w.exec_params(kTelemetryCandidates, stale_before_ms)) {
-      jobs.emplace_back(r[0].as<std::string>(), r[1].as<std::string>());
-    }
-    return absl::OkStatus();
-  });
-  if (!s.ok()) return s;
-  for (const auto& [cluster, job_id] : jobs) {
-    absl::Status st = RunAndPublish([&](Tx& tx) -> absl::Status {
-      try {
+  return ForEachCandidateJob(
+      [&](pqxx::work& w) { return w.exec_params(kTelemetryCandidates, stale_before_ms); },
+      "telemetry sweep",
+      [&](Tx& tx, const std::string& cluster, const std::string& job_id) {
         const JobMeta meta = LockJobMeta(tx, cluster, job_id);
         pqxx::result last = tx.w.exec_params(kLastWindowEnd, cluster, job_id);
         std::vector<Finding> findings;
@@ -1023,14 +1026,7 @@ absl::Status AlertEngine::SweepTelemetry() {
           }
         }
         return Reconcile(tx, meta, findings, {Kind::kTelemetryStopped}, {}, {});
-      } catch (const std::exception& e) {
-        if (platform::IsPgConnectionFailure(e)) throw;
-        return PgError(e, "telemetry sweep");
-      }
-    });
-    if (!st.ok()) return st;
-  }
-  return absl::OkStatus();
+      });
 }
 
 absl::Status AlertEngine::Sweep() {

@@ -154,6 +154,11 @@ class AlertEngine {
   absl::Status RunAndPublish(const std::function<absl::Status(Tx&)>& fn);
   absl::Status SweepTelemetry();
   absl::Status SweepEndedJobs();
+  // Reads (cluster, job_id) rows with `candidates` in one transaction, then runs `fn` for each
+  // job in a transaction of its own, publishing its changes; `what` names the step in errors.
+  absl::Status ForEachCandidateJob(
+      const std::function<pqxx::result(pqxx::work&)>& candidates, const char* what,
+      const std::function<absl::Status(Tx&, const std::string&, const std::string&)>& fn);
 
   platform::PgPool* pg_;
   EngineConfig config_;
