@@ -62,6 +62,10 @@ class RemoteWriteIntegration : public ::testing::Test {
                       "  scrape:\n    targets:\n      - url: http://127.0.0.1:", exporter_->port(),
                       "/metrics\n        cluster: eos\n        interval_s: 1\n");
     }
+    if (auth_on_) {
+      absl::StrAppend(&config, "auth:\n  enabled: true\n  tokens:\n",
+                      "    telemetry: [telemetry-token-1]\n    scheduler: [scheduler-token-1]\n");
+    }
     ASSERT_NO_FATAL_FAILURE(
         testing::StartService({.binary = testing::BuiltBinary("services/ingest/goodput-ingest"),
                                .config_yaml = config,
@@ -91,7 +95,10 @@ class RemoteWriteIntegration : public ::testing::Test {
                           << "      - targets: ['127.0.0.1:" << exporter_->port() << "']\n"
                           << "remote_write:\n  - url: http://127.0.0.1:" << http_port_
                           << "/api/v1/write\n    queue_config:\n      batch_send_deadline: 1s\n"
-                          << "      min_backoff: 100ms\n      max_backoff: 1s\n";
+                          << "      min_backoff: 100ms\n      max_backoff: 1s\n"
+                          << (auth_on_ ? "    authorization:\n      type: Bearer\n"
+                                         "      credentials: telemetry-token-1\n"
+                                       : "");
     fs::create_directories(dir_->path() / "prometheus-data");
     auto proc = ChildProcess::Start(
         {.argv = {"prometheus", absl::StrCat("--config.file=", config.string()),
@@ -104,11 +111,12 @@ class RemoteWriteIntegration : public ::testing::Test {
 
   std::string Query(const std::string& sql) { return testing::QueryScalar(*pg_, sql); }
 
-  httplib::Result PostWrite(const std::string& body) {
+  httplib::Result PostWrite(const std::string& body, const std::string& token = "") {
     httplib::Client client("127.0.0.1", http_port_);
     client.set_read_timeout(30, 0);
     httplib::Headers headers = {{"Content-Encoding", "snappy"},
                                 {"X-Prometheus-Remote-Write-Version", "0.1.0"}};
+    if (!token.empty()) headers.emplace("Authorization", absl::StrCat("Bearer ", token));
     return client.Post("/api/v1/write", headers, body, "application/x-protobuf");
   }
 
@@ -119,6 +127,7 @@ class RemoteWriteIntegration : public ::testing::Test {
   std::unique_ptr<ChildProcess> prometheus_;
   int http_port_ = 0;
   bool ingest_scrapes_too_ = false;
+  bool auth_on_ = false;
   std::unique_ptr<v1::JobService::Stub> jobs_;
 };
 
@@ -302,6 +311,53 @@ TEST_F(RemoteWriteIntegration, AnswersRetryableWhenPostgresIsDownAndStoresTheRet
       },
       absl::Seconds(60), absl::Milliseconds(250)));
   EXPECT_EQ(Query("SELECT count(*) FROM samples"), "1");
+}
+
+}  // namespace
+}  // namespace goodput
+
+namespace goodput {
+namespace {
+
+// With auth on, remote_write is a write path like PushSamples: it needs a telemetry token.
+class RemoteWriteWithAuth : public RemoteWriteIntegration {
+ protected:
+  RemoteWriteWithAuth() { auth_on_ = true; }
+};
+
+TEST_F(RemoteWriteWithAuth, RefusesMissingAndWrongRoleTokensAndStoresPrometheusWritesWithOne) {
+  const int64_t now = absl::ToUnixMillis(absl::Now());
+  prometheus::WriteRequest request;
+  AddSeries(&request, "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", 0, 0.42, now - 2000);
+  const std::string body = Snappy(request);
+
+  httplib::Result r = PostWrite(body);
+  ASSERT_TRUE(r) << ingest_->process().LogTail();
+  EXPECT_EQ(r->status, 401);
+  EXPECT_EQ(r->get_header_value("WWW-Authenticate"), "Bearer");
+  EXPECT_THAT(r->body, HasSubstr("Authorization: Bearer"));
+  r = PostWrite(body, "not-a-token");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 401);
+  EXPECT_THAT(r->body, ::testing::Not(HasSubstr("not-a-token")));
+  r = PostWrite(body, "scheduler-token-1");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 403);
+  EXPECT_THAT(r->body, HasSubstr("scheduler"));
+  EXPECT_EQ(Query("SELECT count(*) FROM samples"), "0");
+
+  r = PostWrite(body, "telemetry-token-1");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(Query("SELECT count(*) FROM samples"), "1");
+
+  // A real Prometheus configured with the token delivers.
+  StartPrometheus();
+  ASSERT_TRUE(PollUntil([&] { return std::stoi(Query("SELECT count(*) FROM samples")) > kGpus; },
+                        absl::Seconds(90), absl::Milliseconds(200)))
+      << "ingest:\n"
+      << ingest_->process().LogTail() << "\nprometheus:\n"
+      << prometheus_->LogTail();
 }
 
 }  // namespace

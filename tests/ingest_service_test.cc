@@ -8,6 +8,8 @@
 
 #include <atomic>
 #include <cmath>
+#include <fstream>
+#include <functional>
 #include <limits>
 #include <map>
 #include <sstream>
@@ -17,7 +19,9 @@
 #include "absl/time/clock.h"
 #include "goodput/v1/ingest.grpc.pb.h"
 #include "goodput/v1/job.grpc.pb.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
+#include "httplib.h"
 #include "tests/support/child_process.h"
 #include "tests/support/postgres_server.h"
 #include "tests/support/service_process.h"
@@ -176,16 +180,232 @@ TEST_F(IngestServiceIntegration, BadSamplesAreRefusedWithReasonsAndTheRestKept) 
   *batch.add_samples() = MakeSample("n1", 6, now - 1000);
   v1::PushSamplesResponse response;
   ASSERT_TRUE(Push({batch}, &response).ok());
-  EXPECT_EQ(response.stored_count(), 2);
-  EXPECT_EQ(response.refused_count(), 5);
-  ASSERT_EQ(response.refusals_size(), 5);
+  // A model the catalog does not know keeps its telemetry (ofu flags its OFU unavailable).
+  EXPECT_EQ(response.stored_count(), 3);
+  EXPECT_EQ(response.refused_count(), 4);
+  ASSERT_EQ(response.refusals_size(), 4);
   EXPECT_EQ(response.refusals(0).message(),
             "sample 1 of batch b-3: tensor_active=1.7 is outside [0, 1]");
   EXPECT_EQ(response.refusals(1).code(), v1::REFUSAL_CODE_NOT_FINITE);
   EXPECT_EQ(response.refusals(2).field(), "sm_clock_mhz");
-  EXPECT_EQ(response.refusals(3).code(), v1::REFUSAL_CODE_UNKNOWN_GPU_MODEL);
-  EXPECT_EQ(response.refusals(4).code(), v1::REFUSAL_CODE_FUTURE_TIMESTAMP);
-  EXPECT_EQ(Query("SELECT count(*) FROM samples"), "2");
+  EXPECT_EQ(response.refusals(3).code(), v1::REFUSAL_CODE_FUTURE_TIMESTAMP);
+  EXPECT_EQ(Query("SELECT count(*) FROM samples"), "3");
+  EXPECT_EQ(Query("SELECT gpu_model FROM samples WHERE gpu_index = 4"), "NVIDIA Imaginary X1");
+}
+
+// Values and strings PostgreSQL cannot store used to fail the whole COPY: the batch answered
+// INTERNAL, its good samples were lost and the sender retried the poison batch forever.
+TEST_F(IngestServiceIntegration, PoisonValuesAreRefusedAloneAndTheGoodSamplesAreStored) {
+  const int64_t now = NowMs();
+  v1::PushSamplesRequest poison;
+  poison.set_batch_id("poison-1");
+  poison.set_cluster("eos");
+  *poison.add_samples() = MakeSample("n1", 0, now - 1000);
+  v1::GpuSample huge_power = MakeSample("n1", 1, now - 1000);
+  huge_power.set_power_w(1e39);
+  *poison.add_samples() = huge_power;
+  v1::GpuSample huger_power = MakeSample("n1", 2, now - 1000);
+  huger_power.set_power_w(1e300);
+  *poison.add_samples() = huger_power;
+  *poison.add_samples() = MakeSample("n1", 3, now - 1000, 5e-324);  // below a float: stored as 0
+  *poison.add_samples() = MakeSample(std::string("n1\0evil", 7), 4, now - 1000);
+  *poison.add_samples() = MakeSample(std::string(3000, 'h'), 5, now - 1000);
+  v1::GpuSample long_label = MakeSample("n1", 6, now - 1000);
+  (*long_label.mutable_labels())["hpc_job"] = std::string(3000, '7');
+  *poison.add_samples() = long_label;
+  v1::GpuSample nul_label = MakeSample("n1", 7, now - 1000);
+  (*nul_label.mutable_labels())["pod"] = std::string("a\0b", 3);
+  *poison.add_samples() = nul_label;
+  *poison.add_samples() = MakeSample("n1", 8, now - 1000);
+  v1::PushSamplesRequest after;
+  after.set_batch_id("after-poison");
+  after.set_cluster("eos");
+  *after.add_samples() = MakeSample("n2", 0, now - 1000);
+
+  v1::PushSamplesResponse response;
+  grpc::Status status = Push({poison, after}, &response);
+  ASSERT_TRUE(status.ok()) << status.error_message() << ingest_->process().LogTail();
+  ASSERT_EQ(response.batches_size(), 2);  // the batch after the poison one is acknowledged too
+  EXPECT_EQ(response.batches(0).stored_count(), 3);
+  EXPECT_EQ(response.batches(0).refused_count(), 6);
+  EXPECT_EQ(response.batches(1).stored_count(), 1);
+  ASSERT_EQ(response.refusals_size(), 6);
+  EXPECT_EQ(response.refusals(0).field(), "power_w");
+  EXPECT_THAT(response.refusals(0).message(), HasSubstr("4-byte real"));
+  EXPECT_EQ(response.refusals(1).field(), "power_w");
+  EXPECT_EQ(response.refusals(2).field(), "gpu.host");
+  EXPECT_THAT(response.refusals(2).message(), HasSubstr("NUL byte at byte 2"));
+  EXPECT_EQ(response.refusals(2).value(), "n1\\x00evil");  // escaped, never raw
+  EXPECT_EQ(response.refusals(3).field(), "gpu.host");
+  EXPECT_THAT(response.refusals(3).message(), HasSubstr("3000 bytes; the limit is 255"));
+  EXPECT_LE(response.refusals(3).message().size(), 400u);
+  EXPECT_EQ(response.refusals(4).field(), "labels.hpc_job");
+  EXPECT_EQ(response.refusals(5).field(), "labels.pod");
+  EXPECT_EQ(Query("SELECT string_agg(gpu_index::text || ':' || tensor_active, ',' "
+                  "ORDER BY gpu_index) FROM samples WHERE host = 'n1'"),
+            "0:0.4,3:0,8:0.4");
+  EXPECT_EQ(Query("SELECT count(*) FROM samples"), "4");
+}
+
+// A message the server cannot parse used to end the stream as if the client had finished:
+// status OK, the batches after it silently dropped.
+TEST_F(IngestServiceIntegration, UnreadableMessageFailsTheStreamNamingItsPositionAfterTheCommitted) {
+  const int64_t now = NowMs();
+  auto batch = [&](const std::string& id, const std::string& host) {
+    v1::PushSamplesRequest b;
+    b.set_batch_id(id);
+    b.set_cluster("eos");
+    *b.add_samples() = MakeSample(host, 0, now - 1000);
+    return b.SerializeAsString();
+  };
+  const std::vector<std::string> messages = {batch("first", "n1"), std::string("\xff\xff\xff\x01", 4),
+                                             batch("third", "n3")};
+  grpc::GenericStub stub(ingest_->Channel());
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  grpc::CompletionQueue cq;
+  void* tag = nullptr;
+  bool ok = false;
+  auto call = stub.PrepareCall(&ctx, "/goodput.v1.IngestService/PushSamples", &cq);
+  call->StartCall(reinterpret_cast<void*>(1));
+  ASSERT_TRUE(cq.Next(&tag, &ok) && ok);
+  for (const std::string& m : messages) {
+    grpc::Slice slice(m);
+    grpc::ByteBuffer buffer(&slice, 1);
+    call->Write(buffer, reinterpret_cast<void*>(2));
+    ASSERT_TRUE(cq.Next(&tag, &ok));
+    if (!ok) break;  // the server has already ended the stream
+  }
+  call->WritesDone(reinterpret_cast<void*>(3));
+  ASSERT_TRUE(cq.Next(&tag, &ok));
+  grpc::Status status;
+  call->Finish(&status, reinterpret_cast<void*>(4));
+  ASSERT_TRUE(cq.Next(&tag, &ok));
+
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+  EXPECT_THAT(status.error_message(), HasSubstr("message 2 of the stream"));
+  EXPECT_THAT(status.error_message(), HasSubstr("the 1 messages before it were committed"));
+  const auto& trailers = ctx.GetServerTrailingMetadata();
+  auto it = trailers.find("goodput-committed-batches-bin");
+  ASSERT_NE(it, trailers.end());
+  v1::PushSamplesResponse committed;
+  ASSERT_TRUE(committed.ParseFromString(std::string(it->second.data(), it->second.size())));
+  ASSERT_EQ(committed.batches_size(), 1);
+  EXPECT_EQ(committed.batches(0).batch_id(), "first");
+  EXPECT_EQ(committed.stored_count(), 1);
+  EXPECT_EQ(Query("SELECT string_agg(host, ',') FROM samples"), "n1");
+}
+
+TEST_F(IngestServiceIntegration, BatchIdsOfTwoClustersDoNotCollide) {
+  const int64_t now = NowMs();
+  v1::PushSamplesRequest eos;
+  eos.set_batch_id("node-boot-1-1");
+  eos.set_cluster("eos");
+  *eos.add_samples() = MakeSample("n1", 0, now - 1000);
+  v1::PushSamplesRequest selene = eos;
+  selene.set_cluster("selene");
+  *selene.add_samples() = MakeSample("n1", 1, now - 1000);
+
+  v1::PushSamplesResponse first;
+  ASSERT_TRUE(Push({eos}, &first).ok());
+  v1::PushSamplesResponse second;
+  ASSERT_TRUE(Push({selene}, &second).ok());
+  ASSERT_EQ(second.batches_size(), 1);
+  EXPECT_FALSE(second.batches(0).duplicate());
+  EXPECT_EQ(second.stored_count(), 2);
+  v1::PushSamplesResponse retry;
+  ASSERT_TRUE(Push({eos}, &retry).ok());
+  ASSERT_EQ(retry.batches_size(), 1);
+  EXPECT_TRUE(retry.batches(0).duplicate());
+  // The reply says which earlier delivery it repeats: when it was committed.
+  EXPECT_GE(retry.batches(0).duplicate_of_received_at().seconds(), (now - 60'000) / 1000);
+  EXPECT_LE(retry.batches(0).duplicate_of_received_at().seconds(), NowMs() / 1000 + 1);
+  EXPECT_EQ(Query("SELECT string_agg(cluster || ':' || n, ',' ORDER BY cluster) FROM "
+                  "(SELECT cluster, count(*) AS n FROM samples GROUP BY cluster) c"),
+            "eos:1,selene:2");
+}
+
+TEST_F(IngestServiceIntegration, DcgmBlankValuesAreStoredAsMissingAndUnknownModelsKept) {
+  // Real exporter output (tests/data/dcgm/README.md names the sources): an H100 whose
+  // profiling fields are all DCGM blanks, and a V100.
+  auto read = [](const std::string& name) {
+    std::ifstream in(absl::StrCat(GOODPUT_SOURCE_DIR, "/tests/data/dcgm/", name));
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+  };
+  const std::string h100 = read("h100_profiling_blank.prom");
+  ASSERT_FALSE(h100.empty());
+  v1::PushExpositionRequest request;
+  request.set_batch_id("scrape-gpu-node-042-blank");
+  request.set_cluster("eos");
+  request.set_scrape_time_unix_ms(NowMs() - 2000);
+  request.set_body(h100);
+  grpc::ClientContext ctx;
+  v1::PushExpositionResponse response;
+  grpc::Status status = ingest_stub_->PushExposition(&ctx, request, &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(response.stored_count(), 1);
+  EXPECT_EQ(response.refused_count(), 0);
+  EXPECT_EQ(response.blank_value_count(), 11);
+  EXPECT_EQ(Query("SELECT power_w || ' ' || fb_used_mib || ' ' || "
+                  "(tensor_active IS NULL AND sm_active IS NULL AND dram_active IS NULL AND "
+                  "pcie_tx_bytes IS NULL AND nvlink_rx_bytes IS NULL) FROM samples"),
+            "69.437 0 true");
+
+  v1::PushExpositionRequest v100 = request;
+  v100.set_batch_id("scrape-r6i3n0-1");
+  v100.set_body(read("v100_dcgm_exporter.prom"));
+  grpc::ClientContext ctx2;
+  v1::PushExpositionResponse v100_response;
+  ASSERT_TRUE(ingest_stub_->PushExposition(&ctx2, v100, &v100_response).ok());
+  EXPECT_EQ(v100_response.stored_count(), 1);  // GPU 0's utilization; the rest is not used
+  EXPECT_EQ(v100_response.refused_count(), 0);
+  EXPECT_EQ(v100_response.ignored_line_count(), 4);
+  EXPECT_EQ(Query("SELECT host || ' ' || gpu_model FROM samples WHERE gpu_index = 0 AND "
+                  "host = 'r6i3n0'"),
+            "r6i3n0 Tesla V100-SXM2-32GB");
+  // Every set-aside line is counted by source on /metrics.
+  httplib::Client http("127.0.0.1", ingest_->http_port());
+  httplib::Result metrics = http.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_THAT(metrics->body,
+              HasSubstr("goodput_ingest_dcgm_blank_values_total{source=\"exposition\"} 11"));
+  EXPECT_THAT(metrics->body,
+              HasSubstr("goodput_ingest_lines_ignored_total{source=\"exposition\"} 4"));
+}
+
+TEST_F(IngestServiceIntegration, RegisterJobRefusesIdentitiesItCannotStoreExactly) {
+  const int64_t now = NowMs();
+  struct Case {
+    std::string what;
+    std::function<void(v1::Job*)> spoil;
+    std::string field;
+  };
+  const std::vector<Case> cases = {
+      {"NUL in job id", [](v1::Job* j) { j->mutable_key()->set_job_id(std::string("job\0x", 5)); },
+       "job.key.job_id"},
+      {"unknown GPU model", [](v1::Job* j) { j->set_gpu_model("NVIDIA Imaginary X1"); },
+       "job.gpu_model"},
+      {"1970 start", [](v1::Job* j) { j->mutable_start_time()->set_seconds(0); },
+       "job.start_time"},
+      {"year 3000 end", [](v1::Job* j) { j->mutable_end_time()->set_seconds(32503680000); },
+       "job.end_time"},
+      {"1 MB name", [](v1::Job* j) { j->set_name(std::string(1 << 20, 'n')); }, "job.name"},
+      {"2^31-1 GPUs", [](v1::Job* j) { j->set_gpu_count(2147483647); }, "job.gpu_count"},
+      {"unknown scheduler", [](v1::Job* j) { j->set_scheduler(static_cast<v1::SchedulerKind>(42)); },
+       "job.scheduler"},
+  };
+  for (const Case& c : cases) {
+    v1::Job job = SlurmJob("job", "n1", {0}, now - 60'000);
+    c.spoil(&job);
+    v1::RegisterJobResponse response;
+    grpc::Status status = Register(job, &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << c.what;
+    EXPECT_THAT(status.error_message(), HasSubstr(c.field)) << c.what;
+    EXPECT_LE(status.error_message().size(), 500u) << c.what;
+  }
+  EXPECT_EQ(Query("SELECT count(*) FROM jobs"), "0");
 }
 
 TEST_F(IngestServiceIntegration, OversizedBatchIsResourceExhaustedNamingTheLimit) {

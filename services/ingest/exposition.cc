@@ -22,33 +22,6 @@ bool IsLabelStart(char c) { return absl::ascii_isalpha(c) || c == '_'; }
 // are ("osmo.workflow_id"); Prometheus itself would have sanitized them to underscores.
 bool IsLabelChar(char c) { return absl::ascii_isalnum(c) || c == '_' || c == '.'; }
 
-// True when `text` is well-formed UTF-8.
-bool IsValidUtf8(absl::string_view text) {
-  size_t i = 0;
-  while (i < text.size()) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    int extra = 0;
-    if (c < 0x80) {
-      ++i;
-      continue;
-    } else if ((c & 0xE0) == 0xC0 && c >= 0xC2) {
-      extra = 1;
-    } else if ((c & 0xF0) == 0xE0) {
-      extra = 2;
-    } else if ((c & 0xF8) == 0xF0 && c <= 0xF4) {
-      extra = 3;
-    } else {
-      return false;
-    }
-    if (i + extra >= text.size()) return false;
-    for (int k = 1; k <= extra; ++k) {
-      if ((static_cast<unsigned char>(text[i + k]) & 0xC0) != 0x80) return false;
-    }
-    i += extra + 1;
-  }
-  return true;
-}
-
 absl::Status Malformed(size_t pos, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat(what, " at column ", pos + 1));
 }
@@ -145,7 +118,7 @@ absl::StatusOr<PromLine> ParsePromLine(absl::string_view line) {
       if (!closed) {
         return Malformed(pos, absl::StrCat("unterminated value of label ", label));
       }
-      if (!IsValidUtf8(value)) {
+      if (!api::IsValidUtf8(value)) {
         return Malformed(pos, absl::StrCat("value of label ", label, " is not valid UTF-8"));
       }
       for (const auto& [existing, unused] : out.labels) {
@@ -288,7 +261,7 @@ ExpositionResult ParseDcgmExposition(absl::string_view body, const ExpositionOpt
     if (line.empty() || line.front() == '#') continue;
     ++result.metric_line_count;
     ++sample_index;
-    if (!IsValidUtf8(line)) {
+    if (!api::IsValidUtf8(line)) {
       ++result.refused_line_count;
       result.refusals.push_back(LineRefusal(options, line_number, sample_index, "line", "",
                                             RefusalCode::kMalformed, "is not valid UTF-8"));
@@ -370,6 +343,10 @@ ExpositionResult ParseDcgmExposition(absl::string_view body, const ExpositionOpt
       continue;
     }
 
+    if (IsDcgmBlank(mapping->field, parsed->value)) {
+      ++result.blank_value_count;
+      continue;
+    }
     const double value = parsed->value * mapping->scale;
     const core::GpuSpec* spec = spec_for(proto_sample.gpu_model);
     if (auto problem = CheckFieldValue(mapping->field, value, spec, options.validation)) {

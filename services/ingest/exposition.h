@@ -8,8 +8,11 @@
 // UUID or index + MIG instance) and timestamp are combined into one sample; labels that are
 // not GPU identity (`hpc_job`, `pod`, `namespace`, label-type DCGM fields such as
 // `DCGM_FI_DRIVER_VERSION`, ...) are kept as sample labels. Other metrics are counted as
-// ignored. A malformed line, or a value that fails validation, is refused with its line
-// number and reason while the rest of the body is kept.
+// ignored. A DCGM blank (IsDcgmBlank: the field could not be read) is a missing value: the
+// line is counted in `blank_value_count` and the GPU's other fields are kept. A GPU model
+// the catalog does not know is kept too (ofu reports its OFU as unavailable). A malformed
+// line, or a value that fails validation, is refused with its line number and reason while
+// the rest of the body is kept.
 //
 //   ExpositionResult r = ParseDcgmExposition(body, {.batch_id = "scrape-17",
 //                                                  .default_host = "gpu-node-042",
@@ -78,6 +81,7 @@ struct ExpositionResult {
   std::vector<Refusal> refusals;          // one per refused line or sample
   int64_t refused_line_count = 0;         // metric lines refused (alone or with their sample)
   int64_t ignored_line_count = 0;         // lines of metrics goodput does not use
+  int64_t blank_value_count = 0;          // DCGM "no value" sentinels, kept as missing values
   int64_t metric_line_count = 0;          // all non-comment, non-blank lines
 };
 

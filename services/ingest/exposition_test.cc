@@ -5,6 +5,8 @@
 
 #include <cmath>
 
+#include "absl/strings/str_cat.h"
+
 namespace goodput::ingest {
 namespace {
 
@@ -146,16 +148,32 @@ TEST(ParseDcgmExposition, UsesTheEndpointHostAndExtraLabelsWhenTheBodyHasNone) {
   EXPECT_EQ(r.samples[0].sample.labels.at("pod"), "from-body");
 }
 
-TEST(ParseDcgmExposition, RefusesAWholeSampleOfAnUnknownModelOnce) {
+TEST(ParseDcgmExposition, KeepsASampleOfAModelTheCatalogDoesNotKnow) {
   const std::string body =
       "DCGM_FI_DEV_SM_CLOCK{gpu=\"0\",Hostname=\"n\",modelName=\"Voodoo 5\"} 150\n"
       "DCGM_FI_DEV_GPU_TEMP{gpu=\"0\",Hostname=\"n\",modelName=\"Voodoo 5\"} 50\n";
   ExpositionResult r = ParseDcgmExposition(body, Options());
-  EXPECT_TRUE(r.samples.empty());
-  ASSERT_EQ(r.refusals.size(), 1u);
-  EXPECT_EQ(r.refusals[0].code, RefusalCode::kUnknownGpuModel);
-  EXPECT_EQ(r.refusals[0].line_number, 1);
-  EXPECT_EQ(r.refused_line_count, 2);
+  ASSERT_EQ(r.samples.size(), 1u);
+  EXPECT_EQ(r.samples[0].sample.gpu_model, "Voodoo 5");
+  EXPECT_TRUE(r.refusals.empty());
+}
+
+TEST(ParseDcgmExposition, CountsDcgmBlanksAsMissingValuesAndKeepsTheRestOfTheSample) {
+  const std::string labels = "{gpu=\"0\",Hostname=\"n\",modelName=\"NVIDIA H100 80GB HBM3\"}";
+  const std::string body =
+      absl::StrCat("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", labels, " 140737488355328.000000\n",
+                   "DCGM_FI_DEV_GPU_UTIL", labels, " 2147483632\n",  // INT32 blank, before /100
+                   "DCGM_FI_DEV_FB_USED", labels, " 9223372036854775792\n",
+                   "DCGM_FI_DEV_POWER_USAGE", labels, " 69.437\n");
+  ExpositionResult r = ParseDcgmExposition(body, Options());
+  ASSERT_EQ(r.samples.size(), 1u);
+  EXPECT_EQ(r.blank_value_count, 3);
+  EXPECT_TRUE(r.refusals.empty());
+  const Sample& s = r.samples[0].sample;
+  EXPECT_EQ(s.get(SampleField::kPowerW), 69.437);
+  EXPECT_FALSE(s.get(SampleField::kTensorActive).has_value());
+  EXPECT_FALSE(s.get(SampleField::kGpuUtil).has_value());
+  EXPECT_FALSE(s.get(SampleField::kFbUsedMib).has_value());
 }
 
 TEST(ParseDcgmExposition, RefusesFutureTimestampsAndLinesWithoutGpuIdentity) {

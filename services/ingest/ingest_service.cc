@@ -5,11 +5,11 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "services/api/api_convert.h"
 #include "services/ingest/exposition.h"
 #include "services/ingest/proto_convert.h"
 #include "services/ingest/validation.h"
 #include "services/platform/status_convert.h"
-#include "services/platform/unimplemented.h"
 
 namespace goodput::ingest {
 
@@ -23,34 +23,52 @@ bool InflightLimiter::TryAcquire(int64_t n) {
 
 IngestPipeline::IngestPipeline(SampleStore* store, const core::GpuCatalog* catalog,
                                IngestOptions options, std::function<int64_t()> now_unix_ms,
-                               platform::MetricsRegistry* metrics)
+                               platform::MetricsRegistry* metrics, platform::Logger logger)
     : store_(store),
       catalog_(catalog),
       options_(options),
       now_unix_ms_(std::move(now_unix_ms)),
-      limiter_(options.max_inflight_samples) {
+      limiter_(options.max_inflight_samples),
+      logger_(std::move(logger)) {
   if (metrics != nullptr) {
-    stored_ = &metrics
-                   ->AddCounter("goodput_ingest_samples_stored_total",
-                                "GPU samples committed to PostgreSQL.")
-                   .WithLabels({});
-    refused_ = &metrics
-                    ->AddCounter("goodput_ingest_samples_refused_total",
-                                 "GPU samples or exposition lines refused as invalid.")
-                    .WithLabels({});
-    unattributed_ = &metrics
-                         ->AddCounter("goodput_ingest_samples_unattributed_total",
-                                      "Stored samples no job could be attributed to yet.")
-                         .WithLabels({});
-    duplicate_batches_ = &metrics
-                              ->AddCounter("goodput_ingest_duplicate_batches_total",
-                                           "Retried batches acknowledged without storing.")
-                              .WithLabels({});
-    saturated_ = &metrics
-                      ->AddCounter("goodput_ingest_saturated_total",
-                                   "Batches refused with RESOURCE_EXHAUSTED (backpressure).")
-                      .WithLabels({});
+    stored_ = &metrics->AddCounter("goodput_ingest_samples_stored_total",
+                                   "GPU samples committed to PostgreSQL, by source.", {"source"});
+    refused_ = &metrics->AddCounter(
+        "goodput_ingest_samples_refused_total",
+        "GPU samples or exposition lines refused as invalid, by source and reason.",
+        {"source", "reason"});
+    unattributed_ = &metrics->AddCounter(
+        "goodput_ingest_samples_unattributed_total",
+        "Stored samples no job could be attributed to yet, by source.", {"source"});
+    ignored_ = &metrics->AddCounter(
+        "goodput_ingest_lines_ignored_total",
+        "Exposition lines or series samples of metrics goodput does not use, by source.",
+        {"source"});
+    blank_ = &metrics->AddCounter(
+        "goodput_ingest_dcgm_blank_values_total",
+        "DCGM blank values (field not readable, not found, not supported) kept as missing "
+        "values, by source.",
+        {"source"});
+    duplicate_batches_ = &metrics->AddCounter(
+        "goodput_ingest_duplicate_batches_total",
+        "Retried batches acknowledged without storing, by source.", {"source"});
+    saturated_ = &metrics->AddCounter(
+        "goodput_ingest_saturated_total",
+        "Batches refused with RESOURCE_EXHAUSTED (backpressure), by source.", {"source"});
+    failed_batches_ = &metrics->AddCounter(
+        "goodput_ingest_batches_failed_total",
+        "Batches not stored because PostgreSQL failed (the sender retries), by source.",
+        {"source"});
   }
+}
+
+void IngestPipeline::CountSetAside(absl::string_view source, int64_t ignored_lines,
+                                   int64_t blank_values) {
+  if (ignored_ == nullptr) return;
+  if (ignored_lines > 0) {
+    ignored_->WithLabels({source}).Increment(static_cast<double>(ignored_lines));
+  }
+  if (blank_values > 0) blank_->WithLabels({source}).Increment(static_cast<double>(blank_values));
 }
 
 ValidationOptions IngestPipeline::validation_options() const {
@@ -60,17 +78,56 @@ ValidationOptions IngestPipeline::validation_options() const {
                            .max_age_ms = options_.retention_ms};
 }
 
+namespace {
+
+absl::string_view RefusalReasonLabel(RefusalCode code) {
+  switch (code) {
+    case RefusalCode::kMalformed:
+      return "malformed";
+    case RefusalCode::kMissingField:
+      return "missing_field";
+    case RefusalCode::kNotFinite:
+      return "not_finite";
+    case RefusalCode::kOutOfRange:
+      return "out_of_range";
+    case RefusalCode::kUnknownGpuModel:
+      return "unknown_gpu_model";
+    case RefusalCode::kUnknownValue:
+      return "unknown_value";
+    case RefusalCode::kFutureTimestamp:
+      return "future_timestamp";
+    case RefusalCode::kTooOld:
+      return "too_old";
+    case RefusalCode::kDuplicate:
+      return "duplicate";
+    case RefusalCode::kInconsistent:
+      return "inconsistent";
+  }
+  return "other";
+}
+
+}  // namespace
+
 absl::StatusOr<BatchOutcome> IngestPipeline::Ingest(
     const std::string& cluster, const std::string& batch_id, const std::string& source,
     std::vector<Sample> samples, bool already_validated, std::vector<Refusal> pre_refusals,
     int64_t pre_refused_count) {
+  // Permanent refusals of the whole batch: INVALID_ARGUMENT, never a retryable code.
   if (batch_id.empty()) return absl::InvalidArgumentError("batch_id is empty; it is required");
+  if (auto reason = CheckText(batch_id, api::kMaxBatchIdBytes)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("batch_id=\"", TruncateForRefusal(batch_id), "\" ", *reason));
+  }
   if (cluster.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("batch ", batch_id, ": cluster is empty"));
   }
+  if (auto reason = CheckText(cluster, api::kMaxClusterBytes)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "batch ", batch_id, ": cluster=\"", TruncateForRefusal(cluster), "\" ", *reason));
+  }
   const int64_t weight = std::max<int64_t>(1, static_cast<int64_t>(samples.size()));
   if (!limiter_.TryAcquire(weight)) {
-    if (saturated_ != nullptr) saturated_->Increment();
+    if (saturated_ != nullptr) saturated_->WithLabels({source}).Increment();
     return absl::ResourceExhaustedError(absl::StrCat(
         "ingest is saturated: ", limiter_.inflight(), " samples in flight (limit ",
         limiter_.limit(), "); batch ", batch_id, " was not stored, retry with backoff"));
@@ -86,6 +143,9 @@ absl::StatusOr<BatchOutcome> IngestPipeline::Ingest(
     kept.reserve(samples.size());
     for (const Sample& s : samples) kept.push_back(&s);
   } else {
+    int64_t blanks = 0;
+    for (Sample& s : samples) blanks += DropDcgmBlanks(s);
+    CountSetAside(source, 0, blanks);
     BatchValidation validation = ValidateBatch(samples, batch_id, validation_options());
     kept.reserve(validation.kept.size());
     for (size_t i : validation.kept) kept.push_back(&samples[i]);
@@ -98,26 +158,70 @@ absl::StatusOr<BatchOutcome> IngestPipeline::Ingest(
   write.cluster = cluster;
   write.source = source;
   write.refused_count = refused;
-  if (!kept.empty()) {
-    absl::StatusOr<Attributor> attributor = store_->LoadAttributor(cluster, kept);
-    if (!attributor.ok()) return attributor.status();
-    write.job_row_ids.reserve(kept.size());
-    for (const Sample* s : kept) write.job_row_ids.push_back(attributor->Attribute(*s));
+  absl::StatusOr<BatchWriteResult> result = [&]() -> absl::StatusOr<BatchWriteResult> {
+    if (!kept.empty()) {
+      absl::StatusOr<Attributor> attributor = store_->LoadAttributor(cluster, kept);
+      if (!attributor.ok()) return attributor.status();
+      write.job_row_ids.reserve(kept.size());
+      for (const Sample* s : kept) write.job_row_ids.push_back(attributor->Attribute(*s));
+    }
+    write.samples = std::move(kept);
+    return store_->WriteBatch(write);
+  }();
+  if (!result.ok()) {
+    // The sender learns what to do, not PostgreSQL's internals (those go to the log).
+    LogFailure(source, batch_id, result.status());
+    const absl::StatusCode code = result.status().code();
+    const bool retry = code == absl::StatusCode::kUnavailable ||
+                       code == absl::StatusCode::kResourceExhausted ||
+                       code == absl::StatusCode::kAborted ||
+                       code == absl::StatusCode::kDeadlineExceeded;
+    return absl::Status(
+        code, absl::StrCat("batch ", TruncateForRefusal(batch_id), " was not stored: ",
+                           retry ? "the database is unavailable or overloaded, retry with backoff"
+                                 : "the database refused it (the cause is in goodput-ingest's "
+                                   "log)"));
   }
-  write.samples = std::move(kept);
-  absl::StatusOr<BatchWriteResult> result = store_->WriteBatch(write);
-  if (!result.ok()) return result.status();
   outcome.result = *result;
   if (result->duplicate) {
     // The first delivery's refusals were already reported to the sender.
     outcome.refusals.clear();
-    if (duplicate_batches_ != nullptr) duplicate_batches_->Increment();
+    if (duplicate_batches_ != nullptr) duplicate_batches_->WithLabels({source}).Increment();
   } else if (stored_ != nullptr) {
-    stored_->Increment(static_cast<double>(result->stored_count));
-    refused_->Increment(static_cast<double>(result->refused_count));
-    unattributed_->Increment(static_cast<double>(result->unattributed_count));
+    stored_->WithLabels({source}).Increment(static_cast<double>(result->stored_count));
+    unattributed_->WithLabels({source}).Increment(
+        static_cast<double>(result->unattributed_count));
+    // By reason where the refusals are listed; the rest (parsers count more than they list
+    // when a body is huge) as "other".
+    int64_t by_reason = 0;
+    for (const Refusal& r : outcome.refusals) {
+      refused_->WithLabels({source, RefusalReasonLabel(r.code)}).Increment();
+      ++by_reason;
+    }
+    if (result->refused_count > by_reason) {
+      refused_->WithLabels({source, "other"})
+          .Increment(static_cast<double>(result->refused_count - by_reason));
+    }
   }
   return outcome;
+}
+
+void IngestPipeline::LogFailure(absl::string_view source, absl::string_view batch_id,
+                                const absl::Status& status) {
+  if (failed_batches_ != nullptr) failed_batches_->WithLabels({source}).Increment();
+  constexpr int64_t kLogEveryMs = 10'000;
+  const int64_t now = now_unix_ms_();
+  int64_t last = last_failure_log_ms_.load();
+  if (now - last < kLogEveryMs || !last_failure_log_ms_.compare_exchange_strong(last, now)) {
+    unlogged_failures_.fetch_add(1);
+    return;
+  }
+  logger_.Error("batch not stored; the sender is told to retry",
+                {{"source", std::string(source)},
+                 {"batch_id", TruncateForRefusal(batch_id)},
+                 {"code", absl::StatusCodeToString(status.code())},
+                 {"error", TruncateForRefusal(status.message())},
+                 {"failures_not_logged", unlogged_failures_.exchange(0)}});
 }
 
 namespace {
@@ -135,42 +239,125 @@ void AddRefusals(const std::vector<Refusal>& refusals, int limit, Response* resp
 
 }  // namespace
 
-grpc::Status IngestServiceImpl::PushSamples(grpc::ServerContext* context,
-                                            grpc::ServerReader<v1::PushSamplesRequest>* reader,
-                                            v1::PushSamplesResponse* response) {
-  v1::PushSamplesRequest request;
+absl::Status IngestServiceImpl::PushBatch(const v1::PushSamplesRequest& request,
+                                          v1::PushSamplesResponse* response) {
   const int64_t max_samples = pipeline_->options().max_batch_samples;
-  while (reader->Read(&request)) {
-    if (request.samples_size() > max_samples) {
-      return platform::ToGrpcStatus(absl::ResourceExhaustedError(absl::StrCat(
-          "batch ", request.batch_id(), " has ", request.samples_size(), " samples; the limit is ",
-          max_samples, " samples per batch (ingest.max_batch_samples): split it")));
-    }
-    std::vector<Sample> samples;
-    samples.reserve(request.samples_size());
-    for (const v1::GpuSample& p : request.samples()) samples.push_back(SampleFromProto(p));
-    absl::StatusOr<BatchOutcome> outcome =
-        pipeline_->Ingest(request.cluster(), request.batch_id(), "grpc", std::move(samples),
-                          /*already_validated=*/false, {}, 0);
-    if (!outcome.ok()) return platform::ToGrpcStatus(outcome.status());
-    v1::BatchOutcome* batch = response->add_batches();
-    batch->set_batch_id(outcome->batch_id);
-    batch->set_stored_count(outcome->result.stored_count);
-    batch->set_refused_count(outcome->result.refused_count);
-    batch->set_unattributed_count(outcome->result.unattributed_count);
-    batch->set_duplicate(outcome->result.duplicate);
-    if (!outcome->result.duplicate) {
-      response->set_stored_count(response->stored_count() + outcome->result.stored_count);
-      response->set_refused_count(response->refused_count() + outcome->result.refused_count);
-      response->set_unattributed_count(response->unattributed_count() +
-                                       outcome->result.unattributed_count);
-    }
-    AddRefusals(outcome->refusals, pipeline_->options().max_listed_refusals, response);
-    if (context->IsCancelled()) {
-      return grpc::Status(grpc::StatusCode::CANCELLED, "the client cancelled the stream");
-    }
+  if (request.samples_size() > max_samples) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "batch ", TruncateForRefusal(request.batch_id()), " has ", request.samples_size(),
+        " samples; the limit is ", max_samples, " samples per batch (ingest.max_batch_samples): "
+        "split it"));
   }
-  return grpc::Status::OK;
+  std::vector<Sample> samples;
+  samples.reserve(request.samples_size());
+  for (const v1::GpuSample& p : request.samples()) samples.push_back(SampleFromProto(p));
+  absl::StatusOr<BatchOutcome> outcome =
+      pipeline_->Ingest(request.cluster(), request.batch_id(), "grpc", std::move(samples),
+                        /*already_validated=*/false, {}, 0);
+  if (!outcome.ok()) return outcome.status();
+  v1::BatchOutcome* batch = response->add_batches();
+  batch->set_batch_id(outcome->batch_id);
+  batch->set_stored_count(outcome->result.stored_count);
+  batch->set_refused_count(outcome->result.refused_count);
+  batch->set_unattributed_count(outcome->result.unattributed_count);
+  batch->set_duplicate(outcome->result.duplicate);
+  if (outcome->result.duplicate && outcome->result.first_received_unix_ms > 0) {
+    *batch->mutable_duplicate_of_received_at() =
+        api::UnixMsToTimestamp(outcome->result.first_received_unix_ms);
+  }
+  if (!outcome->result.duplicate) {
+    response->set_stored_count(response->stored_count() + outcome->result.stored_count);
+    response->set_refused_count(response->refused_count() + outcome->result.refused_count);
+    response->set_unattributed_count(response->unattributed_count() +
+                                     outcome->result.unattributed_count);
+  }
+  AddRefusals(outcome->refusals, pipeline_->options().max_listed_refusals, response);
+  return absl::OkStatus();
+}
+
+namespace {
+
+// One PushSamples stream: reads a raw message, parses it, stores it (blocking this callback
+// thread until PostgreSQL has committed), then reads the next.
+class PushSamplesReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
+ public:
+  PushSamplesReactor(IngestServiceImpl* service, grpc::CallbackServerContext* context,
+                     grpc::ByteBuffer* response)
+      : service_(service), context_(context), response_buffer_(response) {
+    StartRead(&message_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      // The client half-closed (or went away: Finish then reaches nobody).
+      Conclude(grpc::Status::OK);
+      return;
+    }
+    ++position_;
+    v1::PushSamplesRequest request;
+    if (!grpc::SerializationTraits<v1::PushSamplesRequest>::Deserialize(&message_, &request)
+             .ok()) {
+      Conclude(Failure(grpc::StatusCode::INVALID_ARGUMENT,
+                       absl::StrCat("message ", position_,
+                                    " of the stream is not a readable "
+                                    "goodput.v1.PushSamplesRequest (corrupt bytes or invalid "
+                                    "UTF-8 in a string); it and the messages after it were "
+                                    "not stored")));
+      return;
+    }
+    absl::Status stored = service_->PushBatch(request, &response_);
+    if (!stored.ok()) {
+      Conclude(Failure(platform::ToGrpcStatus(stored).error_code(),
+                       absl::StrCat("message ", position_, " (batch ",
+                                    TruncateForRefusal(request.batch_id()),
+                                    ") was not stored: ", stored.message())));
+      return;
+    }
+    if (context_->IsCancelled()) {
+      Conclude(grpc::Status(grpc::StatusCode::CANCELLED, "the client cancelled the stream"));
+      return;
+    }
+    StartRead(&message_);
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  // A failure after `position_ - 1` committed messages: says so in words and, as
+  // kCommittedBatchesMetadata, with their outcomes.
+  grpc::Status Failure(grpc::StatusCode code, std::string what) {
+    if (response_.batches_size() > 0) {
+      absl::StrAppend(&what, "; the ", response_.batches_size(),
+                      " messages before it were committed (their outcomes are in the ",
+                      kCommittedBatchesMetadata, " trailer)");
+      context_->AddTrailingMetadata(kCommittedBatchesMetadata, response_.SerializeAsString());
+    }
+    return grpc::Status(code, what);
+  }
+
+  void Conclude(grpc::Status status) {
+    if (status.ok()) {
+      bool own_buffer = false;
+      grpc::Status serialized = grpc::SerializationTraits<v1::PushSamplesResponse>::Serialize(
+          response_, response_buffer_, &own_buffer);
+      if (!serialized.ok()) status = serialized;
+    }
+    Finish(status);
+  }
+
+  IngestServiceImpl* service_;
+  grpc::CallbackServerContext* context_;
+  grpc::ByteBuffer* response_buffer_;
+  grpc::ByteBuffer message_;
+  v1::PushSamplesResponse response_;
+  int64_t position_ = 0;
+};
+
+}  // namespace
+
+grpc::ServerReadReactor<grpc::ByteBuffer>* IngestServiceImpl::PushSamples(
+    grpc::CallbackServerContext* context, grpc::ByteBuffer* response) {
+  return new PushSamplesReactor(this, context, response);
 }
 
 grpc::Status IngestServiceImpl::PushExposition(grpc::ServerContext* context,
@@ -193,6 +380,7 @@ grpc::Status IngestServiceImpl::PushExposition(grpc::ServerContext* context,
                                                                    : options.validation.now_unix_ms;
   for (const auto& [k, v] : request->extra_labels()) options.extra_labels.emplace(k, v);
   ExpositionResult parsed = ParseDcgmExposition(request->body(), options);
+  pipeline_->CountSetAside("exposition", parsed.ignored_line_count, parsed.blank_value_count);
 
   std::vector<Sample> samples;
   samples.reserve(parsed.samples.size());
@@ -205,18 +393,14 @@ grpc::Status IngestServiceImpl::PushExposition(grpc::ServerContext* context,
   response->set_refused_count(outcome->result.refused_count);
   response->set_unattributed_count(outcome->result.unattributed_count);
   response->set_duplicate(outcome->result.duplicate);
+  if (outcome->result.duplicate && outcome->result.first_received_unix_ms > 0) {
+    *response->mutable_duplicate_of_received_at() =
+        api::UnixMsToTimestamp(outcome->result.first_received_unix_ms);
+  }
+  response->set_blank_value_count(parsed.blank_value_count);
   response->set_ignored_line_count(parsed.ignored_line_count);
   AddRefusals(outcome->refusals, pipeline_->options().max_listed_refusals, response);
   return grpc::Status::OK;
-}
-
-grpc::Status IngestServiceImpl::ListScrapeTargets(grpc::ServerContext* context,
-                                                  const v1::ListScrapeTargetsRequest* request,
-                                                  v1::ListScrapeTargetsResponse* response) {
-  return platform::UnimplementedStatus(
-      "/goodput.v1.IngestService/ListScrapeTargets",
-      "Ingest service and job registry: every way telemetry and jobs arrive, durable before "
-      "acknowledged");
 }
 
 }  // namespace goodput::ingest

@@ -21,6 +21,7 @@
 #include "services/ingest/sample.h"
 #include "services/ingest/sample_store.h"
 #include "services/ingest/validation.h"
+#include "services/platform/logging.h"
 #include "services/platform/metrics.h"
 
 namespace goodput::ingest {
@@ -60,8 +61,10 @@ struct BatchOutcome {
 class IngestPipeline {
  public:
   // `store` and `catalog` must outlive the pipeline; `now_unix_ms` is the clock.
+  // `logger` hears of batches that could not be stored.
   IngestPipeline(SampleStore* store, const core::GpuCatalog* catalog, IngestOptions options,
-                 std::function<int64_t()> now_unix_ms, platform::MetricsRegistry* metrics);
+                 std::function<int64_t()> now_unix_ms, platform::MetricsRegistry* metrics,
+                 platform::Logger logger = platform::Logger());
 
   // Validates `samples`, attributes the good ones, and stores them as batch `batch_id`.
   // `pre_refusals` (e.g. from parsing) are reported with the batch. RESOURCE_EXHAUSTED when
@@ -71,38 +74,62 @@ class IngestPipeline {
                                       bool already_validated, std::vector<Refusal> pre_refusals,
                                       int64_t pre_refused_count);
 
+  // Counts what a parser set aside without refusing it: lines of metrics goodput does not use
+  // and DCGM blank values, per source, on /metrics.
+  void CountSetAside(absl::string_view source, int64_t ignored_lines, int64_t blank_values);
+
   ValidationOptions validation_options() const;
+
   const IngestOptions& options() const { return options_; }
   int64_t NowUnixMs() const { return now_unix_ms_(); }
   InflightLimiter& limiter() { return limiter_; }
 
  private:
+  void LogFailure(absl::string_view source, absl::string_view batch_id,
+                  const absl::Status& status);
+
   SampleStore* store_;
   const core::GpuCatalog* catalog_;
   IngestOptions options_;
   std::function<int64_t()> now_unix_ms_;
   InflightLimiter limiter_;
-  platform::Counter* stored_ = nullptr;
-  platform::Counter* refused_ = nullptr;
-  platform::Counter* unattributed_ = nullptr;
-  platform::Counter* duplicate_batches_ = nullptr;
-  platform::Counter* saturated_ = nullptr;
+  // Per-source families (label `source`; refusals also by `reason`); null without metrics.
+  platform::CounterFamily* stored_ = nullptr;
+  platform::CounterFamily* refused_ = nullptr;
+  platform::CounterFamily* unattributed_ = nullptr;
+  platform::CounterFamily* ignored_ = nullptr;
+  platform::CounterFamily* blank_ = nullptr;
+  platform::CounterFamily* duplicate_batches_ = nullptr;
+  platform::CounterFamily* saturated_ = nullptr;
+  platform::CounterFamily* failed_batches_ = nullptr;
+  platform::Logger logger_;
+  // Storage failures are logged at most once per 10 s, with how many were not logged.
+  std::atomic<int64_t> last_failure_log_ms_{0};
+  std::atomic<int64_t> unlogged_failures_{0};
 };
 
-class IngestServiceImpl final : public v1::IngestService::Service {
+// Trailing metadata of a PushSamples stream that fails after some of its batches were
+// committed (an unreadable message, PostgreSQL down, backpressure): the serialized
+// PushSamplesResponse of the batches before the failure, so the sender knows what not to
+// resend. Its status message says the same in words.
+inline constexpr char kCommittedBatchesMetadata[] = "goodput-committed-batches-bin";
+
+// The IngestService RPCs over IngestPipeline. PushSamples is served with the callback API on
+// raw messages, so that a message the server cannot parse fails the stream with
+// INVALID_ARGUMENT naming its position instead of looking like the end of the stream.
+class IngestServiceImpl {
  public:
   // `pipeline` must outlive the service.
   explicit IngestServiceImpl(IngestPipeline* pipeline) : pipeline_(pipeline) {}
 
-  grpc::Status PushSamples(grpc::ServerContext* context,
-                           grpc::ServerReader<v1::PushSamplesRequest>* reader,
-                           v1::PushSamplesResponse* response) override;
+  grpc::ServerReadReactor<grpc::ByteBuffer>* PushSamples(grpc::CallbackServerContext* context,
+                                                         grpc::ByteBuffer* response);
   grpc::Status PushExposition(grpc::ServerContext* context,
                               const v1::PushExpositionRequest* request,
-                              v1::PushExpositionResponse* response) override;
-  grpc::Status ListScrapeTargets(grpc::ServerContext* context,
-                                 const v1::ListScrapeTargetsRequest* request,
-                                 v1::ListScrapeTargetsResponse* response) override;
+                              v1::PushExpositionResponse* response);
+
+  // Stores one PushSamples message and adds its outcome to `response`.
+  absl::Status PushBatch(const v1::PushSamplesRequest& request, v1::PushSamplesResponse* response);
 
  private:
   IngestPipeline* pipeline_;

@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "services/ingest/job_checks.h"
 #include "services/platform/status_convert.h"
 
 namespace goodput::ingest {
@@ -12,6 +13,7 @@ using platform::ToGrpcStatus;
 grpc::Status JobServiceImpl::RegisterJob(grpc::ServerContext* context,
                                          const v1::RegisterJobRequest* request,
                                          v1::RegisterJobResponse* response) {
+  if (absl::Status s = CheckJob(request->job(), catalog_); !s.ok()) return ToGrpcStatus(s);
   absl::StatusOr<RegisterJobResult> result = store_->Register(request->job(), now_unix_ms_());
   if (!result.ok()) return ToGrpcStatus(result.status());
   *response->mutable_job() = std::move(result->job);
@@ -25,6 +27,7 @@ grpc::Status JobServiceImpl::UpdateJob(grpc::ServerContext* context,
                                        v1::UpdateJobResponse* response) {
   std::vector<std::string> paths(request->update_mask().paths().begin(),
                                  request->update_mask().paths().end());
+  if (absl::Status s = CheckJob(request->job(), catalog_); !s.ok()) return ToGrpcStatus(s);
   absl::StatusOr<v1::Job> job = store_->Update(request->job(), paths, now_unix_ms_());
   if (!job.ok()) return ToGrpcStatus(job.status());
   *response->mutable_job() = *std::move(job);
@@ -33,6 +36,7 @@ grpc::Status JobServiceImpl::UpdateJob(grpc::ServerContext* context,
 
 grpc::Status JobServiceImpl::EndJob(grpc::ServerContext* context, const v1::EndJobRequest* request,
                                     v1::EndJobResponse* response) {
+  if (absl::Status s = CheckJobEnd(*request); !s.ok()) return ToGrpcStatus(s);
   std::optional<int64_t> end_ms;
   if (request->has_end_time()) {
     end_ms = request->end_time().seconds() * 1000 + request->end_time().nanos() / 1000000;
@@ -46,6 +50,7 @@ grpc::Status JobServiceImpl::EndJob(grpc::ServerContext* context, const v1::EndJ
 
 grpc::Status JobServiceImpl::GetJob(grpc::ServerContext* context, const v1::GetJobRequest* request,
                                     v1::GetJobResponse* response) {
+  if (absl::Status s = CheckJobKey(request->key(), "key"); !s.ok()) return ToGrpcStatus(s);
   absl::StatusOr<v1::Job> job = store_->Get(request->key());
   if (!job.ok()) return ToGrpcStatus(job.status());
   *response->mutable_job() = *std::move(job);

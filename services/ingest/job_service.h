@@ -5,15 +5,18 @@
 #include <functional>
 
 #include "goodput/v1/job.grpc.pb.h"
+#include "services/core/gpu_catalog.h"
 #include "services/ingest/job_store.h"
 
 namespace goodput::ingest {
 
 class JobServiceImpl final : public v1::JobService::Service {
  public:
-  // `store` must outlive the service; `now_unix_ms` is the clock.
-  JobServiceImpl(JobStore* store, std::function<int64_t()> now_unix_ms)
-      : store_(store), now_unix_ms_(std::move(now_unix_ms)) {}
+  // `store` and `catalog` (may be null: any GPU model) must outlive the service;
+  // `now_unix_ms` is the clock. Requests are checked with job_checks.h before the store.
+  JobServiceImpl(JobStore* store, std::function<int64_t()> now_unix_ms,
+                 const core::GpuCatalog* catalog = nullptr)
+      : store_(store), now_unix_ms_(std::move(now_unix_ms)), catalog_(catalog) {}
 
   grpc::Status RegisterJob(grpc::ServerContext* context, const v1::RegisterJobRequest* request,
                            v1::RegisterJobResponse* response) override;
@@ -29,6 +32,7 @@ class JobServiceImpl final : public v1::JobService::Service {
  private:
   JobStore* store_;
   std::function<int64_t()> now_unix_ms_;
+  const core::GpuCatalog* catalog_;
 };
 
 }  // namespace goodput::ingest

@@ -40,6 +40,7 @@
 #include "services/ingest/remote_write.h"
 #include "services/ingest/sample_store.h"
 #include "services/ingest/scraper.h"
+#include "services/platform/gpu_catalog_config.h"
 #include "services/platform/service_main.h"
 
 namespace goodput::ingest {
@@ -49,6 +50,7 @@ int64_t NowUnixMs() { return absl::ToUnixMillis(absl::Now()); }
 
 // Everything the running service owns, destroyed after the server has stopped.
 struct IngestRuntime {
+  std::unique_ptr<core::GpuCatalog> catalog;
   std::unique_ptr<JobStore> job_store;
   std::unique_ptr<SampleStore> sample_store;
   std::unique_ptr<IngestPipeline> pipeline;
@@ -135,10 +137,17 @@ absl::StatusOr<std::shared_ptr<void>> Setup(platform::ServiceContext& ctx) {
   auto runtime = std::make_shared<IngestRuntime>();
   runtime->job_store = std::make_unique<JobStore>(ctx.pg);
   runtime->sample_store = std::make_unique<SampleStore>(ctx.pg);
-  runtime->pipeline = std::make_unique<IngestPipeline>(
-      runtime->sample_store.get(), &core::GpuCatalog::BuiltIn(), options, NowUnixMs, ctx.metrics);
+  // The same catalog as goodput-ofu (built-in models plus gpu_catalog.overrides), so the SM
+  // clock bound of an operator-added model is the one the operator configured.
+  absl::StatusOr<core::GpuCatalog> catalog = platform::LoadGpuCatalog(config);
+  if (!catalog.ok()) return catalog.status();
+  runtime->catalog = std::make_unique<core::GpuCatalog>(*std::move(catalog));
+  runtime->pipeline =
+      std::make_unique<IngestPipeline>(runtime->sample_store.get(), runtime->catalog.get(),
+                                       options, NowUnixMs, ctx.metrics, ctx.logger);
   runtime->ingest_service = std::make_unique<IngestServiceImpl>(runtime->pipeline.get());
-  runtime->job_service = std::make_unique<JobServiceImpl>(runtime->job_store.get(), NowUnixMs);
+  runtime->job_service = std::make_unique<JobServiceImpl>(runtime->job_store.get(), NowUnixMs,
+                                                          runtime->catalog.get());
   runtime->maintenance = std::make_unique<Maintenance>(runtime->sample_store.get(), maintenance,
                                                        NowUnixMs, ctx.logger);
 
@@ -155,7 +164,22 @@ absl::StatusOr<std::shared_ptr<void>> Setup(platform::ServiceContext& ctx) {
                                                                  runtime->scraper.get());
   ctx.grpc->AddService(runtime->ingest_grpc.get(), v1::IngestService::service_full_name());
   RemoteWriteReceiver* receiver = runtime->remote_write.get();
-  ctx.http->Post("/api/v1/write", [receiver](const httplib::Request& req, httplib::Response& res) {
+  // remote_write stores telemetry: with auth on it needs a telemetry (or operator) token, as
+  // PushSamples does. Prometheus sends it with `authorization: {credentials_file: ...}`.
+  constexpr absl::string_view kRemoteWriteRoute = "POST /api/v1/write";
+  const platform::AuthPolicy* auth = ctx.auth;
+  if (ctx.auth != nullptr) ctx.auth->AllowMethod(kRemoteWriteRoute, {platform::Role::kTelemetry});
+  ctx.http->Post("/api/v1/write", [receiver, auth, kRemoteWriteRoute](const httplib::Request& req,
+                                                                      httplib::Response& res) {
+    if (auth != nullptr) {
+      if (auto refusal =
+              platform::AuthorizeHttp(*auth, kRemoteWriteRoute, req.get_header_value("Authorization"))) {
+        res.status = refusal->status;
+        if (refusal->status == 401) res.set_header("WWW-Authenticate", "Bearer");
+        res.set_content(refusal->message + "\n", "text/plain; charset=utf-8");
+        return;
+      }
+    }
     HttpReply reply = receiver->Handle(req.body, req.get_header_value("Content-Encoding"),
                                        req.get_param_value("cluster"));
     res.status = reply.status;
@@ -178,7 +202,7 @@ absl::StatusOr<std::shared_ptr<void>> Setup(platform::ServiceContext& ctx) {
 int main(int argc, char** argv) {
   return goodput::platform::RunServiceMain(argc, argv,
                                            {.name = "goodput-ingest",
-                                            .config_sections = {"ingest"},
+                                            .config_sections = {"ingest", "gpu_catalog"},
                                             .needs_redis = false,
                                             .setup = goodput::ingest::Setup});
 }

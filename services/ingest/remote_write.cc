@@ -141,7 +141,7 @@ std::vector<RemoteWriteBatch> MapWriteRequest(const prometheus::WriteRequest& re
       r.field = std::move(field);
       r.value = TruncateForRefusal(name);
       r.code = code;
-      r.message = absl::StrCat("series ", s, " of batch ", options.batch_id, " (", name, ", ",
+      r.message = absl::StrCat("series ", s, " of batch ", options.batch_id, " (", r.value, ", ",
                                series.samples_size(), " samples): ", reason);
       into->push_back(std::move(r));
     };
@@ -150,6 +150,13 @@ std::vector<RemoteWriteBatch> MapWriteRequest(const prometheus::WriteRequest& re
       refuse_series(&unclustered, RefusalCode::kMissingField, "cluster",
                     "has no cluster label and no default cluster is configured "
                     "(ingest.remote_write.cluster or ?cluster=)");
+      continue;
+    }
+    if (auto reason = CheckText(cluster, api::kMaxClusterBytes)) {
+      unclustered_count += series.samples_size();
+      refuse_series(&unclustered, RefusalCode::kMalformed, "cluster",
+                    absl::StrCat("has cluster=\"", TruncateForRefusal(cluster), "\", which ",
+                                 *reason));
       continue;
     }
     Rendered& out = by_cluster[cluster];
@@ -202,6 +209,7 @@ std::vector<RemoteWriteBatch> MapWriteRequest(const prometheus::WriteRequest& re
     }
     batch.refused_count = rendered.refused_count + parsed.refused_line_count;
     batch.ignored_count = rendered.ignored_count + parsed.ignored_line_count;
+    batch.blank_value_count = parsed.blank_value_count;
     batches.push_back(std::move(batch));
   }
   if (!unclustered.empty()) {
@@ -247,6 +255,7 @@ HttpReply RemoteWriteReceiver::Handle(absl::string_view body, absl::string_view 
   std::vector<Refusal> refusals;
   for (RemoteWriteBatch& batch : batches) {
     ignored += batch.ignored_count;
+    pipeline_->CountSetAside("remote_write", batch.ignored_count, batch.blank_value_count);
     if (batch.cluster.empty()) {
       refused += batch.refused_count;
       for (Refusal& r : batch.refusals) refusals.push_back(std::move(r));

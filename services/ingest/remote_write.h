@@ -57,6 +57,7 @@ struct RemoteWriteBatch {
   std::vector<Refusal> refusals;  // located as "series S sample K of batch B"
   int64_t refused_count = 0;      // series samples refused
   int64_t ignored_count = 0;      // samples of metrics goodput does not use, stale markers
+  int64_t blank_value_count = 0;  // DCGM blank values, kept as missing values
 };
 
 struct RemoteWriteMapOptions {

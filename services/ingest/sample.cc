@@ -1,6 +1,7 @@
 #include "services/ingest/sample.h"
 
 #include "absl/strings/str_cat.h"
+#include "services/api/api_checks.h"
 
 namespace goodput::ingest {
 
@@ -50,6 +51,20 @@ absl::string_view SampleFieldName(SampleField field) {
   return "unknown_field";
 }
 
+bool StoredAsReal(SampleField field) {
+  switch (field) {
+    case SampleField::kTotalEnergyMj:
+    case SampleField::kNvlinkTxBytesPerS:
+    case SampleField::kNvlinkRxBytesPerS:
+    case SampleField::kPcieTxBytesPerS:
+    case SampleField::kPcieRxBytesPerS:
+    case SampleField::kClockThrottleReasons:
+      return false;
+    default:
+      return true;
+  }
+}
+
 std::string GpuKey(const GpuIdentity& gpu) {
   std::string key = absl::StrCat(gpu.host, "|");
   if (!gpu.uuid.empty()) {
@@ -68,9 +83,6 @@ bool Sample::HasAnyValue() const {
   return false;
 }
 
-std::string TruncateForRefusal(absl::string_view value) {
-  constexpr size_t kMaxBytes = 200;
-  return std::string(value.substr(0, kMaxBytes));
-}
+std::string TruncateForRefusal(absl::string_view value) { return api::Sanitize(value); }
 
 }  // namespace goodput::ingest

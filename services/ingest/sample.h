@@ -49,6 +49,10 @@ inline constexpr int kSampleFieldCount = 20;
 // The API's field name ("tensor_active", "sm_clock_mhz", ...), used in refusals.
 absl::string_view SampleFieldName(SampleField field);
 
+// True for fields stored in PostgreSQL `real` (4-byte float) columns; the cumulative energy
+// and byte counters are double precision and the throttle mask bigint.
+bool StoredAsReal(SampleField field);
+
 // One MIG slice of a physical GPU.
 struct MigSlice {
   int gpu_instance_id = 0;

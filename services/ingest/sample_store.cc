@@ -61,6 +61,15 @@ std::string FormatDouble(double value) {
   return std::string(buf, end);
 }
 
+// A `real` column's text as the 4-byte float PostgreSQL will store: values below the
+// smallest float become 0 here rather than an "out of range" error that fails the COPY
+// (validation has refused magnitudes above the largest float).
+std::string FormatReal(double value) {
+  char buf[32];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), static_cast<float>(value));
+  return std::string(buf, end);
+}
+
 // "2024-05-01 12:00:00.123+00"
 std::string FormatTimestamp(int64_t unix_ms) {
   return absl::FormatTime("%Y-%m-%d %H:%M:%E3S+00", absl::FromUnixMillis(unix_ms),
@@ -109,6 +118,8 @@ std::array<std::optional<std::string>, kCopyColumnCount> Row(const BatchWrite& b
     if (static_cast<SampleField>(f) == SampleField::kClockThrottleReasons) {
       // bigint column: keep the bit pattern of values above 2^63.
       row[kFirstValueColumn + f] = absl::StrCat(static_cast<int64_t>(static_cast<uint64_t>(*v)));
+    } else if (StoredAsReal(static_cast<SampleField>(f))) {
+      row[kFirstValueColumn + f] = FormatReal(*v);
     } else {
       row[kFirstValueColumn + f] = FormatDouble(*v);
     }
@@ -178,20 +189,35 @@ absl::StatusOr<Attributor> SampleStore::LoadAttributor(const std::string& cluste
   });
 }
 
+namespace {
+
+// The first delivery of (cluster, source, batch_id): rows written before batch ids were
+// scoped by cluster have cluster '' and still count.
+constexpr const char* kFindBatchSql =
+    "SELECT stored_count, refused_count, unattributed_count, "
+    "(extract(epoch FROM received_at) * 1000)::bigint FROM ingest_batches "
+    "WHERE cluster IN ($1, '') AND source = $2 AND batch_id = $3 "
+    "ORDER BY cluster DESC LIMIT 1";
+
+std::optional<BatchWriteResult> FirstDelivery(pqxx::work& txn, const std::string& cluster,
+                                              const std::string& source,
+                                              const std::string& batch_id) {
+  pqxx::result r = txn.exec_params(kFindBatchSql, cluster, source, batch_id);
+  if (r.empty()) return std::nullopt;
+  return BatchWriteResult{.duplicate = true,
+                          .stored_count = r[0][0].as<int64_t>(),
+                          .refused_count = r[0][1].as<int64_t>(),
+                          .unattributed_count = r[0][2].as<int64_t>(),
+                          .first_received_unix_ms = r[0][3].as<int64_t>()};
+}
+
+}  // namespace
+
 absl::StatusOr<std::optional<BatchWriteResult>> SampleStore::FindBatch(
-    const std::string& batch_id) {
+    const std::string& cluster, const std::string& source, const std::string& batch_id) {
   return pool_->RunTransactionFor<std::optional<BatchWriteResult>>(
       [&](pqxx::work& txn) -> absl::StatusOr<std::optional<BatchWriteResult>> {
-        pqxx::result r = txn.exec_params(
-            "SELECT stored_count, refused_count, unattributed_count FROM ingest_batches "
-            "WHERE batch_id = $1",
-            batch_id);
-        if (r.empty()) return std::optional<BatchWriteResult>();
-        return std::optional<BatchWriteResult>(
-            BatchWriteResult{.duplicate = true,
-                             .stored_count = r[0][0].as<int64_t>(),
-                             .refused_count = r[0][1].as<int64_t>(),
-                             .unattributed_count = r[0][2].as<int64_t>()});
+        return FirstDelivery(txn, cluster, source, batch_id);
       });
 }
 
@@ -230,25 +256,22 @@ absl::StatusOr<BatchWriteResult> SampleStore::WriteBatch(const BatchWrite& batch
   }
   return pool_->RunTransactionFor<BatchWriteResult>(
       [&](pqxx::work& txn) -> absl::StatusOr<BatchWriteResult> {
+        if (std::optional<BatchWriteResult> first =
+                FirstDelivery(txn, batch.cluster, batch.source, batch.batch_id)) {
+          return *first;
+        }
+        // Two concurrent deliveries of one id serialize on the primary key: the second waits
+        // for the first to commit, then inserts nothing and reads its outcome.
         pqxx::result claimed = txn.exec_params(
-            "INSERT INTO ingest_batches (batch_id, source, sample_count, stored_count, "
-            "refused_count, unattributed_count) VALUES ($1, $2, $3, $4, $5, $6) "
-            "ON CONFLICT (batch_id) DO NOTHING RETURNING batch_id",
-            batch.batch_id, batch.source, result.stored_count + result.refused_count,
+            "INSERT INTO ingest_batches (cluster, batch_id, source, sample_count, stored_count, "
+            "refused_count, unattributed_count) VALUES ($1, $2, $3, $4, $5, $6, $7) "
+            "ON CONFLICT (cluster, source, batch_id) DO NOTHING RETURNING batch_id",
+            batch.cluster, batch.batch_id, batch.source, result.stored_count + result.refused_count,
             result.stored_count, result.refused_count, result.unattributed_count);
         if (claimed.empty()) {
-          pqxx::result r = txn.exec_params(
-              "SELECT stored_count, refused_count, unattributed_count FROM ingest_batches "
-              "WHERE batch_id = $1",
-              batch.batch_id);
-          BatchWriteResult first;
-          first.duplicate = true;
-          if (!r.empty()) {
-            first.stored_count = r[0][0].as<int64_t>();
-            first.refused_count = r[0][1].as<int64_t>();
-            first.unattributed_count = r[0][2].as<int64_t>();
-          }
-          return first;
+          std::optional<BatchWriteResult> first =
+              FirstDelivery(txn, batch.cluster, batch.source, batch.batch_id);
+          return first.value_or(BatchWriteResult{.duplicate = true});
         }
         if (!batch.samples.empty()) {
           pqxx::stream_to copy(txn, "samples", CopyColumns());

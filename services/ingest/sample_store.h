@@ -2,9 +2,9 @@
 // COPY into the time-partitioned `samples` table, batch-id idempotency, and partition and
 // batch-id maintenance.
 //
-// A batch is written in one transaction: its id goes into `ingest_batches` first (a batch id
-// already there means a retry: nothing is written and the first outcome is returned with
-// `duplicate = true`; two concurrent deliveries of one id serialize on its primary key), then
+// A batch is written in one transaction: its (cluster, source, id) goes into `ingest_batches`
+// first (already there means a retry: nothing is written and the first outcome is returned
+// with `duplicate = true`; two concurrent deliveries of one id serialize on the primary key), then
 // its rows are streamed with COPY, then it commits. Only after WriteBatch returns OK is the
 // batch durable, and only then may the caller acknowledge it.
 //
@@ -44,6 +44,8 @@ struct BatchWriteResult {
   int64_t stored_count = 0;
   int64_t refused_count = 0;
   int64_t unattributed_count = 0;
+  // For a duplicate: when the first delivery was committed.
+  int64_t first_received_unix_ms = 0;
 };
 
 class SampleStore {
@@ -56,8 +58,12 @@ class SampleStore {
   absl::StatusOr<Attributor> LoadAttributor(const std::string& cluster,
                                             const std::vector<const Sample*>& samples);
 
-  // The stored outcome of `batch_id`, or nullopt if it was never stored.
-  absl::StatusOr<std::optional<BatchWriteResult>> FindBatch(const std::string& batch_id);
+  // The stored outcome of `batch_id` of `cluster` and `source`, or nullopt if it was never
+  // stored. Batch ids are scoped by (cluster, source): equal ids of two clusters are two
+  // batches.
+  absl::StatusOr<std::optional<BatchWriteResult>> FindBatch(const std::string& cluster,
+                                                            const std::string& source,
+                                                            const std::string& batch_id);
 
   // Writes the batch as described in the file comment (creating missing daily partitions
   // first). The result counts refused samples as given by the caller.

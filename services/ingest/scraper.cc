@@ -179,6 +179,7 @@ void Scraper::ScrapeOnce(size_t index) {
     options.extra_labels = target.labels;
     options.validation = pipeline_->validation_options();
     ExpositionResult parsed = ParseDcgmExposition(*body, options);
+    pipeline_->CountSetAside("scrape", parsed.ignored_line_count, parsed.blank_value_count);
     std::vector<Sample> samples;
     samples.reserve(parsed.samples.size());
     for (ExpositionSample& s : parsed.samples) samples.push_back(std::move(s.sample));

@@ -104,16 +104,16 @@ class Scraper {
 
 // IngestService with ListScrapeTargets answered from a Scraper; PushSamples and
 // PushExposition are those of IngestServiceImpl.
-class ScrapingIngestService final : public v1::IngestService::Service {
+class ScrapingIngestService final
+    : public v1::IngestService::WithRawCallbackMethod_PushSamples<v1::IngestService::Service> {
  public:
   // Both must outlive the service; `scraper` may be null (no targets configured).
   ScrapingIngestService(IngestServiceImpl* ingest, const Scraper* scraper)
       : ingest_(ingest), scraper_(scraper) {}
 
-  grpc::Status PushSamples(grpc::ServerContext* context,
-                           grpc::ServerReader<v1::PushSamplesRequest>* reader,
-                           v1::PushSamplesResponse* response) override {
-    return ingest_->PushSamples(context, reader, response);
+  grpc::ServerReadReactor<grpc::ByteBuffer>* PushSamples(grpc::CallbackServerContext* context,
+                                                         grpc::ByteBuffer* response) override {
+    return ingest_->PushSamples(context, response);
   }
   grpc::Status PushExposition(grpc::ServerContext* context,
                               const v1::PushExpositionRequest* request,

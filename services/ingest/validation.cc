@@ -1,5 +1,6 @@
 #include "services/ingest/validation.h"
 
+#include <cfloat>
 #include <cmath>
 #include <utility>
 
@@ -29,21 +30,57 @@ bool IsFraction(SampleField field) {
 
 std::string FormatValue(double value) { return absl::StrFormat("%g", value); }
 
+// Fields whose DCGM value is a clock, temperature, utilization, memory size or power: never
+// near 2^31 in reality, so DCGM's INT32 blank range there is a sentinel.
+bool HasInt32Blanks(SampleField field) {
+  switch (field) {
+    case SampleField::kTotalEnergyMj:
+    case SampleField::kNvlinkTxBytesPerS:
+    case SampleField::kNvlinkRxBytesPerS:
+    case SampleField::kPcieTxBytesPerS:
+    case SampleField::kPcieRxBytesPerS:
+    case SampleField::kClockThrottleReasons:
+      return false;
+    default:
+      return true;
+  }
+}
+
 Refusal MakeRefusal(const ItemLocation& where, std::string field, std::string value,
                     RefusalCode code, absl::string_view reason) {
   Refusal r;
   r.batch_id = std::string(where.batch_id);
   r.index = where.index;
   r.line_number = where.line_number;
-  r.message = absl::StrCat(DescribeLocation(where), ": ", field, value.empty() ? "" : "=", value,
-                           " ", reason);
-  r.field = std::move(field);
   r.value = TruncateForRefusal(value);
+  r.message = absl::StrCat(DescribeLocation(where), ": ", field, value.empty() ? "" : "=",
+                           r.value, " ", reason);
+  r.field = std::move(field);
   r.code = code;
   return r;
 }
 
 }  // namespace
+
+bool IsDcgmBlank(SampleField field, double raw) {
+  constexpr double kFp64Blank = 140737488355328.0;  // 2^47; INT64 blanks are above it too
+  constexpr double kInt32Blank = 2147483632.0;      // 0x7ffffff0
+  constexpr double kInt32Max = 2147483647.0;
+  if (raw >= kFp64Blank) return true;
+  return HasInt32Blanks(field) && raw >= kInt32Blank && raw <= kInt32Max;
+}
+
+int DropDcgmBlanks(Sample& sample) {
+  int dropped = 0;
+  for (int i = 0; i < kSampleFieldCount; ++i) {
+    auto& value = sample.values[i];
+    if (value.has_value() && IsDcgmBlank(static_cast<SampleField>(i), *value)) {
+      value.reset();
+      ++dropped;
+    }
+  }
+  return dropped;
+}
 
 std::string DescribeLocation(const ItemLocation& where) {
   if (where.line_number > 0) {
@@ -57,6 +94,10 @@ std::optional<FieldProblem> CheckFieldValue(SampleField field, double value,
                                             const ValidationOptions& options) {
   if (std::isnan(value)) return FieldProblem{RefusalCode::kNotFinite, "is NaN"};
   if (std::isinf(value)) return FieldProblem{RefusalCode::kNotFinite, "is not finite"};
+  if (StoredAsReal(field) && std::fabs(value) > FLT_MAX) {
+    return FieldProblem{RefusalCode::kOutOfRange,
+                        "is beyond what a 4-byte real holds (magnitude at most 3.4e38)"};
+  }
   if (IsFraction(field)) {
     if (value < 0 || value > 1) {
       return FieldProblem{RefusalCode::kOutOfRange, "is outside [0, 1]"};
@@ -129,10 +170,34 @@ std::optional<Refusal> ValidateSampleEnvelope(const Sample& sample, const ItemLo
                                        (options.now_unix_ms - sample.time_unix_ms) / 86400000.0,
                                        options.max_age_ms / 86400000.0));
   }
-  if (!sample.gpu_model.empty() && options.catalog != nullptr &&
-      !options.catalog->Find(sample.gpu_model).ok()) {
-    return MakeRefusal(where, "gpu_model", sample.gpu_model, RefusalCode::kUnknownGpuModel,
-                       "is not a GPU model the catalog knows (add it to the catalog overrides)");
+  // A model the catalog does not know is stored: ofu reports its OFU as unavailable
+  // (DATA_QUALITY_FLAG_UNKNOWN_GPU_MODEL) until the operator configures a peak for it.
+  struct TextField {
+    const char* name;
+    absl::string_view value;
+    size_t max_bytes;
+  };
+  const TextField texts[] = {
+      {"gpu.host", sample.gpu.host, api::kMaxHostBytes},
+      {"gpu.uuid", sample.gpu.uuid, api::kMaxUuidBytes},
+      {"gpu_model", sample.gpu_model, api::kMaxGpuModelBytes},
+      {"gpu.mig.profile", sample.gpu.mig ? absl::string_view(sample.gpu.mig->profile) : "",
+       api::kMaxMigProfileBytes},
+  };
+  for (const TextField& t : texts) {
+    if (auto reason = CheckText(t.value, t.max_bytes)) {
+      return MakeRefusal(where, t.name, std::string(t.value), RefusalCode::kMalformed, *reason);
+    }
+  }
+  for (const auto& [name, value] : sample.labels) {
+    if (auto reason = CheckText(name, api::kMaxLabelNameBytes)) {
+      return MakeRefusal(where, "labels", name, RefusalCode::kMalformed,
+                         absl::StrCat("has a label name that ", *reason));
+    }
+    if (auto reason = CheckText(value, api::kMaxLabelValueBytes, TextKind::kFreeText)) {
+      return MakeRefusal(where, absl::StrCat("labels.", name), value, RefusalCode::kMalformed,
+                         *reason);
+    }
   }
   return std::nullopt;
 }

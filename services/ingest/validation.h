@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "services/api/api_checks.h"
 #include "services/core/gpu_catalog.h"
 #include "services/ingest/sample.h"
 
@@ -60,6 +61,24 @@ struct ItemLocation {
   int64_t line_number = 0;
 };
 std::string DescribeLocation(const ItemLocation& where);
+
+// Identity and label text is checked with api::CheckText against the limits of
+// services/api/api_checks.h (what PostgreSQL text and its indexes can hold); values stored in
+// `real` columns must be at most 3.4028235e38 in magnitude.
+using api::CheckText;
+using api::TextKind;
+
+// DCGM's "no value" sentinels (dcgm_structs.h: DCGM_FP64_BLANK = 2^47 and the values above
+// it, DCGM_INT64_BLANK = 0x7ffffffffffffff0 and above, DCGM_INT32_BLANK = 0x7ffffff0 to
+// 0x7fffffff): dcgm-exporter prints them as numbers when a field could not be read, not
+// found, not supported or not permitted. `raw` is the value as DCGM reported it (before
+// percent scaling). The INT32 range is checked only for fields DCGM reports as 32-bit-sized
+// quantities (clocks, temperature, utilization, memory, power): the cumulative energy and
+// byte counters can legitimately pass through those values.
+bool IsDcgmBlank(SampleField field, double raw);
+
+// Removes the fields of `sample` that hold a DCGM blank; returns how many it removed.
+int DropDcgmBlanks(Sample& sample);
 
 // Validates one sample; nullopt when it may be stored, else the first problem found.
 std::optional<Refusal> ValidateSample(const Sample& sample, const ItemLocation& where,

@@ -87,13 +87,83 @@ TEST(ValidateSample, KeepsAnSmClockSlightlyAboveBoostForOfuToFlag) {
   EXPECT_EQ(ValidateSample(s, {"b", 0}, Options()), std::nullopt);
 }
 
-TEST(ValidateSample, RefusesUnknownGpuModel) {
+TEST(ValidateSample, KeepsAGpuModelTheCatalogDoesNotKnow) {
   Sample s = GoodSample();
   s.gpu_model = "NVIDIA Quantum Abacus 9000";
-  auto r = ValidateSample(s, {"b", 4}, Options());
+  EXPECT_EQ(ValidateSample(s, {"b", 4}, Options()), std::nullopt);
+}
+
+TEST(ValidateSample, RefusesTextPostgresCannotStoreNamingTheFieldAndEscapingTheValue) {
+  Sample nul_host = GoodSample();
+  nul_host.gpu.host = std::string("n1\0x", 4);
+  auto r = ValidateSample(nul_host, {"b", 1}, Options());
   ASSERT_TRUE(r.has_value());
-  EXPECT_EQ(r->code, RefusalCode::kUnknownGpuModel);
-  EXPECT_THAT(r->message, HasSubstr("gpu_model=NVIDIA Quantum Abacus 9000"));
+  EXPECT_EQ(r->field, "gpu.host");
+  EXPECT_EQ(r->value, "n1\\x00x");
+  EXPECT_EQ(r->message, "sample 1 of batch b: gpu.host=n1\\x00x contains a NUL byte at byte 2");
+
+  Sample long_uuid = GoodSample();
+  long_uuid.gpu.uuid = std::string(5000, 'u');
+  r = ValidateSample(long_uuid, {"b", 2}, Options());
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->field, "gpu.uuid");
+  EXPECT_THAT(r->message, HasSubstr("is 5000 bytes; the limit is 128"));
+  EXPECT_LT(r->message.size(), 300u);
+
+  Sample bell_model = GoodSample();
+  bell_model.gpu_model = "H100\a";
+  r = ValidateSample(bell_model, {"b", 3}, Options());
+  ASSERT_TRUE(r.has_value());
+  EXPECT_THAT(r->message, HasSubstr("control character 0x07 at byte 4"));
+
+  Sample bad_utf8_label = GoodSample();
+  bad_utf8_label.labels["pod"] = "\xff\xfe";
+  r = ValidateSample(bad_utf8_label, {"b", 4}, Options());
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->field, "labels.pod");
+  EXPECT_THAT(r->message, HasSubstr("not valid UTF-8"));
+
+  Sample tab_in_label = GoodSample();  // free text: only NUL is refused
+  tab_in_label.labels["note"] = "a\tb";
+  EXPECT_EQ(ValidateSample(tab_in_label, {"b", 5}, Options()), std::nullopt);
+}
+
+TEST(ValidateSample, RefusesValuesBeyondWhatARealColumnHolds) {
+  for (double v : {1e39, -1e39, 1e300}) {
+    Sample s = GoodSample();
+    s.set(SampleField::kPowerW, v);
+    auto r = ValidateSample(s, {"b", 0}, Options());
+    ASSERT_TRUE(r.has_value()) << v;
+    EXPECT_EQ(r->field, "power_w");
+    EXPECT_EQ(r->code, RefusalCode::kOutOfRange);
+  }
+  Sample energy = GoodSample();  // double precision column: a large value fits
+  energy.set(SampleField::kTotalEnergyMj, 1e39);
+  EXPECT_EQ(ValidateSample(energy, {"b", 0}, Options()), std::nullopt);
+  Sample tiny = GoodSample();  // stored as 0 by the float conversion, not refused
+  tiny.set(SampleField::kTensorActive, 5e-324);
+  EXPECT_EQ(ValidateSample(tiny, {"b", 0}, Options()), std::nullopt);
+}
+
+// The sentinels of DCGM's dcgm_structs.h, as dcgm-exporter prints them.
+TEST(DropDcgmBlanks, RemovesEveryBlankKindAndKeepsRealValues) {
+  Sample s = GoodSample();
+  s.set(SampleField::kPowerW, 140737488355328.0);             // DCGM_FP64_BLANK
+  s.set(SampleField::kDramActive, 140737488355331.0);         // DCGM_FP64_NOT_PERMISSIONED
+  s.set(SampleField::kFbUsedMib, 9223372036854775792.0);      // DCGM_INT64_BLANK
+  s.set(SampleField::kGpuTempC, 2147483632.0);                // DCGM_INT32_BLANK
+  s.set(SampleField::kNvlinkTxBytesPerS, 9223372036854775792.0);
+  s.set(SampleField::kTotalEnergyMj, 2147483633.0);           // a real reading of an int64 counter
+  EXPECT_EQ(DropDcgmBlanks(s), 5);
+  EXPECT_FALSE(s.get(SampleField::kPowerW).has_value());
+  EXPECT_FALSE(s.get(SampleField::kDramActive).has_value());
+  EXPECT_FALSE(s.get(SampleField::kFbUsedMib).has_value());
+  EXPECT_FALSE(s.get(SampleField::kGpuTempC).has_value());
+  EXPECT_FALSE(s.get(SampleField::kNvlinkTxBytesPerS).has_value());
+  EXPECT_EQ(s.get(SampleField::kTotalEnergyMj), 2147483633.0);
+  EXPECT_TRUE(s.get(SampleField::kTensorActive).has_value());
+  EXPECT_FALSE(IsDcgmBlank(SampleField::kPowerW, 140737488355327.0));
+  EXPECT_FALSE(IsDcgmBlank(SampleField::kSmClockMhz, 2147483631.0));
 }
 
 TEST(ValidateSample, AcceptsAnEmptyModelToBeTakenFromTheJob) {

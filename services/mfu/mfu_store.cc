@@ -79,7 +79,7 @@ absl::StatusOr<std::vector<StoreOutcome>> MfuStore::Store(
       "VALUES ($1, $2, $3, ",
       absl::StrFormat(kMicrosToTime, 4), ", ", absl::StrFormat(kMicrosToTime, 5),
       ", decode($6, 'base64'), $7, $8, $9, $10, $11) "
-      "ON CONFLICT (report_id) DO NOTHING RETURNING report_id");
+      "ON CONFLICT (cluster, report_id) DO NOTHING RETURNING report_id");
   return pool_->RunTransactionFor<std::vector<StoreOutcome>>(
       [&](pqxx::work& txn) -> absl::StatusOr<std::vector<StoreOutcome>> {
         std::map<std::pair<std::string, std::string>, JobInfo> jobs;
@@ -166,7 +166,7 @@ absl::StatusOr<v1::ListMfuReportsResponse> MfuStore::List(
       "ORDER BY r.interval_start, r.report_id LIMIT $8");
   const std::string update =
       "UPDATE mfu_reports SET app_mfu = $2, model_tflops_per_gpu = $3, peak_tflops = $4, "
-      "gpu_model = $5 WHERE report_id = $1";
+      "gpu_model = $5 WHERE report_id = $1 AND cluster = $6";
   return pool_->RunTransactionFor<v1::ListMfuReportsResponse>(
       [&](pqxx::work& txn) -> absl::StatusOr<v1::ListMfuReportsResponse> {
         v1::ListMfuReportsResponse response;
@@ -214,7 +214,7 @@ absl::StatusOr<v1::ListMfuReportsResponse> MfuStore::List(
               tflops = app->model_tflops_per_gpu;
               peak = app->peak_tflops;
               txn.exec_params(update, stored->report().report_id(), app_mfu, tflops, peak,
-                              job_model);
+                              job_model, stored->report().job().cluster());
             }
           }
           if (app_mfu) stored->set_app_mfu(*app_mfu);

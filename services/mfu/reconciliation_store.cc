@@ -75,7 +75,7 @@ constexpr char kJobReports[] =
     "FROM mfu_reports WHERE cluster = $1 AND job_id = $2 ORDER BY interval_start, report_id";
 constexpr char kUpdateReportMfu[] =
     "UPDATE mfu_reports SET app_mfu = $2, model_tflops_per_gpu = $3, peak_tflops = $4, "
-    "gpu_model = $5 WHERE report_id = $1";
+    "gpu_model = $5 WHERE report_id = $1 AND cluster = $6";
 constexpr char kDeletePoints[] =
     "DELETE FROM mfu_reconciliation_points WHERE cluster = $1 AND job_id = $2";
 constexpr char kInsertPointsHead[] =
@@ -560,7 +560,8 @@ absl::StatusOr<int> ReconciliationStore::ReconcileJob(const std::string& cluster
           app_mfu = app->app_mfu;
           peak = app->peak_tflops;
           txn.exec_params(kUpdateReportMfu, report.report_id(), app->app_mfu,
-                          app->model_tflops_per_gpu, app->peak_tflops, gpu_model);
+                          app->model_tflops_per_gpu, app->peak_tflops, gpu_model,
+                          report.job().cluster());
         }
       } else if (!app_mfu && report.measurement_case() == v1::MfuReport::kMfu) {
         app_mfu = report.mfu();  // the framework's own figure while the model is unknown

@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "services/api/api_checks.h"
 
 namespace goodput::mfu {
 namespace {
@@ -16,12 +17,13 @@ std::string Num(double value) { return absl::StrFormat("%g", value); }
 v1::Refusal Refuse(const v1::MfuReport& report, const std::string& field,
                    const std::string& value, v1::RefusalCode code, const std::string& why) {
   v1::Refusal refusal;
-  refusal.set_item_id(report.report_id().substr(0, 200));
+  // Echo at most 200 bytes of what was received, control characters escaped.
+  refusal.set_item_id(api::Sanitize(report.report_id()));
   refusal.set_field(field);
-  refusal.set_value(value.substr(0, 200));
+  refusal.set_value(api::Sanitize(value));
   refusal.set_code(code);
-  refusal.set_message(absl::StrCat("report \"", report.report_id().substr(0, 200), "\": ", field,
-                                   "=", value.substr(0, 200), " ", why));
+  refusal.set_message(absl::StrCat("report \"", refusal.item_id(), "\": ", field, "=",
+                                   refusal.value(), " ", why));
   return refusal;
 }
 
@@ -81,6 +83,19 @@ std::optional<v1::Refusal> CheckReport(const v1::MfuReport& report) {
     return Refuse(report, "job.job_id", "\"\"", v1::REFUSAL_CODE_MISSING_FIELD,
                   "is required (the job key is cluster + job id)");
   }
+  struct Text {
+    const char* field;
+    const std::string& value;
+    size_t max_bytes;
+  };
+  for (const Text& t : {Text{"report_id", report.report_id(), kMaxReportIdBytes},
+                        Text{"job.cluster", report.job().cluster(), api::kMaxClusterBytes},
+                        Text{"job.job_id", report.job().job_id(), api::kMaxJobIdBytes}}) {
+    if (auto reason = api::CheckText(t.value, t.max_bytes)) {
+      return Refuse(report, t.field, absl::StrCat("\"", api::Sanitize(t.value), "\""),
+                    v1::REFUSAL_CODE_MALFORMED, *reason);
+    }
+  }
   if (!report.has_interval() || !HasTime(report.interval().start_time())) {
     return Refuse(report, "interval.start_time", "unset", v1::REFUSAL_CODE_MISSING_FIELD,
                   "is required");
@@ -91,6 +106,14 @@ std::optional<v1::Refusal> CheckReport(const v1::MfuReport& report) {
   }
   const auto& start = report.interval().start_time();
   const auto& end = report.interval().end_time();
+  if (auto reason = api::CheckApiTime(start)) {
+    return Refuse(report, "interval.start_time", TimeText(start), v1::REFUSAL_CODE_OUT_OF_RANGE,
+                  *reason);
+  }
+  if (auto reason = api::CheckApiTime(end)) {
+    return Refuse(report, "interval.end_time", TimeText(end), v1::REFUSAL_CODE_OUT_OF_RANGE,
+                  *reason);
+  }
   if (end.seconds() < start.seconds() ||
       (end.seconds() == start.seconds() && end.nanos() <= start.nanos())) {
     return Refuse(report, "interval.end_time", TimeText(end), v1::REFUSAL_CODE_INCONSISTENT,

@@ -196,6 +196,22 @@ absl::Status AuthPolicy::Authorize(absl::string_view method,
       method, " is not allowed for role ", RoleName(*role), " (allowed: ", RoleList(allowed), ")"));
 }
 
+std::optional<HttpRefusal> AuthorizeHttp(const AuthPolicy& policy, absl::string_view route,
+                                         absl::string_view authorization_header) {
+  std::optional<absl::string_view> value;
+  if (!authorization_header.empty()) value = authorization_header;
+  absl::Status s = policy.Authorize(route, value);
+  if (s.ok()) return std::nullopt;
+  if (s.code() == absl::StatusCode::kPermissionDenied) {
+    return HttpRefusal{403, std::string(s.message())};
+  }
+  std::string message(s.message());
+  if (!value.has_value()) {
+    message = absl::StrCat(route, " needs an \"Authorization: Bearer <token>\" header");
+  }
+  return HttpRefusal{401, std::move(message)};
+}
+
 std::shared_ptr<grpc::ServerCredentials> MakeAuthenticatingServerCredentials(
     std::shared_ptr<const AuthPolicy> policy, MetricsRegistry* metrics) {
   auto state = std::make_unique<ProcessorState>();

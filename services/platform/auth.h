@@ -81,6 +81,20 @@ class AuthPolicy {
 // Plaintext server credentials that run `policy` on the initial metadata of every call and
 // fail refused calls before they reach a service. Refusals are counted in
 // `goodput_grpc_auth_refusals_total{code}` when `metrics` is given (it must outlive the server).
+// How an HTTP route answers a refused request: 401 for a missing or unknown token (send
+// `WWW-Authenticate: Bearer`), 403 for a role the route does not allow; the message names the
+// route and the role, never the token.
+struct HttpRefusal {
+  int status = 401;
+  std::string message;
+};
+
+// Checks an HTTP request's `Authorization` header value ("" when absent) for `route`, a name
+// registered with AllowMethod such as "POST /api/v1/write", exactly as Authorize checks a
+// gRPC method; nullopt when the request may proceed.
+std::optional<HttpRefusal> AuthorizeHttp(const AuthPolicy& policy, absl::string_view route,
+                                         absl::string_view authorization_header);
+
 std::shared_ptr<grpc::ServerCredentials> MakeAuthenticatingServerCredentials(
     std::shared_ptr<const AuthPolicy> policy, MetricsRegistry* metrics = nullptr);
 

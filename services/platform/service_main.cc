@@ -231,6 +231,7 @@ int RunServiceMain(int argc, char** argv, const ServiceSpec& spec) {
                      .redis = redis.get(),
                      .grpc = &server,
                      .http = &http,
+                     .auth = auth.get(),
                      .on_shutdown = &on_shutdown};
   absl::StatusOr<std::shared_ptr<void>> owner = spec.setup(ctx);
   if (!owner.ok()) {

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "services/platform/auth.h"
 #include "services/platform/config.h"
 #include "services/platform/grpc_server.h"
 #include "services/platform/http_server.h"
@@ -49,6 +50,9 @@ struct ServiceContext {
   RedisClient* redis = nullptr;  // null when redis.host is empty
   GrpcServer* grpc = nullptr;  // register services before setup returns
   HttpServer* http = nullptr;  // register extra routes before setup returns
+  // Null when auth is off. HTTP routes that take data register who may call them
+  // (AllowMethod("POST /api/v1/write", ...)) and check requests with AuthorizeHttp.
+  AuthPolicy* auth = nullptr;
   // Called on shutdown once the gRPC server has drained (stop background loops here).
   std::vector<std::function<void()>>* on_shutdown = nullptr;
 };
