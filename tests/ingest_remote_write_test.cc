@@ -56,7 +56,8 @@ class RemoteWriteIntegration : public ::testing::Test {
     std::string config =
         absl::StrCat(testing::PostgresConfigYaml(*pg_), "redis:\n  host: \"\"\n",
                      "ingest:\n  maintenance_interval_s: 3600\n",
-                     "  remote_write:\n    cluster: eos\n    max_body_bytes: 1048576\n");
+                     "  remote_write:\n    cluster: eos\n    max_body_bytes: 1048576\n",
+                     extra_ingest_config_);
     if (ingest_scrapes_too_) {
       absl::StrAppend(&config,
                       "  scrape:\n    targets:\n      - url: http://127.0.0.1:", exporter_->port(),
@@ -128,6 +129,7 @@ class RemoteWriteIntegration : public ::testing::Test {
   int http_port_ = 0;
   bool ingest_scrapes_too_ = false;
   bool auth_on_ = false;
+  std::string extra_ingest_config_;  // more keys of `ingest.remote_write`
   std::unique_ptr<v1::JobService::Stub> jobs_;
 };
 
@@ -358,6 +360,112 @@ TEST_F(RemoteWriteWithAuth, RefusesMissingAndWrongRoleTokensAndStoresPrometheusW
       << "ingest:\n"
       << ingest_->process().LogTail() << "\nprometheus:\n"
       << prometheus_->LogTail();
+}
+
+}  // namespace
+}  // namespace goodput
+
+namespace goodput {
+namespace {
+
+// A Kubernetes fleet: Prometheus scrapes dcgm-exporter through the chart's ServiceMonitor
+// (honor_labels false), so the workload's pod is in exported_pod/exported_namespace and
+// pod/namespace name the exporter's own pod; the node prints its FQDN in upper case.
+TEST_F(RemoteWriteIntegration, KubernetesJobGetsItsSamplesThroughExportedPodLabels) {
+  v1::Job job;
+  job.mutable_key()->set_cluster("eos");
+  job.mutable_key()->set_job_id("research/llm-pretrain");
+  job.set_scheduler(v1::SCHEDULER_KIND_KUBERNETES);
+  job.set_gpu_count(8);
+  job.mutable_start_time()->set_seconds(absl::ToUnixSeconds(absl::Now()) - 3600);
+  v1::RegisterJobResponse registered;
+  grpc::Status status = testing::RegisterJob(*jobs_, job, &registered);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+
+  const int64_t now = absl::ToUnixMillis(absl::Now());
+  prometheus::WriteRequest request;
+  for (int gpu = 0; gpu < 2; ++gpu) {
+    prometheus::TimeSeries* series = request.add_timeseries();
+    const std::pair<std::string, std::string> labels[] = {
+        {"Hostname", "GPU-NODE-7.EOS.EXAMPLE.COM"},
+        {"__name__", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"},
+        {"container", "nvidia-dcgm-exporter"},
+        {"exported_container", "trainer"},
+        {"exported_namespace", "research"},
+        {"exported_pod", absl::StrCat("llm-pretrain-worker-", gpu)},
+        {"gpu", absl::StrCat(gpu)},
+        {"modelName", "NVIDIA H100 80GB HBM3"},
+        {"namespace", "gpu-operator"},
+        {"pod", "nvidia-dcgm-exporter-x7k2p"}};
+    for (const auto& [name, value] : labels) {
+      auto* label = series->add_labels();
+      label->set_name(name);
+      label->set_value(value);
+    }
+    auto* sample = series->add_samples();
+    sample->set_value(0.5);
+    sample->set_timestamp(now - 1000);
+  }
+  httplib::Result r = PostWrite(Snappy(request));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(Query("SELECT count(*) FROM samples s JOIN jobs j ON j.id = s.job "
+                  "WHERE j.job_id = 'research/llm-pretrain'"),
+            "2");
+  // Stored under one canonical host name; the printed form is kept.
+  EXPECT_EQ(Query("SELECT DISTINCT host || ' ' || (labels->>'hostname_as_reported') FROM samples"),
+            "gpu-node-7 GPU-NODE-7.EOS.EXAMPLE.COM");
+}
+
+}  // namespace
+}  // namespace goodput
+
+namespace goodput {
+namespace {
+
+// Two Prometheus replicas (an HA pair) remote_write the same dcgm-exporter series with
+// external labels __replica__=prom-a / prom-b: one replica is stored; when it stops sending,
+// the other takes over after the failover timeout.
+class RemoteWriteHaPair : public RemoteWriteIntegration {
+ protected:
+  RemoteWriteHaPair() { extra_ingest_config_ = "    ha_failover_timeout_s: 2\n"; }
+
+  httplib::Result Send(const std::string& replica, int64_t time_ms) {
+    prometheus::WriteRequest request;
+    for (int gpu = 0; gpu < 2; ++gpu) {
+      AddSeries(&request, "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", gpu, 0.4, time_ms);
+      auto* label = request.mutable_timeseries(gpu)->add_labels();
+      label->set_name("__replica__");
+      label->set_value(replica);
+    }
+    return PostWrite(Snappy(request));
+  }
+};
+
+TEST_F(RemoteWriteHaPair, StoresOneReplicaAndFailsOverWhenItStopsSending) {
+  const int64_t now = absl::ToUnixMillis(absl::Now());
+  httplib::Result r = Send("prom-a", now - 10'000);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+  r = Send("prom-b", now - 9'990);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+  EXPECT_THAT(r->body, HasSubstr("dropped 2 of a standby HA replica"));
+  r = Send("prom-a", now - 5'000);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(Query("SELECT count(*) FROM samples"), "4");
+  EXPECT_EQ(Query("SELECT count(*) FROM samples WHERE labels ? '__replica__'"), "0");
+
+  // prom-a goes quiet: prom-b's writes are dropped until the timeout, then stored.
+  int64_t t = now - 4'000;
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        (void)Send("prom-b", ++t);
+        return Query("SELECT count(*) FROM samples") == "6";
+      },
+      absl::Seconds(30), absl::Milliseconds(250)))
+      << ingest_->process().LogTail();
+  EXPECT_EQ(Query("SELECT replica FROM ingest_ha_replicas WHERE cluster = 'eos'"), "prom-b");
 }
 
 }  // namespace

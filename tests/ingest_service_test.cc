@@ -296,6 +296,28 @@ TEST_F(IngestServiceIntegration, UnreadableMessageFailsTheStreamNamingItsPositio
   EXPECT_EQ(Query("SELECT string_agg(host, ',') FROM samples"), "n1");
 }
 
+// A Slurm prolog registering `hostname -f` and an exporter printing the short name (or the
+// reverse) name one machine.
+TEST_F(IngestServiceIntegration, AllocationAndSamplesMatchWhicheverFormOfTheHostEachUses) {
+  const int64_t now = NowMs();
+  v1::RegisterJobResponse registered;
+  ASSERT_TRUE(
+      Register(SlurmJob("5001", "Gpu-Node-9.eos.example.com", {0, 1}, now - 60'000), &registered)
+          .ok());
+  EXPECT_EQ(registered.job().allocations(0).gpu().host(), "gpu-node-9");
+  v1::PushSamplesRequest batch;
+  batch.set_batch_id("hosts-1");
+  batch.set_cluster("eos");
+  *batch.add_samples() = MakeSample("gpu-node-9", 0, now - 1000);
+  *batch.add_samples() = MakeSample("GPU-NODE-9.EOS.EXAMPLE.COM", 1, now - 1000);
+  v1::PushSamplesResponse response;
+  ASSERT_TRUE(Push({batch}, &response).ok());
+  EXPECT_EQ(response.unattributed_count(), 0);
+  EXPECT_EQ(Query("SELECT count(*) FROM samples s JOIN jobs j ON j.id = s.job "
+                  "WHERE j.job_id = '5001' AND s.host = 'gpu-node-9'"),
+            "2");
+}
+
 TEST_F(IngestServiceIntegration, BatchIdsOfTwoClustersDoNotCollide) {
   const int64_t now = NowMs();
   v1::PushSamplesRequest eos;
@@ -325,7 +347,7 @@ TEST_F(IngestServiceIntegration, BatchIdsOfTwoClustersDoNotCollide) {
             "eos:1,selene:2");
 }
 
-TEST_F(IngestServiceIntegration, DcgmBlankValuesAreStoredAsMissingAndUnknownModelsKept) {
+TEST_F(IngestServiceIntegration, DcgmBlankValuesAreStoredAsMissingAndOtherExportersKept) {
   // Real exporter output (tests/data/dcgm/README.md names the sources): an H100 whose
   // profiling fields are all DCGM blanks, and a V100.
   auto read = [](const std::string& name) {

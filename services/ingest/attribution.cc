@@ -25,7 +25,8 @@ bool SameGpu(const AllocationRecord& allocation, const GpuIdentity& gpu) {
          gpu.gpu_index.has_value() && *allocation.gpu_index == *gpu.gpu_index;
 }
 
-std::vector<std::string> LabelJobIds(const Sample& sample) {
+std::vector<std::string> LabelJobIds(const Sample& sample,
+                                     const std::vector<PodLabelPair>& pod_labels) {
   std::vector<std::string> ids;
   if (const std::string* hpc_job = FindLabel(sample, "hpc_job")) ids.push_back(*hpc_job);
   for (const char* name : {"osmo.workflow_id", "osmo_workflow_id", "label_osmo_workflow_id"}) {
@@ -34,8 +35,13 @@ std::vector<std::string> LabelJobIds(const Sample& sample) {
       break;
     }
   }
-  const std::string* pod = FindLabel(sample, "pod");
-  const std::string* ns = FindLabel(sample, "namespace");
+  const std::string* pod = nullptr;
+  const std::string* ns = nullptr;
+  for (const PodLabelPair& pair : pod_labels) {
+    pod = FindLabel(sample, pair.pod.c_str());
+    ns = FindLabel(sample, pair.ns.c_str());
+    if (pod != nullptr && ns != nullptr) break;
+  }
   if (pod != nullptr && ns != nullptr) {
     std::string name = *pod;
     while (true) {
@@ -49,9 +55,10 @@ std::vector<std::string> LabelJobIds(const Sample& sample) {
 }
 
 Attributor::Attributor(std::vector<AllocationRecord> allocations,
-                       absl::flat_hash_map<std::string, int64_t> jobs_by_id)
-    : jobs_by_id_(std::move(jobs_by_id)) {
+                       absl::flat_hash_map<std::string, int64_t> jobs_by_id, IdentityRules rules)
+    : jobs_by_id_(std::move(jobs_by_id)), rules_(std::move(rules)) {
   for (AllocationRecord& a : allocations) {
+    a.host = CanonicalHost(a.host, rules_);
     if (!a.uuid.empty()) by_uuid_[a.uuid].push_back(a);
     if (a.gpu_index.has_value()) by_host_[a.host].push_back(std::move(a));
   }
@@ -66,13 +73,15 @@ std::optional<int64_t> Attributor::Attribute(const Sample& sample) const {
     }
   }
   if (sample.gpu.gpu_index.has_value()) {
-    if (auto it = by_host_.find(sample.gpu.host); it != by_host_.end()) {
+    GpuIdentity gpu = sample.gpu;
+    gpu.host = CanonicalHost(gpu.host, rules_);
+    if (auto it = by_host_.find(gpu.host); it != by_host_.end()) {
       for (const AllocationRecord& a : it->second) {
-        if (SameGpu(a, sample.gpu) && Covers(a, sample.time_unix_ms)) return a.job_row_id;
+        if (SameGpu(a, gpu) && Covers(a, sample.time_unix_ms)) return a.job_row_id;
       }
     }
   }
-  for (const std::string& id : LabelJobIds(sample)) {
+  for (const std::string& id : LabelJobIds(sample, rules_.pod_labels)) {
     if (auto it = jobs_by_id_.find(id); it != jobs_by_id_.end()) return it->second;
   }
   return std::nullopt;

@@ -78,5 +78,65 @@ TEST(LabelJobIds, ListsPodNamePrefixesLongestFirst) {
   EXPECT_THAT(LabelJobIds(s), ElementsAre("ns/a-b-0", "ns/a-b", "ns/a"));
 }
 
+// dcgm-exporter's Helm chart ServiceMonitor keeps Prometheus' `honor_labels: false`: the
+// workload's pod arrives as exported_pod/exported_namespace, and pod/namespace then name the
+// exporter's own pod (e.g. gpu-operator/nvidia-dcgm-exporter-x7k2p).
+TEST(LabelJobIds, PrefersExportedPodLabelsOverTheExportersOwnPod) {
+  Sample s = At("n", 0, "", 1);
+  s.labels["namespace"] = "gpu-operator";
+  s.labels["pod"] = "nvidia-dcgm-exporter-x7k2p";
+  s.labels["exported_namespace"] = "research";
+  s.labels["exported_pod"] = "llm-0";
+  EXPECT_THAT(LabelJobIds(s), ElementsAre("research/llm-0", "research/llm"));
+}
+
+TEST(LabelJobIds, ReadsTheLabelsOfOldExportersAndAConfiguredPair) {
+  Sample old = At("n", 0, "", 1);
+  old.labels["pod_namespace"] = "ns";
+  old.labels["pod_name"] = "job-1";
+  EXPECT_THAT(LabelJobIds(old), ElementsAre("ns/job-1", "ns/job"));
+  Sample custom = At("n", 0, "", 1);
+  custom.labels["k8s_pod"] = "p";
+  custom.labels["k8s_ns"] = "ns";
+  EXPECT_THAT(LabelJobIds(custom, {{"k8s_pod", "k8s_ns"}}), ElementsAre("ns/p"));
+  EXPECT_TRUE(LabelJobIds(custom).empty());
+}
+
+TEST(CanonicalHost, OneNameForShortFqdnUpperCaseAndAliases) {
+  IdentityRules rules;
+  EXPECT_EQ(CanonicalHost("gpu-node-042", rules), "gpu-node-042");
+  EXPECT_EQ(CanonicalHost("GPU-Node-042.eos.example.com", rules), "gpu-node-042");
+  EXPECT_EQ(CanonicalHost("gpu-node-042.eos.example.com.", rules), "gpu-node-042");
+  EXPECT_EQ(CanonicalHost("10.0.1.17", rules), "10.0.1.17");
+  EXPECT_EQ(CanonicalHost("fe80::1", rules), "fe80::1");
+  rules.aliases["ip-10-0-1-17"] = "gpu-node-042";
+  EXPECT_EQ(CanonicalHost("ip-10-0-1-17.ec2.internal", rules), "gpu-node-042");
+  IdentityRules keep{.keep_domain = true};
+  EXPECT_EQ(CanonicalHost("GPU-1.A.example", keep), "gpu-1.a.example");
+}
+
+TEST(Attributor, MatchesAnAllocationWhateverFormOfTheHostEachSidePrinted) {
+  Attributor a({{.job_row_id = 7, .host = "GPU-NODE-042.eos.example.com", .gpu_index = 3,
+                 .start_unix_ms = 0}},
+               {});
+  EXPECT_EQ(a.Attribute(At("gpu-node-042", 3, "", 10)), 7);
+  EXPECT_EQ(a.Attribute(At("Gpu-Node-042.EOS", 3, "", 10)), 7);
+  EXPECT_EQ(a.Attribute(At("gpu-node-043", 3, "", 10)), std::nullopt);
+}
+
+TEST(ParseIdentityRules, ReadsAliasesAndPodLabelsAndNamesABadKey) {
+  absl::StatusOr<IdentityRules> rules = ParseIdentityRules(YAML::Load(
+      "ingest:\n  hosts:\n    aliases: {K8S-GPU-17.cluster.local: gpu-node-042}\n"
+      "  attribution:\n    pod_labels: [{pod: exported_pod, namespace: exported_namespace}]\n"));
+  ASSERT_TRUE(rules.ok()) << rules.status();
+  EXPECT_EQ(CanonicalHost("k8s-gpu-17", *rules), "gpu-node-042");
+  ASSERT_EQ(rules->pod_labels.size(), 1u);
+  EXPECT_EQ(rules->pod_labels[0].ns, "exported_namespace");
+  absl::StatusOr<IdentityRules> bad =
+      ParseIdentityRules(YAML::Load("ingest:\n  attribution:\n    pod_labels: [{pod: p}]\n"));
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.status().message(), ::testing::HasSubstr("pod_labels[0]"));
+}
+
 }  // namespace
 }  // namespace goodput::ingest

@@ -49,6 +49,11 @@ IngestPipeline::IngestPipeline(SampleStore* store, const core::GpuCatalog* catal
         "DCGM blank values (field not readable, not found, not supported) kept as missing "
         "values, by source.",
         {"source"});
+    ha_standby_ = &metrics->AddCounter(
+        "goodput_ingest_ha_standby_samples_total",
+        "Samples dropped because they came from the standby replica of a Prometheus HA pair, "
+        "by source.",
+        {"source"});
     duplicate_batches_ = &metrics->AddCounter(
         "goodput_ingest_duplicate_batches_total",
         "Retried batches acknowledged without storing, by source.", {"source"});
@@ -63,8 +68,11 @@ IngestPipeline::IngestPipeline(SampleStore* store, const core::GpuCatalog* catal
 }
 
 void IngestPipeline::CountSetAside(absl::string_view source, int64_t ignored_lines,
-                                   int64_t blank_values) {
+                                   int64_t blank_values, int64_t ha_standby_samples) {
   if (ignored_ == nullptr) return;
+  if (ha_standby_samples > 0) {
+    ha_standby_->WithLabels({source}).Increment(static_cast<double>(ha_standby_samples));
+  }
   if (ignored_lines > 0) {
     ignored_->WithLabels({source}).Increment(static_cast<double>(ignored_lines));
   }
@@ -134,6 +142,16 @@ absl::StatusOr<BatchOutcome> IngestPipeline::Ingest(
   }
   absl::Cleanup release = [&] { limiter_.Release(weight); };
 
+  // One name per machine, whichever form the exporter printed; the printed form is kept.
+  for (Sample& s : samples) {
+    if (CheckText(s.gpu.host, api::kMaxHostBytes).has_value()) continue;  // refused below
+    std::string canonical = CanonicalHost(s.gpu.host, options_.identity);
+    if (canonical != s.gpu.host) {
+      s.labels.try_emplace("hostname_as_reported", std::move(s.gpu.host));
+      s.gpu.host = std::move(canonical);
+    }
+  }
+
   BatchOutcome outcome;
   outcome.batch_id = batch_id;
   outcome.refusals = std::move(pre_refusals);
@@ -160,7 +178,8 @@ absl::StatusOr<BatchOutcome> IngestPipeline::Ingest(
   write.refused_count = refused;
   absl::StatusOr<BatchWriteResult> result = [&]() -> absl::StatusOr<BatchWriteResult> {
     if (!kept.empty()) {
-      absl::StatusOr<Attributor> attributor = store_->LoadAttributor(cluster, kept);
+      absl::StatusOr<Attributor> attributor =
+          store_->LoadAttributor(cluster, kept, options_.identity);
       if (!attributor.ok()) return attributor.status();
       write.job_row_ids.reserve(kept.size());
       for (const Sample* s : kept) write.job_row_ids.push_back(attributor->Attribute(*s));

@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "goodput/v1/ingest.grpc.pb.h"
 #include "services/core/gpu_catalog.h"
+#include "services/ingest/identity_rules.h"
 #include "services/ingest/sample.h"
 #include "services/ingest/sample_store.h"
 #include "services/ingest/validation.h"
@@ -33,6 +34,8 @@ struct IngestOptions {
   int64_t max_future_skew_ms = 5 * 60 * 1000;
   int64_t retention_ms = 30LL * 86'400'000;  // samples older than this are refused
   int max_listed_refusals = 1000;
+  // Host canonicalization and pod label pairs (identity_rules.h).
+  IdentityRules identity;
 };
 
 // Counts samples admitted for processing; refuses admission above a bound.
@@ -74,9 +77,10 @@ class IngestPipeline {
                                       bool already_validated, std::vector<Refusal> pre_refusals,
                                       int64_t pre_refused_count);
 
-  // Counts what a parser set aside without refusing it: lines of metrics goodput does not use
-  // and DCGM blank values, per source, on /metrics.
-  void CountSetAside(absl::string_view source, int64_t ignored_lines, int64_t blank_values);
+  // Counts what a parser set aside without refusing it: lines of metrics goodput does not use,
+  // DCGM blank values and samples of a standby HA replica, per source, on /metrics.
+  void CountSetAside(absl::string_view source, int64_t ignored_lines, int64_t blank_values,
+                     int64_t ha_standby_samples = 0);
 
   ValidationOptions validation_options() const;
 
@@ -99,6 +103,7 @@ class IngestPipeline {
   platform::CounterFamily* unattributed_ = nullptr;
   platform::CounterFamily* ignored_ = nullptr;
   platform::CounterFamily* blank_ = nullptr;
+  platform::CounterFamily* ha_standby_ = nullptr;
   platform::CounterFamily* duplicate_batches_ = nullptr;
   platform::CounterFamily* saturated_ = nullptr;
   platform::CounterFamily* failed_batches_ = nullptr;

@@ -10,11 +10,20 @@ namespace goodput::ingest {
 
 using platform::ToGrpcStatus;
 
+v1::Job JobServiceImpl::CanonicalHosts(const v1::Job& job) const {
+  v1::Job out = job;
+  for (v1::GpuAllocation& a : *out.mutable_allocations()) {
+    a.mutable_gpu()->set_host(CanonicalHost(a.gpu().host(), identity_));
+  }
+  return out;
+}
+
 grpc::Status JobServiceImpl::RegisterJob(grpc::ServerContext* context,
                                          const v1::RegisterJobRequest* request,
                                          v1::RegisterJobResponse* response) {
   if (absl::Status s = CheckJob(request->job(), catalog_); !s.ok()) return ToGrpcStatus(s);
-  absl::StatusOr<RegisterJobResult> result = store_->Register(request->job(), now_unix_ms_());
+  absl::StatusOr<RegisterJobResult> result =
+      store_->Register(CanonicalHosts(request->job()), now_unix_ms_());
   if (!result.ok()) return ToGrpcStatus(result.status());
   *response->mutable_job() = std::move(result->job);
   response->set_created(result->created);
@@ -28,7 +37,8 @@ grpc::Status JobServiceImpl::UpdateJob(grpc::ServerContext* context,
   std::vector<std::string> paths(request->update_mask().paths().begin(),
                                  request->update_mask().paths().end());
   if (absl::Status s = CheckJob(request->job(), catalog_); !s.ok()) return ToGrpcStatus(s);
-  absl::StatusOr<v1::Job> job = store_->Update(request->job(), paths, now_unix_ms_());
+  absl::StatusOr<v1::Job> job =
+      store_->Update(CanonicalHosts(request->job()), paths, now_unix_ms_());
   if (!job.ok()) return ToGrpcStatus(job.status());
   *response->mutable_job() = *std::move(job);
   return grpc::Status::OK;

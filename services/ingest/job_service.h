@@ -6,6 +6,7 @@
 
 #include "goodput/v1/job.grpc.pb.h"
 #include "services/core/gpu_catalog.h"
+#include "services/ingest/identity_rules.h"
 #include "services/ingest/job_store.h"
 
 namespace goodput::ingest {
@@ -14,9 +15,13 @@ class JobServiceImpl final : public v1::JobService::Service {
  public:
   // `store` and `catalog` (may be null: any GPU model) must outlive the service;
   // `now_unix_ms` is the clock. Requests are checked with job_checks.h before the store.
+  // Allocation hosts are stored as CanonicalHost names under `identity`, as samples are.
   JobServiceImpl(JobStore* store, std::function<int64_t()> now_unix_ms,
-                 const core::GpuCatalog* catalog = nullptr)
-      : store_(store), now_unix_ms_(std::move(now_unix_ms)), catalog_(catalog) {}
+                 const core::GpuCatalog* catalog = nullptr, IdentityRules identity = {})
+      : store_(store),
+        now_unix_ms_(std::move(now_unix_ms)),
+        catalog_(catalog),
+        identity_(std::move(identity)) {}
 
   grpc::Status RegisterJob(grpc::ServerContext* context, const v1::RegisterJobRequest* request,
                            v1::RegisterJobResponse* response) override;
@@ -30,9 +35,13 @@ class JobServiceImpl final : public v1::JobService::Service {
                         v1::ListJobsResponse* response) override;
 
  private:
+  // `job` with its allocation hosts canonical.
+  v1::Job CanonicalHosts(const v1::Job& job) const;
+
   JobStore* store_;
   std::function<int64_t()> now_unix_ms_;
   const core::GpuCatalog* catalog_;
+  IdentityRules identity_;
 };
 
 }  // namespace goodput::ingest

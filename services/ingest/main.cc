@@ -12,6 +12,10 @@
 //   ingest.maintenance_interval_s [300]      partition and batch-id upkeep period
 //   ingest.remote_write.cluster [""]         cluster of remote_write series without a
 //                                            `cluster` label (or ?cluster= on the URL)
+//   ingest.remote_write.ha_replica_labels [__replica__, prometheus_replica, replica]
+//                                            labels naming a Prometheus HA replica; one
+//                                            replica per cluster is stored (remote_write.h)
+//   ingest.remote_write.ha_failover_timeout_s [30]  silence after which the standby takes over
 //   ingest.remote_write.max_body_bytes [16777216]          compressed body limit (413 above)
 //   ingest.remote_write.max_decompressed_bytes [67108864]  decompressed limit (413 above)
 //   ingest.mfu_metrics.mfu_address [""]     goodput-mfu address: framework throughput series
@@ -21,6 +25,11 @@
 //   ingest.mfu_metrics.metrics [Megatron/NeMo defaults]  metric -> report mapping, a list of
 //                                            {name, form, job_labels, gpu_count_label,
 //                                            interval_s, precision, framework}
+//   ingest.hosts.keep_domain [false]         compare host names with their DNS domain
+//   ingest.hosts.aliases [{}]                host name -> the host it stands for (e.g. a
+//                                            Kubernetes node name -> the Slurm host name)
+//   ingest.attribution.pod_labels [exported_pod/exported_namespace, pod/namespace,
+//                                  pod_name/pod_namespace]  pod label pairs, most trusted first
 //   ingest.scrape.targets [none]             dcgm-exporter endpoints to scrape, a list of
 //                                            {url, cluster, interval_s [15], labels {}};
 //                                            interval_s above 30 is accepted with a warning
@@ -114,6 +123,16 @@ absl::StatusOr<std::shared_ptr<void>> Setup(platform::ServiceContext& ctx) {
       "ingest.remote_write.max_decompressed_bytes", 64 << 20, 1 << 10, 1 << 30);
   if (!rw_raw.ok()) return rw_raw.status();
   remote_write.max_decompressed_bytes = *rw_raw;
+  absl::StatusOr<std::vector<std::string>> replica_labels =
+      config.GetStringList("ingest.remote_write.ha_replica_labels");
+  if (!replica_labels.ok()) return replica_labels.status();
+  if (!replica_labels->empty()) remote_write.ha.replica_labels = *replica_labels;
+  absl::StatusOr<absl::Duration> failover = config.GetSeconds("ingest.remote_write.ha_failover_timeout_s", 30);
+  if (!failover.ok()) return failover.status();
+  if (*failover <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("config key ingest.remote_write.ha_failover_timeout_s must be positive");
+  }
+  remote_write.ha.failover_timeout_ms = absl::ToInt64Milliseconds(*failover);
   absl::StatusOr<std::string> mfu_address = config.GetString("ingest.mfu_metrics.mfu_address", "");
   if (!mfu_address.ok()) return mfu_address.status();
   absl::StatusOr<std::string> mfu_token = config.GetString("ingest.mfu_metrics.token", "");
@@ -128,6 +147,9 @@ absl::StatusOr<std::shared_ptr<void>> Setup(platform::ServiceContext& ctx) {
         grpc::CreateChannel(*mfu_address, grpc::InsecureChannelCredentials()), *mfu_token,
         *mfu_timeout);
   }
+  absl::StatusOr<IdentityRules> identity = ParseIdentityRules(config.root());
+  if (!identity.ok()) return identity.status();
+  options.identity = *identity;
   absl::StatusOr<std::vector<ScrapeTarget>> targets = ParseScrapeTargets(config.root());
   if (!targets.ok()) return targets.status();
   if (ctx.pg == nullptr) {
@@ -146,8 +168,8 @@ absl::StatusOr<std::shared_ptr<void>> Setup(platform::ServiceContext& ctx) {
       std::make_unique<IngestPipeline>(runtime->sample_store.get(), runtime->catalog.get(),
                                        options, NowUnixMs, ctx.metrics, ctx.logger);
   runtime->ingest_service = std::make_unique<IngestServiceImpl>(runtime->pipeline.get());
-  runtime->job_service = std::make_unique<JobServiceImpl>(runtime->job_store.get(), NowUnixMs,
-                                                          runtime->catalog.get());
+  runtime->job_service = std::make_unique<JobServiceImpl>(
+      runtime->job_store.get(), NowUnixMs, runtime->catalog.get(), *std::move(identity));
   runtime->maintenance = std::make_unique<Maintenance>(runtime->sample_store.get(), maintenance,
                                                        NowUnixMs, ctx.logger);
 
@@ -156,6 +178,12 @@ absl::StatusOr<std::shared_ptr<void>> Setup(platform::ServiceContext& ctx) {
     builder.SetMaxReceiveMessageSize(max_request_bytes);
   });
   ctx.grpc->AddService(runtime->job_service.get(), v1::JobService::service_full_name());
+  SampleStore* store = runtime->sample_store.get();
+  const int64_t failover_ms = remote_write.ha.failover_timeout_ms;
+  remote_write.ha_elector = [store, failover_ms](const std::string& cluster,
+                                                 const std::string& replica) {
+    return store->ElectHaReplica(cluster, replica, failover_ms);
+  };
   runtime->remote_write =
       std::make_unique<RemoteWriteReceiver>(runtime->pipeline.get(), remote_write);
   runtime->scraper = std::make_unique<Scraper>(*std::move(targets), runtime->pipeline.get(),

@@ -5,6 +5,7 @@
 #include <map>
 #include <utility>
 
+#include "absl/algorithm/container.h"
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -49,6 +50,7 @@ struct Rendered {
   std::vector<Refusal> refusals;
   int64_t refused_count = 0;
   int64_t ignored_count = 0;
+  int64_t ha_dropped_count = 0;
 };
 
 // "line N of batch B" -> "series S sample K of batch B" in a refusal from the parser.
@@ -116,6 +118,24 @@ std::string ContentHash(absl::string_view data) {
   return absl::StrFormat("%016x%016x", a, b);
 }
 
+std::string SeriesReplica(const prometheus::TimeSeries& series,
+                          const std::vector<std::string>& replica_labels) {
+  for (const std::string& name : replica_labels) {
+    for (const prometheus::Label& label : series.labels()) {
+      if (label.name() == name && !label.value().empty()) return label.value();
+    }
+  }
+  return "";
+}
+
+std::string SeriesCluster(const prometheus::TimeSeries& series,
+                          const std::string& default_cluster) {
+  for (const prometheus::Label& label : series.labels()) {
+    if (label.name() == "cluster" && !label.value().empty()) return label.value();
+  }
+  return default_cluster;
+}
+
 std::vector<RemoteWriteBatch> MapWriteRequest(const prometheus::WriteRequest& request,
                                               const RemoteWriteMapOptions& options) {
   std::map<std::string, Rendered> by_cluster;
@@ -124,10 +144,15 @@ std::vector<RemoteWriteBatch> MapWriteRequest(const prometheus::WriteRequest& re
   for (int s = 0; s < request.timeseries_size(); ++s) {
     const prometheus::TimeSeries& series = request.timeseries(s);
     std::string name;
-    std::string cluster = options.default_cluster;
+    const std::string cluster = SeriesCluster(series, options.default_cluster);
     for (const prometheus::Label& label : series.labels()) {
       if (label.name() == "__name__") name = label.value();
-      if (label.name() == "cluster" && !label.value().empty()) cluster = label.value();
+    }
+    if (!options.dropped_replicas.empty() &&
+        options.dropped_replicas.contains(
+            std::make_pair(cluster, SeriesReplica(series, options.replica_labels)))) {
+      by_cluster[cluster].ha_dropped_count += series.samples_size();
+      continue;
     }
     if (!name.empty() && !MapDcgmMetric(name).has_value()) {
       by_cluster[cluster].ignored_count += series.samples_size();
@@ -170,6 +195,7 @@ std::vector<RemoteWriteBatch> MapWriteRequest(const prometheus::WriteRequest& re
     bool first = true;
     for (const prometheus::Label& label : series.labels()) {
       if (label.name() == "__name__") continue;
+      if (absl::c_linear_search(options.replica_labels, label.name())) continue;
       absl::StrAppend(&prefix, first ? "{" : ",", label.name(), "=\"");
       AppendEscaped(label.value(), &prefix);
       prefix.push_back('"');
@@ -210,6 +236,7 @@ std::vector<RemoteWriteBatch> MapWriteRequest(const prometheus::WriteRequest& re
     batch.refused_count = rendered.refused_count + parsed.refused_line_count;
     batch.ignored_count = rendered.ignored_count + parsed.ignored_line_count;
     batch.blank_value_count = parsed.blank_value_count;
+    batch.ha_dropped_count = rendered.ha_dropped_count;
     batches.push_back(std::move(batch));
   }
   if (!unclustered.empty()) {
@@ -246,16 +273,36 @@ HttpReply RemoteWriteReceiver::Handle(absl::string_view body, absl::string_view 
   map_options.default_cluster =
       cluster_param.empty() ? options_.default_cluster : std::string(cluster_param);
   map_options.validation = pipeline_->validation_options();
+  if (options_.ha_elector) {
+    map_options.replica_labels = options_.ha.replica_labels;
+    absl::flat_hash_set<std::pair<std::string, std::string>> seen;
+    for (const prometheus::TimeSeries& series : request->timeseries()) {
+      std::string replica = SeriesReplica(series, options_.ha.replica_labels);
+      if (replica.empty()) continue;
+      std::pair<std::string, std::string> key(SeriesCluster(series, map_options.default_cluster),
+                                              std::move(replica));
+      if (key.first.empty() || !seen.insert(key).second) continue;
+      absl::StatusOr<std::string> elected = options_.ha_elector(key.first, key.second);
+      if (!elected.ok()) {
+        return {503, absl::StrCat("not stored: electing the HA replica failed: ",
+                                  elected.status().message(), " (retryable)\n")};
+      }
+      if (*elected != key.second) map_options.dropped_replicas.insert(std::move(key));
+    }
+  }
   std::vector<RemoteWriteBatch> batches = MapWriteRequest(*request, map_options);
 
   int64_t stored = 0;
   int64_t refused = 0;
   int64_t ignored = 0;
+  int64_t ha_dropped = 0;
   int64_t unattributed = 0;
   std::vector<Refusal> refusals;
   for (RemoteWriteBatch& batch : batches) {
     ignored += batch.ignored_count;
-    pipeline_->CountSetAside("remote_write", batch.ignored_count, batch.blank_value_count);
+    ha_dropped += batch.ha_dropped_count;
+    pipeline_->CountSetAside("remote_write", batch.ignored_count, batch.blank_value_count,
+                             batch.ha_dropped_count);
     if (batch.cluster.empty()) {
       refused += batch.refused_count;
       for (Refusal& r : batch.refusals) refusals.push_back(std::move(r));
@@ -316,7 +363,11 @@ HttpReply RemoteWriteReceiver::Handle(absl::string_view body, absl::string_view 
   std::string summary = absl::StrCat("stored ", stored, " GPU samples (", unattributed,
                                      " not yet attributed to a job) and ", reports_stored,
                                      " MFU reports, refused ", refused,
-                                     " series samples, ignored ", ignored, "\n");
+                                     " series samples, ignored ", ignored,
+                                     ha_dropped > 0 ? absl::StrCat(", dropped ", ha_dropped,
+                                                                   " of a standby HA replica")
+                                                    : "",
+                                     "\n");
   if (refusals.empty()) return {200, std::move(summary)};
   HttpReply reply{400, std::move(summary)};
   int listed = 0;

@@ -24,8 +24,12 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "absl/container/flat_hash_set.h"
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -58,13 +62,26 @@ struct RemoteWriteBatch {
   int64_t refused_count = 0;      // series samples refused
   int64_t ignored_count = 0;      // samples of metrics goodput does not use, stale markers
   int64_t blank_value_count = 0;  // DCGM blank values, kept as missing values
+  int64_t ha_dropped_count = 0;   // samples of the HA replica that is not elected
 };
+
+// The replica label value of a series (the first of `replica_labels` it carries), or "".
+std::string SeriesReplica(const prometheus::TimeSeries& series,
+                          const std::vector<std::string>& replica_labels);
+
+// The cluster a series belongs to: its `cluster` label, else `default_cluster`.
+std::string SeriesCluster(const prometheus::TimeSeries& series,
+                          const std::string& default_cluster);
 
 struct RemoteWriteMapOptions {
   std::string batch_id;
   // Cluster of series without a `cluster` label; empty refuses such series.
   std::string default_cluster = {};
   ValidationOptions validation;
+  // Labels naming the Prometheus replica of an HA pair: never stored as sample labels.
+  std::vector<std::string> replica_labels = {};
+  // (cluster, replica) pairs whose series are dropped: not the elected replica (HaOptions).
+  absl::flat_hash_set<std::pair<std::string, std::string>> dropped_replicas = {};
 };
 
 // Maps every series sample through ParseDcgmExposition, grouped by cluster (the series'
@@ -76,6 +93,22 @@ struct HttpReply {
   int status = 200;
   std::string body;
 };
+
+// Prometheus HA pairs: two replicas remote_write the same series, differing only in an
+// external replica label. As Cortex's and Mimir's HA trackers do, one replica per cluster is
+// elected and the other replica's samples are dropped (counted, not stored): the elected
+// replica keeps its place while it sends, and once it has sent nothing for
+// `failover_timeout_ms` the next replica that sends takes over. The election is kept in
+// PostgreSQL (SampleStore::ElectHaReplica), so every ingest replica agrees. Series without a
+// replica label are not affected.
+struct HaOptions {
+  std::vector<std::string> replica_labels = {"__replica__", "prometheus_replica", "replica"};
+  int64_t failover_timeout_ms = 30'000;
+};
+
+// Elects the replica of `cluster` given that `replica` is sending now; returns the elected one.
+using HaElector = std::function<absl::StatusOr<std::string>(const std::string& cluster,
+                                                            const std::string& replica)>;
 
 struct RemoteWriteOptions {
   // See RemoteWriteMapOptions::default_cluster.
@@ -90,6 +123,9 @@ struct RemoteWriteOptions {
   // retried. Without a sink such series are ignored like any other non-DCGM metric.
   std::vector<ThroughputMetric> throughput_metrics = {};
   ReportSink report_sink = nullptr;
+  // HA pair deduplication; off without an elector.
+  HaOptions ha = {};
+  HaElector ha_elector = nullptr;
 };
 
 class RemoteWriteReceiver {

@@ -173,6 +173,24 @@ TEST(MapWriteRequest, GroupsByTheClusterLabelAndRefusesSeriesWithoutACluster) {
   EXPECT_THAT(batches[1].refusals[0].message, HasSubstr("no cluster label"));
 }
 
+// Two Prometheus replicas of an HA pair send the same series with `__replica__` a / b.
+TEST(MapWriteRequest, DropsTheStandbyHaReplicaAndNeverStoresTheReplicaLabel) {
+  prometheus::WriteRequest request;
+  AddLabel(AddDcgmSeries(&request, "DCGM_FI_DEV_SM_CLOCK", 0, 1755), "__replica__", "prom-a");
+  AddLabel(AddDcgmSeries(&request, "DCGM_FI_DEV_SM_CLOCK", 0, 1755, kNowMs - 7), "__replica__",
+           "prom-b");
+  RemoteWriteMapOptions options = MapOptions();
+  options.replica_labels = {"__replica__", "replica"};
+  options.dropped_replicas = {{"eos", "prom-b"}};
+  std::vector<RemoteWriteBatch> batches = MapWriteRequest(request, options);
+  ASSERT_EQ(batches.size(), 1u);
+  ASSERT_EQ(batches[0].samples.size(), 1u);
+  EXPECT_EQ(batches[0].ha_dropped_count, 1);
+  EXPECT_EQ(batches[0].samples[0].time_unix_ms, kNowMs);
+  EXPECT_FALSE(batches[0].samples[0].labels.contains("__replica__"));
+  EXPECT_EQ(SeriesReplica(request.timeseries(1), options.replica_labels), "prom-b");
+}
+
 TEST(MapWriteRequest, RefusesLabelNamesTheTextFormatCannotCarry) {
   prometheus::WriteRequest request;
   AddLabel(AddDcgmSeries(&request, "DCGM_FI_DEV_SM_CLOCK", 0, 1755), "bad-name", "x");

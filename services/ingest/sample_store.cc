@@ -138,19 +138,20 @@ std::array<std::optional<std::string>, kCopyColumnCount> Row(const BatchWrite& b
 }  // namespace
 
 absl::StatusOr<Attributor> SampleStore::LoadAttributor(const std::string& cluster,
-                                                       const std::vector<const Sample*>& samples) {
-  if (samples.empty()) return Attributor({}, {});
+                                                       const std::vector<const Sample*>& samples,
+                                                       const IdentityRules& rules) {
+  if (samples.empty()) return Attributor({}, {}, rules);
   absl::flat_hash_set<std::string> hosts;
   absl::flat_hash_set<std::string> uuids;
   absl::flat_hash_set<std::string> label_ids;
   int64_t min_ms = samples.front()->time_unix_ms;
   int64_t max_ms = min_ms;
   for (const Sample* s : samples) {
-    hosts.insert(s->gpu.host);
+    hosts.insert(CanonicalHost(s->gpu.host, rules));
     if (!s->gpu.uuid.empty()) uuids.insert(s->gpu.uuid);
     min_ms = std::min(min_ms, s->time_unix_ms);
     max_ms = std::max(max_ms, s->time_unix_ms);
-    for (std::string& id : LabelJobIds(*s)) label_ids.insert(std::move(id));
+    for (std::string& id : LabelJobIds(*s, rules.pod_labels)) label_ids.insert(std::move(id));
   }
   const std::string hosts_array = TextArray({hosts.begin(), hosts.end()});
   const std::string uuids_array = TextArray({uuids.begin(), uuids.end()});
@@ -162,8 +163,10 @@ absl::StatusOr<Attributor> SampleStore::LoadAttributor(const std::string& cluste
         "(extract(epoch FROM lower(valid)) * 1000)::bigint, "
         "CASE WHEN upper_inf(valid) THEN NULL "
         "ELSE (extract(epoch FROM upper(valid)) * 1000)::bigint END "
-        "FROM job_gpus WHERE cluster = $1 AND (host = ANY($2::text[]) OR gpu_uuid = "
-        "ANY($3::text[])) "
+        // Allocations registered before hosts were canonical at registration: compared by
+        // their short lower-case name too (the Attributor canonicalizes them).
+        "FROM job_gpus WHERE cluster = $1 AND (host = ANY($2::text[]) OR "
+        "lower(split_part(host, '.', 1)) = ANY($2::text[]) OR gpu_uuid = ANY($3::text[])) "
         "AND valid && tstzrange(to_timestamp($4::bigint / 1000.0), "
         "to_timestamp($5::bigint / 1000.0), '[]')",
         cluster, hosts_array, uuids_array, min_ms, max_ms);
@@ -185,7 +188,7 @@ absl::StatusOr<Attributor> SampleStore::LoadAttributor(const std::string& cluste
           ids_array);
       for (const auto& r : jobs) jobs_by_id[r[0].as<std::string>()] = r[1].as<int64_t>();
     }
-    return Attributor(std::move(allocations), std::move(jobs_by_id));
+    return Attributor(std::move(allocations), std::move(jobs_by_id), rules);
   });
 }
 
@@ -281,6 +284,26 @@ absl::StatusOr<BatchWriteResult> SampleStore::WriteBatch(const BatchWrite& batch
           copy.complete();
         }
         return result;
+      });
+}
+
+absl::StatusOr<std::string> SampleStore::ElectHaReplica(const std::string& cluster,
+                                                       const std::string& replica,
+                                                       int64_t failover_timeout_ms) {
+  // In ON CONFLICT DO UPDATE, h.* is the row before the update: the sender takes over when it
+  // is the elected replica already or the elected one has been silent too long.
+  static constexpr char kElect[] =
+      "INSERT INTO ingest_ha_replicas AS h (cluster, replica, last_seen) VALUES ($1, $2, now()) "
+      "ON CONFLICT (cluster) DO UPDATE SET "
+      "replica = CASE WHEN h.replica = EXCLUDED.replica OR h.last_seen < now() - "
+      "$3::bigint * interval '1 millisecond' THEN EXCLUDED.replica ELSE h.replica END, "
+      "last_seen = CASE WHEN h.replica = EXCLUDED.replica OR h.last_seen < now() - "
+      "$3::bigint * interval '1 millisecond' THEN now() ELSE h.last_seen END "
+      "RETURNING replica";
+  return pool_->RunTransactionFor<std::string>(
+      [&](pqxx::work& txn) -> absl::StatusOr<std::string> {
+        return txn.exec_params(kElect, cluster, replica, failover_timeout_ms)[0][0]
+            .as<std::string>();
       });
 }
 

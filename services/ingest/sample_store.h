@@ -55,8 +55,10 @@ class SampleStore {
 
   // The allocations of `cluster` covering the samples' hosts and time span, and the jobs
   // their labels name, ready to attribute them.
+  // Hosts are matched as CanonicalHost names under `rules`.
   absl::StatusOr<Attributor> LoadAttributor(const std::string& cluster,
-                                            const std::vector<const Sample*>& samples);
+                                            const std::vector<const Sample*>& samples,
+                                            const IdentityRules& rules = IdentityRules());
 
   // The stored outcome of `batch_id` of `cluster` and `source`, or nullopt if it was never
   // stored. Batch ids are scoped by (cluster, source): equal ids of two clusters are two
@@ -68,6 +70,12 @@ class SampleStore {
   // Writes the batch as described in the file comment (creating missing daily partitions
   // first). The result counts refused samples as given by the caller.
   absl::StatusOr<BatchWriteResult> WriteBatch(const BatchWrite& batch);
+
+  // The elected replica of a Prometheus HA pair for `cluster` (remote_write.h, HaOptions),
+  // given that `replica` sends now: `replica` if it is the elected one or the elected one has
+  // been silent for `failover_timeout_ms`, else the elected one.
+  absl::StatusOr<std::string> ElectHaReplica(const std::string& cluster, const std::string& replica,
+                                             int64_t failover_timeout_ms);
 
   // Creates the daily partitions for [from, to] that do not exist; returns how many.
   absl::StatusOr<int> CreatePartitions(int64_t from_unix_ms, int64_t to_unix_ms);

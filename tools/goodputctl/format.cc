@@ -81,6 +81,27 @@ std::string Sparkline(const std::vector<double>& values, double lo, double hi, i
   return Sparkline(with_gaps, lo, hi, width);
 }
 
+void Table::AddRow(std::vector<std::string> cells) {
+  for (std::string& cell : cells) {
+    const bool clean = std::none_of(cell.begin(), cell.end(), [](char ch) {
+      const auto c = static_cast<unsigned char>(ch);
+      return c < 0x20 || c == 0x7F;
+    });
+    if (clean) continue;
+    std::string escaped;
+    for (char ch : cell) {
+      const auto c = static_cast<unsigned char>(ch);
+      if (c < 0x20 || c == 0x7F) {
+        absl::StrAppendFormat(&escaped, "\\x%02x", c);
+      } else {
+        escaped.push_back(ch);
+      }
+    }
+    cell = std::move(escaped);
+  }
+  rows_.push_back(std::move(cells));
+}
+
 std::string Table::Render() const {
   std::vector<int> widths(columns_.size(), 0);
   for (size_t c = 0; c < columns_.size(); ++c) widths[c] = DisplayWidth(columns_[c].title);

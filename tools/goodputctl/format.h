@@ -48,7 +48,9 @@ struct Column {
 class Table {
  public:
   explicit Table(std::vector<Column> columns) : columns_(std::move(columns)) {}
-  void AddRow(std::vector<std::string> cells) { rows_.push_back(std::move(cells)); }
+  // Control characters in cells (a job name is whatever its owner typed) are written as
+  // \xNN, so a cell can neither move the cursor nor recolour the terminal.
+  void AddRow(std::vector<std::string> cells);
   size_t row_count() const { return rows_.size(); }
   // The header and rows, each line ending in '\n'.
   std::string Render() const;

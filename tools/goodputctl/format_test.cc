@@ -63,6 +63,12 @@ TEST(Table, AlignsColumnsByDisplayWidth) {
   EXPECT_EQ(t.row_count(), 2u);
 }
 
+TEST(Table, EscapesControlCharactersSoACellCannotDriveTheTerminal) {
+  Table t({{"JOB"}, {"NAME"}});
+  t.AddRow({"1", "\x1b[2J\x1b[31mpwned\r"});
+  EXPECT_EQ(t.Render(), "JOB  NAME\n1    \\x1b[2J\\x1b[31mpwned\\x0d\n");
+}
+
 TEST(Table, PadsShortRowsAndTrimsTrailingSpaces) {
   Table t({{"A"}, {"B"}});
   t.AddRow({"x"});
