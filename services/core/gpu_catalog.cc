@@ -181,8 +181,9 @@ GpuCatalog MakeBuiltIn() {
       // 14 -> 112, V100S 16.4 -> 130); the exact products at the boost clocks are 0.3-0.9%
       // higher. A clock derived from the printed figure (e.g. 1367 MHz on PCIe) would sit below
       // the clock the GPU reports at full boost and push OFU above tensor activity, so the boost
-      // clock is kept. modelName strings: "Tesla V100-SXM2-16GB"/"-32GB" as dcgm-exporter labels
-      // in public exposition fixtures (a Kubernetes GPU-utilisation scraper's parser test);
+      // clock is kept. modelName strings: "Tesla V100-SXM2-32GB" in dcgm-exporter output quoted in
+      // NVIDIA/dcgm-exporter#250 (tests/data/dcgm/v100_dcgm_exporter.prom),
+      // "Tesla V100-SXM2-16GB" as a dcgm-exporter label in public exposition samples;
       // "Tesla V100-PCIE-16GB" in nvidia-smi and TensorFlow device logs (coreClock 1.38GHz,
       // coreCount 80); "Tesla V100-PCIE-32GB" in `nvidia-smi -q` output; "Tesla V100S-PCIE-32GB"
       // in TensorFlow device listings.
