@@ -177,9 +177,9 @@ GpuCatalog MakeBuiltIn() {
                "TF32 60; 24 GB GDDR6, 300 GB/s; no FP64 tensor path"),
 
       // Volta. Its tensor cores run at the SM clock, so f_max is the boost clock. The datasheet
-      // prints the tensor peak as 8x its rounded-down FP32 figure (SXM2 15.7 -> 125, PCIe
-      // 14 -> 112, V100S 16.4 -> 130); the exact products at the boost clocks are 0.3-0.9%
-      // higher. A clock derived from the printed figure (e.g. 1367 MHz on PCIe) would sit below
+      // prints rounded-down tensor peaks (SXM2 125, PCIe 112 = 8x its rounded FP32 14, V100S
+      // 130); the exact products at the boost clocks are 0.3-0.9% higher. A clock derived from the
+      // printed figure (e.g. 1367 MHz on PCIe) would sit below
       // the clock the GPU reports at full boost and push OFU above tensor activity, so the boost
       // clock is kept. modelName strings: "Tesla V100-SXM2-32GB" in dcgm-exporter output quoted in
       // NVIDIA/dcgm-exporter#250 (tests/data/dcgm/v100_dcgm_exporter.prom),
