@@ -70,6 +70,39 @@ std::vector<Rate> AdaRates() {
           {Precision::kFp8, 2048},
           {Precision::kInt8, 2048}};
 }
+// Multiplies every rate by `factor` (a part that runs a family's tensor path at a fraction of
+// its per-SM rate).
+std::vector<Rate> Scaled(std::vector<Rate> rates, double factor) {
+  for (Rate& r : rates) r.flops_per_cycle_per_sm *= factor;
+  return rates;
+}
+// Volta (1st-gen tensor core): 8 tensor cores/SM x 64 FP16 FMA/clk = 1024 FLOPs/clk/SM, FP16
+// inputs only (no BF16, TF32 or INT8 tensor path; FP64 runs on the CUDA cores, not catalogued).
+std::vector<Rate> VoltaRates() { return {{Precision::kFp16, 1024}}; }
+// Turing (2nd gen): FP16 as Volta, INT8 2x; no BF16 or TF32.
+std::vector<Rate> TuringRates() { return {{Precision::kFp16, 1024}, {Precision::kInt8, 2048}}; }
+// Ampere GA102 datacenter parts (A10, A40): half of GA100's per-SM tensor rate; no FP64 tensor.
+std::vector<Rate> AmpereGa102Rates() {
+  return {{Precision::kTf32, 512},
+          {Precision::kFp16, 1024},
+          {Precision::kBf16, 1024},
+          {Precision::kInt8, 2048}};
+}
+// Blackwell Ultra (B300, GB300): Blackwell's per-SM rates with NVFP4 at 6x FP16 instead of 4x;
+// INT8 and FP64 are cut to a small fraction and not catalogued.
+std::vector<Rate> BlackwellUltraRates() {
+  return {{Precision::kTf32, 4096},
+          {Precision::kFp16, 8192},
+          {Precision::kBf16, 8192},
+          {Precision::kFp8, 16384},
+          {Precision::kFp4, 49152}};
+}
+// Blackwell GB202 professional parts (RTX PRO 6000): Ada's per-SM rates plus FP4 at 2x FP8.
+std::vector<Rate> BlackwellRtxProRates() {
+  std::vector<Rate> rates = AdaRates();
+  rates.push_back({Precision::kFp4, 4096});
+  return rates;
+}
 
 GpuCatalog MakeBuiltIn() {
   std::vector<GpuSpec> specs = {
@@ -142,6 +175,119 @@ GpuCatalog MakeBuiltIn() {
       MakeSpec("L4", {"NVIDIA L4"}, 58, AdaRates(), 2040, 2040, 24, 300,
                "L4 datasheet: 58 SMs, boost 2040 MHz, BF16 121, FP8 242.5 TFLOP/s dense, "
                "TF32 60; 24 GB GDDR6, 300 GB/s; no FP64 tensor path"),
+
+      // Volta. Its tensor cores run at the SM clock, so f_max is the boost clock. The datasheet
+      // prints rounded-down tensor peaks (SXM2 125, PCIe 112 = 8x its rounded FP32 14, V100S
+      // 130); the exact products at the boost clocks are 0.3-0.9% higher. A clock derived from the
+      // printed figure (e.g. 1367 MHz on PCIe) would sit below
+      // the clock the GPU reports at full boost and push OFU above tensor activity, so the boost
+      // clock is kept. modelName strings: "Tesla V100-SXM2-32GB" in dcgm-exporter output quoted in
+      // NVIDIA/dcgm-exporter#250 (tests/data/dcgm/v100_dcgm_exporter.prom),
+      // "Tesla V100-SXM2-16GB" as a dcgm-exporter label in public exposition samples;
+      // "Tesla V100-PCIE-16GB" in nvidia-smi and TensorFlow device logs (coreClock 1.38GHz,
+      // coreCount 80); "Tesla V100-PCIE-32GB" in `nvidia-smi -q` output; "Tesla V100S-PCIE-32GB"
+      // in TensorFlow device listings.
+      MakeSpec("V100 SXM2 16GB", {"Tesla V100-SXM2-16GB"}, 80, VoltaRates(), 1530, 1530, 16, 900,
+               "V100 datasheet and Volta whitepaper: 80 SMs, 640 tensor cores (8/SM x 64 FP16 "
+               "FMA/clk = 1024 FLOPs/clk/SM), boost 1530 MHz -> FP16 tensor 125.3 TFLOP/s "
+               "(printed 125); FP16 inputs only, no BF16; 16 GB HBM2, 900 GB/s"),
+      MakeSpec("V100 SXM2 32GB", {"Tesla V100-SXM2-32GB"}, 80, VoltaRates(), 1530, 1530, 32, 900,
+               "V100 datasheet: as V100 SXM2 16GB with 32 GB HBM2, 900 GB/s; FP16 tensor "
+               "125.3 TFLOP/s at 1530 MHz (printed 125)"),
+      MakeSpec("V100 PCIe 16GB", {"Tesla V100-PCIE-16GB"}, 80, VoltaRates(), 1380, 1380, 16, 900,
+               "V100 datasheet (PCIe): 80 SMs, boost 1380 MHz -> FP16 tensor 80 x 1024 x 1380 "
+               "MHz = 113.0 TFLOP/s; the datasheet prints 112 (8x its rounded FP32 14); 16 GB "
+               "HBM2, 900 GB/s"),
+      MakeSpec("V100 PCIe 32GB", {"Tesla V100-PCIE-32GB"}, 80, VoltaRates(), 1380, 1380, 32, 900,
+               "V100 datasheet (PCIe): as V100 PCIe 16GB with 32 GB HBM2; FP16 tensor 113.0 "
+               "TFLOP/s at 1380 MHz (printed 112)"),
+      MakeSpec("V100S PCIe", {"Tesla V100S-PCIE-32GB"}, 80, VoltaRates(), 1597, 1597, 32, 1134,
+               "V100S datasheet: 80 SMs, boost 1597 MHz -> FP16 tensor 130.8 TFLOP/s (printed "
+               "130); 32 GB HBM2, 1134 GB/s"),
+      // "Tesla T4" is the device name JAX/XLA match T4 hosts by.
+      MakeSpec("T4", {"Tesla T4"}, 40, TuringRates(), 1590, 1590, 16, 320,
+               "T4 datasheet: 40 SMs (320 tensor cores), boost 1590 MHz, mixed-precision "
+               "FP16/FP32 65 TFLOP/s (exact 65.1), INT8 130 TOPS; no BF16/TF32; 16 GB GDDR6, "
+               "320 GB/s"),
+      // Ampere GA100 at A100's per-SM rates. "NVIDIA A30": dcgm-exporter modelName in public
+      // KEDA/Prometheus queries (DCGM_FI_PROF_GR_ENGINE_ACTIVE{modelName="NVIDIA A30"}).
+      MakeSpec("A30", {"NVIDIA A30"}, 56, AmpereA100Rates(), 1440, 1440, 24, 933,
+               "A30 datasheet: 56 SMs at 1440 MHz boost (one clock for tensor and SM), BF16 "
+               "165 TFLOP/s dense (exact 165.2), TF32 82 (exact 82.6), FP64 tensor 10.3, INT8 "
+               "330 TOPS; 24 GB HBM2, 933 GB/s"),
+      // Ampere GA102: half of GA100's per-SM tensor rate. "NVIDIA A10" and "NVIDIA A40" as
+      // nvidia-smi prints them (A40 in public nvidia-smi captures, A10 in JAX's device table).
+      MakeSpec("A10", {"NVIDIA A10"}, 72, AmpereGa102Rates(), 1695, 1695, 24, 600,
+               "A10 datasheet: 72 SMs, boost 1695 MHz, BF16/FP16 125 TFLOP/s dense (exact "
+               "124.97), TF32 62.5, INT8 250 TOPS; no FP64 tensor path; 24 GB GDDR6, 600 GB/s"),
+      MakeSpec("A40", {"NVIDIA A40"}, 84, AmpereGa102Rates(), 1740, 1740, 48, 696,
+               "A40 datasheet: 84 SMs, boost 1740 MHz, BF16/FP16 149.7 TFLOP/s dense, TF32 "
+               "74.8, INT8 299.3 TOPS; no FP64 tensor path; 48 GB GDDR6, 696 GB/s"),
+      // Ada AD102 at half the L40S/RTX 6000 Ada per-SM rate for FP32-accumulate formats: the
+      // L40 datasheet lists BF16 181.05 and FP8 362 dense where the L40S lists 362 and 733.
+      // "NVIDIA L40" as JAX's device table spells it.
+      MakeSpec("L40", {"NVIDIA L40"}, 142, Scaled(AdaRates(), 0.5), 2490, 2490, 48, 864,
+               "L40 datasheet: 142 SMs, boost 2490 MHz, BF16/FP16 (FP32 accumulate) 181.05, FP8 "
+               "362, TF32 90.5 TFLOP/s dense, INT8 362 TOPS; no FP64 tensor path; 48 GB GDDR6, "
+               "864 GB/s"),
+      // "NVIDIA RTX 6000 Ada Generation": cudaGetDeviceProperties name in public device dumps
+      // (142 multiprocessors).
+      MakeSpec("RTX 6000 Ada", {"NVIDIA RTX 6000 Ada Generation"}, 142, AdaRates(), 2505, 2505, 48,
+               960,
+               "RTX 6000 Ada datasheet: 142 SMs, boost 2505 MHz, tensor performance 1457 TFLOP/s "
+               "(FP8 sparse) -> FP8 728.5 dense, BF16 half of that (364.2) as on L40S; 48 GB "
+               "GDDR6, 960 GB/s; no FP64 tensor path"),
+      // GH100 cut for export: 78 SMs (a Geekbench device report), dense BF16 148, FP8 296, TF32
+      // 74 TFLOP/s.
+      // NVIDIA publishes no per-SM rate or tensor clock for it. The tensor path is taken as a
+      // quarter of H100's per SM, which puts the derived tensor clock at 148e12 / (78 x 1024) =
+      // 1853 MHz, within the GH100 clock range; H100's full per-SM rate would need 463 MHz,
+      // which no GH100 part runs at. The SM boost clock is assumed equal to H100 SXM's. Confirm
+      // both with tools/calibration on an H20 before trusting H20 OFU to a few percent.
+      // "NVIDIA H20": dcgm-exporter modelName in a public exposition fixture.
+      MakeSpec("H20", {"NVIDIA H20"}, 78, Scaled(HopperRates(false), 0.25), 1853, 1980, 96, 4000,
+               "H20 (GH100, 78 SMs): BF16 148, FP8 296, TF32 74 TFLOP/s dense, INT8 296 TOPS, "
+               "FP64 1 TFLOP/s (not catalogued); per-SM tensor rate taken as 1/4 of H100 -> "
+               "tensor clock 1853 MHz derived; SM boost 1980 MHz assumed; 96 GB HBM3, 4.0 TB/s"),
+      // Tensor clock derived as for H100 NVL: the datasheet's sparse BF16 1,671 TFLOP/s / 2 /
+      // (132 x 4096). "NVIDIA H200 NVL" in public nvidia-smi/PyTorch logs, reported with 132 SMs
+      // and a 1785 MHz max SM clock.
+      MakeSpec("H200 NVL", {"NVIDIA H200 NVL"}, 132, HopperRates(true), 1545, 1785, 141, 4800,
+               "H200 NVL datasheet: BF16 1,671 TFLOP/s sparse (835.5 dense) -> tensor clock "
+               "1545 MHz derived; SM boost 1785 MHz; FP64 tensor 60 TFLOP/s; 141 GB HBM3e, "
+               "4.8 TB/s"),
+      // Blackwell Ultra. B300 devices report 148 SMs (cudaGetDeviceProperties in public
+      // benchmark reports) and a 2032 MHz default boost; the full die has 160 (Blackwell Ultra
+      // architecture blog). Tensor clock derived from the HGX B300 datasheet: BF16 36 PFLOP/s
+      // sparse per 8 GPUs = 2.25 PFLOP/s dense per GPU (as in NVIDIA/cosmos-framework#114) ->
+      // 2.25e15 / (148 x 8192) = 1856 MHz, B200's figure. Dense FP4 follows the Blackwell Ultra
+      // per-SM rate (6x BF16, which reproduces GB300's 15 PFLOP/s); secondary sources quote the
+      // HGX B300 dense FP4 as 105 PFLOP/s per 8 GPUs (13.1 per GPU), 2.9% below 148 x 49152 x
+      // 1856 MHz. modelName "NVIDIA B300 SXM6 AC": torch.cuda.get_device_name() on HGX B300
+      // (NVIDIA/cosmos-framework#114, kokkos/kokkos#8791).
+      MakeSpec("B300", {"NVIDIA B300 SXM6 AC"}, 148, BlackwellUltraRates(), 1856, 2032, 288, 8000,
+               "HGX B300 datasheet per GPU: BF16 2.25, FP8 4.5 PFLOP/s dense -> tensor clock "
+               "2.25e15 / (148 x 8192) = 1856 MHz derived; 148 SMs as devices report them; SM "
+               "boost 2032 MHz; FP4 at the Blackwell Ultra rate 6x BF16 (13.5); 288 GB HBM3e, "
+               "8 TB/s. INT8 and FP64 cut, omitted"),
+      // GB300 devices report 152 SMs and a 2070 MHz clock (OpenXLA's GB300 device description,
+      // xla/backends/gpu/target_config/specs/gb300.txtpb, name "NVIDIA GB300").
+      MakeSpec("GB300", {"NVIDIA GB300"}, 152, BlackwellUltraRates(), 2008, 2070, 288, 8000,
+               "GB300 NVL72 datasheet per GPU (/72): BF16 2.5, FP8 5, NVFP4 15 PFLOP/s dense -> "
+               "tensor clock 2.5e15 / (152 x 8192) = 2008 MHz derived; 152 SMs and 2070 MHz SM "
+               "boost as devices report them; 288 GB HBM3e, 8 TB/s. INT8 and FP64 cut, omitted"),
+      // GB202 with 188 SMs. NVIDIA publishes one tensor figure for the RTX PRO 6000 family,
+      // 4,000 AI TOPS (FP4 with sparsity) -> 2,000 TFLOP/s dense FP4 -> tensor clock
+      // 2e15 / (188 x 4096) = 2597 MHz; the per-SM rates are Ada's (FP32 accumulate at full rate,
+      // as on professional parts) with FP4 at 2x FP8.
+      // nvidia-smi on the Workstation Edition reports a 3090 MHz max SM clock, above the boost
+      // clock, so the sm_clock_above_boost flag can fire on this family. modelName: the device
+      // name in public benchmark reports (antirez/ds4#256).
+      MakeSpec("RTX PRO 6000 Blackwell Server", {"NVIDIA RTX PRO 6000 Blackwell Server Edition"},
+               188, BlackwellRtxProRates(), 2597, 2617, 96, 1600,
+               "RTX PRO 6000 Blackwell datasheet: 188 SMs (752 tensor cores), 4000 AI TOPS FP4 "
+               "sparse -> FP4 2000, FP8 1000, BF16 500 TFLOP/s dense at a derived 2597 MHz tensor "
+               "clock; boost 2617 MHz; Server Edition 96 GB GDDR7, 1.6 TB/s"),
   };
   GpuCatalog catalog;
   for (GpuSpec& spec : specs) {

@@ -64,7 +64,8 @@ struct GpuSpec {
   // SM boost clock: what DCGM_FI_DEV_MAX_SM_CLOCK reports, the clock FP32/FP64 run at, and
   // the ceiling an SM-clock sample can plausibly reach (higher is a data-quality flag).
   double sm_boost_clock_mhz = 0;
-  // Device memory (HBM; GDDR6 on L4/L40S) capacity in GiB and peak bandwidth in GB/s.
+  // Device memory (HBM; GDDR on the A10/A40, L-series, RTX and T4 parts) capacity in GiB and
+  // peak bandwidth in GB/s.
   double hbm_capacity_gib = 0;
   double hbm_bandwidth_gb_per_s = 0;
   // Where the numbers come from (datasheet, whitepaper, derivation).

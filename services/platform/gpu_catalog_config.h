@@ -5,13 +5,13 @@
 //     overrides:
 //       - name: "NVIDIA H100 80GB HBM3"          # change a known model...
 //         tensor_max_clock_mhz: 1755             # e.g. a fleet with a lowered clock cap
-//       - name: "NVIDIA H20"                     # ...or add a new one
-//         base_model: "NVIDIA H100 80GB HBM3"    # copy the fields it does not set
-//         model_names: ["NVIDIA H20 96GB HBM3"]
-//         sm_count: 78
-//         dense_flops_per_cycle_per_sm: {fp16: 4096, bf16: 4096, fp8: 8192}
-//         hbm_capacity_gib: 96
-//         source_note: "vendor datasheet, 2024"
+//       - name: "NVIDIA A800-SXM4-80GB"          # ...or add a new one
+//         base_model: "NVIDIA A100-SXM4-80GB"    # copy the fields it does not set
+//         model_names: ["A800-SXM4-80GB"]
+//         sm_count: 108
+//         dense_flops_per_cycle_per_sm: {fp16: 2048, bf16: 2048}
+//         hbm_capacity_gib: 80
+//         source_note: "A800 datasheet: A100 compute, NVLink 400 GB/s"
 //
 // A bad entry stops start-up with a message naming the entry and the field.
 #pragma once

@@ -32,16 +32,16 @@ TEST(GpuCatalogConfig, OverridesAKnownModelsClock) {
 
 TEST(GpuCatalogConfig, AddsANewModelCopiedFromABaseModel) {
   absl::StatusOr<core::GpuCatalog> catalog = Load(
-      "gpu_catalog:\n  overrides:\n    - name: \"NVIDIA H20\"\n"
+      "gpu_catalog:\n  overrides:\n    - name: \"Site GH100 78SM\"\n"
       "      base_model: \"NVIDIA H100 80GB HBM3\"\n"
-      "      model_names: [\"NVIDIA H20 96GB HBM3\"]\n      sm_count: 78\n"
+      "      model_names: [\"NVIDIA GH100 78SM 96GB\"]\n      sm_count: 78\n"
       "      dense_flops_per_cycle_per_sm: {bf16: 4096, fp8: 8192}\n");
   ASSERT_TRUE(catalog.ok()) << catalog.status();
-  absl::StatusOr<const core::GpuSpec*> h20 = catalog->Find("NVIDIA H20 96GB HBM3");
-  ASSERT_TRUE(h20.ok()) << h20.status();
-  EXPECT_EQ((*h20)->sm_count, 78);
-  EXPECT_DOUBLE_EQ((*h20)->tensor_max_clock_mhz, 1830);
-  absl::StatusOr<double> peak = (*h20)->PeakTflops(core::Precision::kBf16);
+  absl::StatusOr<const core::GpuSpec*> added = catalog->Find("NVIDIA GH100 78SM 96GB");
+  ASSERT_TRUE(added.ok()) << added.status();
+  EXPECT_EQ((*added)->sm_count, 78);
+  EXPECT_DOUBLE_EQ((*added)->tensor_max_clock_mhz, 1830);
+  absl::StatusOr<double> peak = (*added)->PeakTflops(core::Precision::kBf16);
   ASSERT_TRUE(peak.ok()) << peak.status();
   EXPECT_NEAR(*peak, 78 * 4096 * 1830e6 / 1e12, 1e-9);
 }
