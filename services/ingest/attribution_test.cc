@@ -111,7 +111,8 @@ TEST(CanonicalHost, OneNameForShortFqdnUpperCaseAndAliases) {
   EXPECT_EQ(CanonicalHost("fe80::1", rules), "fe80::1");
   rules.aliases["ip-10-0-1-17"] = "gpu-node-042";
   EXPECT_EQ(CanonicalHost("ip-10-0-1-17.ec2.internal", rules), "gpu-node-042");
-  IdentityRules keep{.keep_domain = true};
+  IdentityRules keep;
+  keep.keep_domain = true;
   EXPECT_EQ(CanonicalHost("GPU-1.A.example", keep), "gpu-1.a.example");
 }
 

@@ -12,7 +12,8 @@
 // `pod`/`namespace` name the exporter's own pod; dcgm-exporter before 2.0 printed
 // `pod_name`/`pod_namespace`. PodLabelPairs lists the pairs to try, most trusted first.
 //
-//   IdentityRules rules{.aliases = {{"ip-10-0-1-17", "gpu-node-042"}}};
+//   IdentityRules rules;
+//   rules.aliases["ip-10-0-1-17"] = "gpu-node-042";
 //   CanonicalHost("IP-10-0-1-17.ec2.internal", rules);  // "gpu-node-042"
 #pragma once
 

@@ -126,10 +126,11 @@ void PrintJob(const v1::Job& job) {
   std::cout << "job        " << job.key().cluster() << "/" << job.key().job_id() << "\n"
             << "state      " << api::JobStateName(job.state()) << "\n"
             << "scheduler  " << api::SchedulerKindName(job.scheduler()) << "\n"
-            << "user/team  " << OrDash(job.user()) << " / " << OrDash(job.team()) << "\n"
-            << "name       " << OrDash(job.name()) << "\n"
-            << "workload   " << OrDash(job.workload_fingerprint()) << "\n"
-            << "gpu model  " << OrDash(job.gpu_model()) << "\n"
+            << "user/team  " << Printable(OrDash(job.user())) << " / "
+            << Printable(OrDash(job.team())) << "\n"
+            << "name       " << Printable(OrDash(job.name())) << "\n"
+            << "workload   " << Printable(OrDash(job.workload_fingerprint())) << "\n"
+            << "gpu model  " << Printable(OrDash(job.gpu_model())) << "\n"
             << "start/end  " << TimeText(job.start_time()) << " / " << TimeText(job.end_time())
             << "\n"
             << "gpus       " << (job.gpu_count() > 0 ? job.gpu_count() : job.allocations_size())
@@ -138,7 +139,9 @@ void PrintJob(const v1::Job& job) {
     std::cout << "  " << GpuText(a.gpu()) << "  " << TimeText(a.start_time()) << " - "
               << TimeText(a.end_time()) << "\n";
   }
-  for (const auto& [k, v] : job.labels()) std::cout << "label      " << k << "=" << v << "\n";
+  for (const auto& [k, v] : job.labels()) {
+    std::cout << "label      " << Printable(k) << "=" << Printable(v) << "\n";
+  }
   std::cout << "\nOFU: goodputctl ofu " << job.key().cluster() << "/" << job.key().job_id()
             << "    MFU vs OFU: goodputctl reconcile " << job.key().cluster() << "/"
             << job.key().job_id() << "\n";

@@ -81,24 +81,25 @@ std::string Sparkline(const std::vector<double>& values, double lo, double hi, i
   return Sparkline(with_gaps, lo, hi, width);
 }
 
-void Table::AddRow(std::vector<std::string> cells) {
-  for (std::string& cell : cells) {
-    const bool clean = std::none_of(cell.begin(), cell.end(), [](char ch) {
-      const auto c = static_cast<unsigned char>(ch);
-      return c < 0x20 || c == 0x7F;
-    });
-    if (clean) continue;
-    std::string escaped;
-    for (char ch : cell) {
-      const auto c = static_cast<unsigned char>(ch);
-      if (c < 0x20 || c == 0x7F) {
-        absl::StrAppendFormat(&escaped, "\\x%02x", c);
-      } else {
-        escaped.push_back(ch);
-      }
+std::string Printable(std::string text) {
+  auto is_control = [](char ch) {
+    const auto c = static_cast<unsigned char>(ch);
+    return c < 0x20 || c == 0x7F;
+  };
+  if (std::none_of(text.begin(), text.end(), is_control)) return text;
+  std::string escaped;
+  for (char ch : text) {
+    if (is_control(ch)) {
+      absl::StrAppendFormat(&escaped, "\\x%02x", static_cast<unsigned char>(ch));
+    } else {
+      escaped.push_back(ch);
     }
-    cell = std::move(escaped);
   }
+  return escaped;
+}
+
+void Table::AddRow(std::vector<std::string> cells) {
+  for (std::string& cell : cells) cell = Printable(std::move(cell));
   rows_.push_back(std::move(cells));
 }
 

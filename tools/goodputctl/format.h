@@ -60,6 +60,10 @@ class Table {
   std::vector<std::vector<std::string>> rows_;
 };
 
+// `text` with control characters written as \xNN: what goodputctl prints of strings that
+// came from users and exporters (job names, labels), so they cannot drive the terminal.
+std::string Printable(std::string text);
+
 // "42.3%" for 0.4234 (fraction in, percent out); "-" for nullopt or NaN.
 std::string Percent(std::optional<double> fraction, int decimals = 1);
 // "+3.2 pp" / "-12.0 pp" for a difference already in percentage points.
