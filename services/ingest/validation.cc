@@ -63,10 +63,17 @@ Refusal MakeRefusal(const ItemLocation& where, std::string field, std::string va
 }  // namespace
 
 bool IsDcgmBlank(SampleField field, double raw) {
-  constexpr double kFp64Blank = 140737488355328.0;  // 2^47; INT64 blanks are above it too
-  constexpr double kInt32Blank = 2147483632.0;      // 0x7ffffff0
+  // DCGM_FP64_BLANK is 2^47 and its siblings (not found, not supported, not permitted, ...)
+  // count up from it by 1, up to 15.
+  constexpr double kFp64Blank = 140737488355328.0;
+  // DCGM_INT64_BLANK = 2^63 - 16 and its siblings up to 2^63 - 1: as text parsed into a
+  // double they all round to 2^63 (doubles there are 1024 apart).
+  constexpr double kInt64BlankLow = 9223372036854775808.0 - 2048.0;
+  constexpr double kInt64BlankHigh = 9223372036854775808.0;
+  constexpr double kInt32Blank = 2147483632.0;  // 0x7ffffff0 .. 0x7fffffff
   constexpr double kInt32Max = 2147483647.0;
-  if (raw >= kFp64Blank) return true;
+  if (raw >= kFp64Blank && raw < kFp64Blank + 16) return true;
+  if (raw >= kInt64BlankLow && raw <= kInt64BlankHigh) return true;
   return HasInt32Blanks(field) && raw >= kInt32Blank && raw <= kInt32Max;
 }
 

@@ -68,10 +68,11 @@ std::string DescribeLocation(const ItemLocation& where);
 using api::CheckText;
 using api::TextKind;
 
-// DCGM's "no value" sentinels (dcgm_structs.h: DCGM_FP64_BLANK = 2^47 and the values above
-// it, DCGM_INT64_BLANK = 0x7ffffffffffffff0 and above, DCGM_INT32_BLANK = 0x7ffffff0 to
-// 0x7fffffff): dcgm-exporter prints them as numbers when a field could not be read, not
-// found, not supported or not permitted. `raw` is the value as DCGM reported it (before
+// DCGM's "no value" sentinels (dcgm_structs.h: DCGM_FP64_BLANK = 2^47 and the 15 values
+// after it, DCGM_INT64_BLANK = 0x7ffffffffffffff0 to 0x7fffffffffffffff, DCGM_INT32_BLANK =
+// 0x7ffffff0 to 0x7fffffff): dcgm-exporter prints them as numbers when a field could not be
+// read, not found, not supported or not permitted. Other huge values are not blanks: they
+// are refused by validation as out of range. `raw` is the value as DCGM reported it (before
 // percent scaling). The INT32 range is checked only for fields DCGM reports as 32-bit-sized
 // quantities (clocks, temperature, utilization, memory, power): the cumulative energy and
 // byte counters can legitimately pass through those values.

@@ -163,6 +163,9 @@ TEST(DropDcgmBlanks, RemovesEveryBlankKindAndKeepsRealValues) {
   EXPECT_EQ(s.get(SampleField::kTotalEnergyMj), 2147483633.0);
   EXPECT_TRUE(s.get(SampleField::kTensorActive).has_value());
   EXPECT_FALSE(IsDcgmBlank(SampleField::kPowerW, 140737488355327.0));
+  EXPECT_FALSE(IsDcgmBlank(SampleField::kPowerW, 140737488355344.0));
+  EXPECT_FALSE(IsDcgmBlank(SampleField::kPowerW, 1e39));  // garbage, refused as out of range
+  EXPECT_TRUE(IsDcgmBlank(SampleField::kPcieTxBytesPerS, 9223372036854775807.0));
   EXPECT_FALSE(IsDcgmBlank(SampleField::kSmClockMhz, 2147483631.0));
 }
 
