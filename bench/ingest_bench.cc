@@ -27,6 +27,7 @@
 #include "services/core/gpu_catalog.h"
 #include "services/ingest/ingest_service.h"
 #include "services/ingest/sample_store.h"
+#include "services/ingest/scraper.h"
 #include "services/platform/grpc_server.h"
 #include "services/platform/migrations.h"
 #include "services/platform/pg_pool.h"
@@ -195,7 +196,8 @@ int Run(const Params& p) {
   ingest::IngestPipeline pipeline(
       &store, &core::GpuCatalog::BuiltIn(), {}, [] { return absl::ToUnixMillis(absl::Now()); },
       nullptr);
-  ingest::IngestServiceImpl service(&pipeline);
+  ingest::IngestServiceImpl ingest_service(&pipeline);
+  ingest::ScrapingIngestService service(&ingest_service, nullptr);
   platform::GrpcServerOptions options;
   options.host = "127.0.0.1";
   options.handle_signals = false;
