@@ -245,6 +245,18 @@ void IngestPipeline::LogFailure(absl::string_view source, absl::string_view batc
 
 namespace {
 
+// The outcome of one stored batch, in a BatchOutcome or a PushExpositionResponse.
+template <typename Message>
+void SetBatchCounts(const BatchWriteResult& result, Message* out) {
+  out->set_stored_count(result.stored_count);
+  out->set_refused_count(result.refused_count);
+  out->set_unattributed_count(result.unattributed_count);
+  out->set_duplicate(result.duplicate);
+  if (result.duplicate && result.first_received_unix_ms > 0) {
+    *out->mutable_duplicate_of_received_at() = api::UnixMsToTimestamp(result.first_received_unix_ms);
+  }
+}
+
 template <typename Response>
 void AddRefusals(const std::vector<Refusal>& refusals, int limit, Response* response) {
   for (const Refusal& r : refusals) {
@@ -276,14 +288,7 @@ absl::Status IngestServiceImpl::PushBatch(const v1::PushSamplesRequest& request,
   if (!outcome.ok()) return outcome.status();
   v1::BatchOutcome* batch = response->add_batches();
   batch->set_batch_id(outcome->batch_id);
-  batch->set_stored_count(outcome->result.stored_count);
-  batch->set_refused_count(outcome->result.refused_count);
-  batch->set_unattributed_count(outcome->result.unattributed_count);
-  batch->set_duplicate(outcome->result.duplicate);
-  if (outcome->result.duplicate && outcome->result.first_received_unix_ms > 0) {
-    *batch->mutable_duplicate_of_received_at() =
-        api::UnixMsToTimestamp(outcome->result.first_received_unix_ms);
-  }
+  SetBatchCounts(outcome->result, batch);
   if (!outcome->result.duplicate) {
     response->set_stored_count(response->stored_count() + outcome->result.stored_count);
     response->set_refused_count(response->refused_count() + outcome->result.refused_count);
@@ -408,14 +413,7 @@ grpc::Status IngestServiceImpl::PushExposition(grpc::ServerContext* context,
       request->cluster(), request->batch_id(), "exposition", std::move(samples),
       /*already_validated=*/true, std::move(parsed.refusals), parsed.refused_line_count);
   if (!outcome.ok()) return platform::ToGrpcStatus(outcome.status());
-  response->set_stored_count(outcome->result.stored_count);
-  response->set_refused_count(outcome->result.refused_count);
-  response->set_unattributed_count(outcome->result.unattributed_count);
-  response->set_duplicate(outcome->result.duplicate);
-  if (outcome->result.duplicate && outcome->result.first_received_unix_ms > 0) {
-    *response->mutable_duplicate_of_received_at() =
-        api::UnixMsToTimestamp(outcome->result.first_received_unix_ms);
-  }
+  SetBatchCounts(outcome->result, response);
   response->set_blank_value_count(parsed.blank_value_count);
   response->set_ignored_line_count(parsed.ignored_line_count);
   AddRefusals(outcome->refusals, pipeline_->options().max_listed_refusals, response);

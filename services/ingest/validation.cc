@@ -30,22 +30,6 @@ bool IsFraction(SampleField field) {
 
 std::string FormatValue(double value) { return absl::StrFormat("%g", value); }
 
-// Fields whose DCGM value is a clock, temperature, utilization, memory size or power: never
-// near 2^31 in reality, so DCGM's INT32 blank range there is a sentinel.
-bool HasInt32Blanks(SampleField field) {
-  switch (field) {
-    case SampleField::kTotalEnergyMj:
-    case SampleField::kNvlinkTxBytesPerS:
-    case SampleField::kNvlinkRxBytesPerS:
-    case SampleField::kPcieTxBytesPerS:
-    case SampleField::kPcieRxBytesPerS:
-    case SampleField::kClockThrottleReasons:
-      return false;
-    default:
-      return true;
-  }
-}
-
 Refusal MakeRefusal(const ItemLocation& where, std::string field, std::string value,
                     RefusalCode code, absl::string_view reason) {
   Refusal r;
@@ -74,7 +58,10 @@ bool IsDcgmBlank(SampleField field, double raw) {
   constexpr double kInt32Max = 2147483647.0;
   if (raw >= kFp64Blank && raw < kFp64Blank + 16) return true;
   if (raw >= kInt64BlankLow && raw <= kInt64BlankHigh) return true;
-  return HasInt32Blanks(field) && raw >= kInt32Blank && raw <= kInt32Max;
+  // The fields stored as `real` are the clocks, temperatures, utilizations, memory sizes and
+  // power: never near 2^31 in reality. The energy and byte counters (double) and the throttle
+  // mask (bigint) can pass through those values, so the INT32 range is no sentinel there.
+  return StoredAsReal(field) && raw >= kInt32Blank && raw <= kInt32Max;
 }
 
 int DropDcgmBlanks(Sample& sample) {
