@@ -318,6 +318,45 @@ TEST_F(IngestServiceIntegration, AllocationAndSamplesMatchWhicheverFormOfTheHost
             "2");
 }
 
+// The node's epilog never ran for job 6001: job 6002 is given the same GPU later. Its
+// registration succeeds, the stale allocation is closed where 6002 starts, the samples from
+// then on move to 6002, and 6001 is ended without a final state.
+TEST_F(IngestServiceIntegration, MissingEpilogIsClosedByTheNextJobOnTheGpu) {
+  const int64_t now = NowMs();
+  v1::RegisterJobResponse first;
+  ASSERT_TRUE(Register(SlurmJob("6001", "n4", {0}, now - 7'200'000), &first).ok());
+  v1::PushSamplesRequest batch;
+  batch.set_batch_id("epilog-1");
+  batch.set_cluster("eos");
+  *batch.add_samples() = MakeSample("n4", 0, now - 5'400'000);  // 6001's
+  *batch.add_samples() = MakeSample("n4", 0, now - 1'800'000);  // 6002's, attributed to 6001 now
+  v1::PushSamplesResponse pushed;
+  ASSERT_TRUE(Push({batch}, &pushed).ok());
+  ASSERT_EQ(pushed.unattributed_count(), 0);
+
+  v1::RegisterJobResponse second;
+  grpc::Status status = Register(SlurmJob("6002", "n4", {0}, now - 3'600'000), &second);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(second.attached_sample_count(), 1);
+  EXPECT_EQ(Query("SELECT string_agg(j.job_id, ',' ORDER BY s.sample_time) FROM samples s "
+                  "JOIN jobs j ON j.id = s.job"),
+            "6001,6002");
+  v1::GetJobRequest get;
+  get.mutable_key()->set_cluster("eos");
+  get.mutable_key()->set_job_id("6001");
+  grpc::ClientContext ctx;
+  v1::GetJobResponse old;
+  ASSERT_TRUE(jobs_->GetJob(&ctx, get, &old).ok());
+  EXPECT_EQ(old.job().state(), v1::JOB_STATE_ENDED);
+  EXPECT_EQ(old.job().end_time().seconds(), (now - 3'600'000) / 1000);
+
+  // A GPU held by a job that started later is still refused: not a missing epilog.
+  v1::RegisterJobResponse third;
+  status = Register(SlurmJob("6003", "n4", {0}, now - 4'000'000), &third);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(status.error_message(), HasSubstr("overlaps job"));
+}
+
 TEST_F(IngestServiceIntegration, BatchIdsOfTwoClustersDoNotCollide) {
   const int64_t now = NowMs();
   v1::PushSamplesRequest eos;
@@ -529,7 +568,9 @@ TEST_F(IngestServiceIntegration, OverlappingAllocationIsRefusedNamingBothJobs) {
   const int64_t now = NowMs();
   v1::RegisterJobResponse r;
   ASSERT_TRUE(Register(SlurmJob("100", "n3", {0, 1}, now - 60'000), &r).ok());
-  grpc::Status status = Register(SlurmJob("101", "n3", {1, 2}, now - 30'000), &r);
+  // Starting before the job that holds the GPU: refused (a later start would be read as job
+  // 100's missing epilog, see MissingEpilogIsClosedByTheNextJobOnTheGpu).
+  grpc::Status status = Register(SlurmJob("101", "n3", {1, 2}, now - 90'000), &r);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_THAT(status.error_message(), HasSubstr("job 101"));
   EXPECT_THAT(status.error_message(), HasSubstr("overlaps job 100"));

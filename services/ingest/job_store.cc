@@ -56,6 +56,31 @@ constexpr char kOtherJobOverlap[] =
     "AND g.valid && tstzrange(to_timestamp($6::bigint / 1000.0), "
     "to_timestamp($7::bigint / 1000.0), '[)') LIMIT 1";
 
+// A job whose epilog never came (node rebooted, slurmctld lost it) still holds its GPUs
+// open-ended. The next job registered on one of them closes that allocation where the new
+// one starts (kCloseStaleAllocations), takes over the samples from then on
+// (kTakeOverSamples), and ends the old job once it holds no GPU any more (kEndAbandonedJob,
+// state 'ended': its real final state never arrived). Only allocations that started before
+// the new one and have no end are closed; any other overlap is still refused.
+constexpr char kCloseStaleAllocations[] =
+    "UPDATE job_gpus g SET valid = tstzrange(lower(g.valid), "
+    "to_timestamp($6::bigint / 1000.0), '[)') "
+    "WHERE g.job <> $1 AND upper_inf(g.valid) AND lower(g.valid) < to_timestamp($6::bigint / "
+    "1000.0) AND ((g.cluster = $2 AND g.host = $3 AND g.gpu_index = $4) OR g.gpu_uuid = $5) "
+    "RETURNING g.job";
+
+constexpr char kTakeOverSamples[] =
+    "UPDATE samples SET job = $1, seq = nextval('samples_seq'), ingest_xid = pg_current_xact_id() "
+    "WHERE job = $7 AND cluster = $2 AND host = $3 "
+    "AND sample_time >= to_timestamp($6::bigint / 1000.0) "
+    "AND (($5::text IS NOT NULL AND gpu_uuid = $5) OR "
+    "($4::integer IS NOT NULL AND gpu_index = $4 AND (gpu_uuid IS NULL OR $5::text IS NULL)))";
+
+constexpr char kEndAbandonedJob[] =
+    "UPDATE jobs j SET end_time = GREATEST(to_timestamp($2::bigint / 1000.0), j.start_time), "
+    "state = 'ended', updated_at = now() WHERE j.id = $1 AND j.end_time IS NULL "
+    "AND NOT EXISTS (SELECT 1 FROM job_gpus g WHERE g.job = $1 AND upper_inf(g.valid))";
+
 constexpr char kInsertAllocation[] =
     "INSERT INTO job_gpus (job, cluster, host, gpu_index, gpu_uuid, valid) VALUES "
     "($1, $2, $3, $4, $5, tstzrange(to_timestamp($6::bigint / 1000.0), "
@@ -234,6 +259,15 @@ absl::StatusOr<int64_t> MergeAllocations(pqxx::work& txn, int64_t row_id, const 
     if (!txn.exec_params(kSameJobOverlap, row_id, a.gpu().host(), index, uuid, start, end)
              .empty()) {
       continue;  // already held by this job (a retry or another node's prolog)
+    }
+    for (const pqxx::row& stale : txn.exec_params(kCloseStaleAllocations, row_id,
+                                                  job.key().cluster(), a.gpu().host(), index,
+                                                  uuid, start)) {
+      const int64_t old_job = stale[0].as<int64_t>();
+      attached += txn.exec_params(kTakeOverSamples, row_id, job.key().cluster(), a.gpu().host(),
+                                  index, uuid, start, old_job)
+                      .affected_rows();
+      txn.exec_params(kEndAbandonedJob, old_job, start);
     }
     pqxx::result other = txn.exec_params(kOtherJobOverlap, row_id, job.key().cluster(),
                                          a.gpu().host(), index, uuid, start, end);
