@@ -357,6 +357,42 @@ TEST_F(IngestServiceIntegration, MissingEpilogIsClosedByTheNextJobOnTheGpu) {
   EXPECT_THAT(status.error_message(), HasSubstr("overlaps job"));
 }
 
+// `scontrol requeue`: job 7001 runs, ends, and runs again under the same id on other GPUs.
+TEST_F(IngestServiceIntegration, RequeuedJobRunsAgainAndBothRunsStayVisible) {
+  const int64_t now = NowMs();
+  v1::RegisterJobResponse r;
+  ASSERT_TRUE(Register(SlurmJob("7001", "n5", {0}, now - 10'800'000), &r).ok());
+  grpc::ClientContext end_ctx;
+  v1::EndJobRequest end;
+  end.mutable_key()->set_cluster("eos");
+  end.mutable_key()->set_job_id("7001");
+  SetTime(now - 7'200'000, end.mutable_end_time());
+  end.set_final_state(v1::JOB_STATE_PREEMPTED);
+  v1::EndJobResponse ended;
+  ASSERT_TRUE(jobs_->EndJob(&end_ctx, end, &ended).ok());
+
+  grpc::Status status = Register(SlurmJob("7001", "n6", {1}, now - 3'600'000), &r);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_FALSE(r.created());
+  EXPECT_EQ(r.job().state(), v1::JOB_STATE_RUNNING);
+  EXPECT_FALSE(r.job().has_end_time());
+  EXPECT_EQ(r.job().labels().at("requeues"), "1");
+  ASSERT_EQ(r.job().allocations_size(), 2);
+
+  v1::PushSamplesRequest batch;
+  batch.set_batch_id("requeue-1");
+  batch.set_cluster("eos");
+  *batch.add_samples() = MakeSample("n5", 0, now - 9'000'000);  // first run
+  *batch.add_samples() = MakeSample("n6", 1, now - 1'800'000);  // second run
+  *batch.add_samples() = MakeSample("n5", 0, now - 1'800'000);  // n5 after the first run
+  v1::PushSamplesResponse pushed;
+  ASSERT_TRUE(Push({batch}, &pushed).ok());
+  EXPECT_EQ(pushed.unattributed_count(), 1);
+  EXPECT_EQ(Query("SELECT string_agg(s.host, ',' ORDER BY s.sample_time) FROM samples s "
+                  "JOIN jobs j ON j.id = s.job WHERE j.job_id = '7001'"),
+            "n5,n6");
+}
+
 TEST_F(IngestServiceIntegration, BatchIdsOfTwoClustersDoNotCollide) {
   const int64_t now = NowMs();
   v1::PushSamplesRequest eos;

@@ -395,6 +395,18 @@ absl::StatusOr<RegisterJobResult> JobStore::Register(const v1::Job& job, int64_t
       if (job.gpu_count() > 0 && stored.gpu_count() == 0) {
         txn.exec_params("UPDATE jobs SET gpu_count = $2 WHERE id = $1", row_id, job.gpu_count());
       }
+      // Slurm requeue: the same job id starts again after it ended (node failure, preemption,
+      // `scontrol requeue`). The job runs again from the new start; the first run stays
+      // visible through its closed allocations, and `labels["requeues"]` counts the runs.
+      const std::optional<int64_t> stored_end = ToMs(stored.end_time(), stored.has_end_time());
+      if (stored_end && start_ms && *start_ms >= *stored_end && !end_ms) {
+        txn.exec_params(
+            "UPDATE jobs SET end_time = NULL, state = 'running', labels = labels || "
+            "jsonb_build_object('requeues', (coalesce((labels ->> 'requeues')::int, 0) + 1)::text), "
+            "updated_at = now() WHERE id = $1",
+            row_id);
+        effective_start = start_ms;
+      }
     }
     absl::StatusOr<int64_t> attached =
         MergeAllocations(txn, row_id, job, effective_start, now_unix_ms);

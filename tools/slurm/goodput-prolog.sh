@@ -38,6 +38,12 @@ args=(register-job --cluster "$cluster" --job-id "$job_id" --scheduler slurm
       --name "${SLURM_JOB_NAME:-}" --label "partition=${SLURM_JOB_PARTITION:-}")
 [[ -n "$gpus" ]] && args+=(--gpus "$gpus")
 [[ -n "${GOODPUT_WORKLOAD:-}" ]] && args+=(--fingerprint "$GOODPUT_WORKLOAD")
+# Array tasks and heterogeneous-job components each have their own SLURM_JOB_ID (what
+# dcgm-exporter's hpc_job label carries); keep the names users know from squeue/sacct.
+[[ -n "${SLURM_ARRAY_JOB_ID:-}" && -n "${SLURM_ARRAY_TASK_ID:-}" ]] &&
+  args+=(--label "array_task=${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}")
+[[ -n "${SLURM_HET_JOB_ID:-}" && -n "${SLURM_HET_JOB_OFFSET:-}" ]] &&
+  args+=(--label "het_component=${SLURM_HET_JOB_ID}+${SLURM_HET_JOB_OFFSET}")
 
 if ! out=$(timeout 20 goodputctl "${args[@]}" 2>&1); then
   log "job $job_id on $host not registered: $out"
