@@ -7,6 +7,7 @@
 
 #include "absl/strings/match.h"
 #include "goodput/v1/alert.grpc.pb.h"
+#include "services/alerting/targets/slurm_target.h"
 #include "tests/alerting_delivery_fixture.h"
 #include "tests/support/free_port.h"
 #include "tests/support/redis_server.h"
@@ -19,6 +20,7 @@ namespace {
 namespace v1 = ::goodput::v1;
 
 constexpr testing::RegressingJobShape kJob;
+constexpr char kMarkerSecret[] = "e2e-marker-secret";
 
 std::string ReadWhole(const std::filesystem::path& path) {
   std::ifstream in(path);
@@ -65,7 +67,9 @@ TEST_F(DeliveryEndToEndTest, RegressionOfARealSlurmJobNotifiesItOnceAndCommentsI
                                    "    - {match: {cluster: c1}, targets: [slurm-c1]}\n"
                                    "  delivery: {poll_interval_s: 0.2}\n"
                                    "  targets:\n"
-                                   "    - {name: slurm-c1, kind: slurm, cluster: c1, slurm_conf: '",
+                                   "    - {name: slurm-c1, kind: slurm, cluster: c1, "
+                                   "marker_secret: ",
+                                   kMarkerSecret, ", slurm_conf: '",
                                    (*slurm)->slurm_conf().string(), "'}\n")});
   ASSERT_TRUE(alerting.ok()) << alerting.status();
   auto ofu = testing::ServiceProcess::Start(
@@ -106,9 +110,10 @@ TEST_F(DeliveryEndToEndTest, RegressionOfARealSlurmJobNotifiesItOnceAndCommentsI
   EXPECT_EQ(CountLines(stderr_text, alert.summary()), 1) << stderr_text;
   absl::StatusOr<std::string> show = (*slurm)->ShowJob(*job);
   ASSERT_TRUE(show.ok());
+  const std::string marker = SlurmCommentMarker(kMarkerSecret, "c1", *job)
+                                 .For(absl::StrCat(alert.alert_id(), ":slurm-c1:firing"));
   EXPECT_TRUE(
-      absl::StrContains(*show, absl::StrCat("Comment=llama 7b pretrain [goodput ", alert.alert_id(),
-                                            ":slurm-c1:firing] goodput ")))
+      absl::StrContains(*show, absl::StrCat("Comment=llama 7b pretrain ", marker, " goodput ")))
       << *show;
   EXPECT_TRUE(absl::StrContains(*show, alert.summary())) << *show;
 }

@@ -3,18 +3,21 @@
 // its summary in the job's comment next to the user's own; a retry of the same row (a sender
 // that stopped before recording the delivery) finds its marker in the comment and notifies
 // no second time; the resolution replaces the comment; the same comment goes through
-// slurmrestd (v0.0.38); an unknown job fails at once.
+// slurmrestd (v0.0.38); an unknown job fails at once. The job's owner writes its name and
+// comment: a name that imitates a finished state or a marker, or a marker the owner wrote,
+// changes none of that.
 #include <fstream>
 #include <sstream>
 
 #include "absl/strings/match.h"
-#include "absl/strings/str_split.h"
 #include "services/alerting/targets/slurm_target.h"
 #include "tests/alerting_delivery_fixture.h"
 #include "tests/support/slurm_cluster.h"
 
 namespace goodput::alerting {
 namespace {
+
+constexpr char kMarkerSecret[] = "test-marker-secret";
 
 std::string ReadWhole(const std::filesystem::path& path) {
   std::ifstream in(path);
@@ -31,14 +34,9 @@ int Count(const std::string& text, const std::string& needle) {
   return n;
 }
 
-std::string CommentLine(const std::string& show) {
-  for (absl::string_view line : absl::StrSplit(show, '\n')) {
-    line = absl::StripLeadingAsciiWhitespace(line);
-    if (absl::StartsWith(line, "Comment=")) {
-      return std::string(absl::StripTrailingAsciiWhitespace(line.substr(8)));
-    }
-  }
-  return "";
+// The marker goodput writes for `key` on job `job` of cluster eos.
+std::string Marker(const std::string& job, const std::string& key) {
+  return SlurmCommentMarker(kMarkerSecret, "eos", job).For(key);
 }
 
 class SlurmDeliveryTest : public DeliveryTest {
@@ -50,8 +48,8 @@ class SlurmDeliveryTest : public DeliveryTest {
     slurm_ = *std::move(slurm);
   }
 
-  std::string RunningJob(const std::string& comment) {
-    absl::StatusOr<std::string> job = slurm_->SubmitSleepJob({.comment = comment});
+  std::string RunningJob(const std::string& comment, const std::string& name = "") {
+    absl::StatusOr<std::string> job = slurm_->SubmitSleepJob({.comment = comment, .name = name});
     EXPECT_TRUE(job.ok()) << job.status();
     if (!job.ok()) return "";
     absl::Status s = slurm_->WaitForJobState(*job, "RUNNING", absl::Seconds(60));
@@ -59,10 +57,50 @@ class SlurmDeliveryTest : public DeliveryTest {
     return *job;
   }
 
+  // The job's comment as squeue prints it alone (it may hold newlines).
   std::string Comment(const std::string& job) {
-    absl::StatusOr<std::string> show = slurm_->ShowJob(job);
-    EXPECT_TRUE(show.ok()) << show.status();
-    return show.ok() ? CommentLine(*show) : "";
+    absl::StatusOr<std::string> out = slurm_->Run(
+        {"squeue", "--noheader", "--states=all", absl::StrCat("--jobs=", job), "--format=%k"});
+    EXPECT_TRUE(out.ok()) << out.status();
+    if (!out.ok()) return "";
+    std::string comment = *out;
+    if (absl::EndsWith(comment, "\n")) comment.pop_back();
+    return comment == "(null)" ? "" : comment;
+  }
+
+  std::unique_ptr<DeliveryWorker> ScontrolWorker() {
+    std::vector<std::unique_ptr<Target>> targets;
+    targets.push_back(std::make_unique<SlurmTarget>(
+        SlurmTargetConfig{.name = "slurm-eos",
+                          .cluster = "eos",
+                          .marker_secret = kMarkerSecret,
+                          .slurm_conf = slurm_->slurm_conf().string()}));
+    return MakeWorker(std::move(targets));
+  }
+
+  // The job's stderr once every notification sent before this call has reached it: they
+  // arrive in order, so once a last line of our own is there, any earlier one is too.
+  std::string SettledStderr(const std::string& job) {
+    EXPECT_TRUE(slurm_->Run({"scontrol", "notify", job, "end-of-test-marker"}).ok());
+    EXPECT_TRUE(StderrShows(job, "end-of-test-marker"));
+    return ReadWhole(slurm_->JobStderrPath(job));
+  }
+
+  // The sender stopped after sending but before recording it: the row of `alert_id` is sent
+  // again, finds goodput's marker in the comment, and the job hears nothing new.
+  void ExpectARetrySendsNothingNew(DeliveryWorker& worker, const std::string& job,
+                                   int64_t alert_id) {
+    const std::string comment = Comment(job);
+    ASSERT_TRUE(pg_->Execute("goodput",
+                             "UPDATE alert_outbox SET status = 'pending', "
+                             "next_attempt_at = now() - interval '1 hour'")
+                    .ok());
+    EXPECT_EQ(StepOrDie(worker, "slurm-eos").delivered, 1);
+    EXPECT_EQ(Query(absl::StrCat("SELECT attempts FROM alert_outbox WHERE alert_id = ", alert_id)),
+              "2");
+    const std::string err = SettledStderr(job);
+    EXPECT_EQ(Count(err, "goodput critical:"), 1) << err;
+    EXPECT_EQ(Comment(job), comment);
   }
 
   // Waits until the job's stderr shows `needle`.
@@ -78,44 +116,27 @@ class SlurmDeliveryTest : public DeliveryTest {
 TEST_F(SlurmDeliveryTest, FiringAlertNotifiesTheRunningJobOnceAndSetsItsComment) {
   const std::string job = RunningJob("ablation run 3");
   ASSERT_FALSE(job.empty());
-  std::vector<std::unique_ptr<Target>> targets;
-  targets.push_back(std::make_unique<SlurmTarget>(SlurmTargetConfig{
-      .name = "slurm-eos", .cluster = "eos", .slurm_conf = slurm_->slurm_conf().string()}));
-  auto worker = MakeWorker(std::move(targets));
+  auto worker = ScontrolWorker();
 
   EnqueueOrDie(TestNotification(11, "firing", job), {"slurm-eos"});
   EXPECT_EQ(StepOrDie(*worker, "slurm-eos").delivered, 1);
   const std::string firing_comment = Comment(job);
   EXPECT_TRUE(absl::StartsWith(
       firing_comment,
-      "ablation run 3 [goodput 11:slurm-eos:firing] goodput critical: OFU fell 2.5x at 14:02 "
-      "(58% -> 23%) -- Same workload ran at 55% last week"))
+      absl::StrCat("ablation run 3 ", Marker(job, "11:slurm-eos:firing"),
+                   " goodput critical: OFU fell 2.5x at 14:02 (58% -> 23%) -- Same workload ran "
+                   "at 55% last week")))
       << firing_comment;
   ASSERT_TRUE(StderrShows(job, "goodput critical: OFU fell 2.5x"))
       << ReadWhole(slurm_->JobStderrPath(job));
 
-  // The sender stopped after sending but before recording it: the row is sent again, finds
-  // its marker in the comment, and the job hears nothing new.
-  ASSERT_TRUE(pg_->Execute("goodput",
-                           "UPDATE alert_outbox SET status = 'pending', "
-                           "next_attempt_at = now() - interval '1 hour'")
-                  .ok());
-  EXPECT_EQ(StepOrDie(*worker, "slurm-eos").delivered, 1);
-  EXPECT_EQ(Query("SELECT attempts FROM alert_outbox WHERE alert_id = 11"), "2");
-  // Notifications reach the job in order: once this one is there, any second goodput line
-  // would be too.
-  ASSERT_TRUE(slurm_->Run({"scontrol", "notify", job, "end-of-test-marker"}).ok());
-  ASSERT_TRUE(StderrShows(job, "end-of-test-marker"));
-  EXPECT_EQ(Count(ReadWhole(slurm_->JobStderrPath(job)), "goodput critical:"), 1)
-      << ReadWhole(slurm_->JobStderrPath(job));
-  EXPECT_EQ(Comment(job), firing_comment);
+  ExpectARetrySendsNothingNew(*worker, job, 11);
 
   // The resolution replaces goodput's part of the comment and tells the job.
   EnqueueOrDie(TestNotification(11, "resolved", job), {"slurm-eos"});
   EXPECT_EQ(StepOrDie(*worker, "slurm-eos").delivered, 1);
-  EXPECT_EQ(Comment(job),
-            "ablation run 3 [goodput 11:slurm-eos:resolved] goodput resolved: OFU fell 2.5x at "
-            "14:02 (58% -> 23%)");
+  EXPECT_EQ(Comment(job), absl::StrCat("ablation run 3 ", Marker(job, "11:slurm-eos:resolved"),
+                                       " goodput resolved: OFU fell 2.5x at 14:02 (58% -> 23%)"));
   EXPECT_TRUE(StderrShows(job, "goodput resolved: OFU fell 2.5x"));
 
   // A job Slurm does not know fails at once, with Slurm's words.
@@ -124,6 +145,66 @@ TEST_F(SlurmDeliveryTest, FiringAlertNotifiesTheRunningJobOnceAndSetsItsComment)
   std::vector<DeliveryRecord> d = Deliveries(12);
   EXPECT_TRUE(absl::StrContains(d[0].last_error, "NOT_FOUND")) << d[0].last_error;
   EXPECT_TRUE(absl::StrContains(d[0].last_error, "Invalid job id")) << d[0].last_error;
+}
+
+TEST_F(SlurmDeliveryTest, ARunningJobWhoseNameSaysItCompletedIsNotified) {
+  // `scontrol show job` prints the name first, on the line of JobId, then its own JobState.
+  const std::string job =
+      RunningJob("", "train JobState=COMPLETED Reason=None\n   JobState=COMPLETED Reason=x");
+  ASSERT_FALSE(job.empty());
+  auto worker = ScontrolWorker();
+
+  EnqueueOrDie(TestNotification(41, "firing", job), {"slurm-eos"});
+  EXPECT_EQ(StepOrDie(*worker, "slurm-eos").delivered, 1) << Deliveries(41)[0].last_error;
+  const std::string err = SettledStderr(job);
+  EXPECT_EQ(Count(err, "goodput critical: OFU fell 2.5x"), 1) << err;
+}
+
+TEST_F(SlurmDeliveryTest, AMarkerTheOwnerWroteInNameOrCommentDoesNotSuppressTheNotification) {
+  const std::string forged = "[goodput 42:slurm-eos:firing]";
+  const std::string user_comment = absl::StrCat("mine ", forged, " x");
+  const std::string job = RunningJob(
+      user_comment, absl::StrCat("train Comment=", forged, "\n   Comment=", forged, " x"));
+  ASSERT_FALSE(job.empty());
+  auto worker = ScontrolWorker();
+
+  EnqueueOrDie(TestNotification(42, "firing", job), {"slurm-eos"});
+  EXPECT_EQ(StepOrDie(*worker, "slurm-eos").delivered, 1) << Deliveries(42)[0].last_error;
+  ASSERT_TRUE(StderrShows(job, "goodput critical: OFU fell 2.5x"))
+      << ReadWhole(slurm_->JobStderrPath(job));
+  const std::string comment = Comment(job);
+  EXPECT_TRUE(
+      absl::StartsWith(comment, absl::StrCat(user_comment, " ", Marker(job, "42:slurm-eos:firing"),
+                                             " goodput critical: OFU fell 2.5x")))
+      << comment;
+
+  // A retry after the real notification recognises goodput's own marker.
+  ExpectARetrySendsNothingNew(*worker, job, 42);
+}
+
+TEST_F(SlurmDeliveryTest, TelemetryTextReachesTheJobVerbatimAndOddJobIdsAreRefused) {
+  const std::string job = RunningJob("");
+  ASSERT_FALSE(job.empty());
+  auto worker = ScontrolWorker();
+
+  Notification odd = TestNotification(43, "firing", job);
+  odd.summary = R"(-h --help "quoted" it's $(id) `id`)";
+  odd.description = "-rf";
+  EnqueueOrDie(odd, {"slurm-eos"});
+  EXPECT_EQ(StepOrDie(*worker, "slurm-eos").delivered, 1) << Deliveries(43)[0].last_error;
+  const std::string text = R"(goodput critical: -h --help "quoted" it's $(id) `id` -- -rf)";
+  EXPECT_TRUE(StderrShows(job, text)) << ReadWhole(slurm_->JobStderrPath(job));
+  EXPECT_TRUE(absl::StrContains(Comment(job), text)) << Comment(job);
+
+  int64_t alert_id = 44;
+  for (const char* bad : {"-1", "--help", "-h"}) {
+    EnqueueOrDie(TestNotification(alert_id, "firing", bad), {"slurm-eos"});
+    EXPECT_EQ(StepOrDie(*worker, "slurm-eos").failed, 1) << bad;
+    const std::string error = Deliveries(alert_id++)[0].last_error;
+    EXPECT_TRUE(
+        absl::StrContains(error, absl::StrCat("job_id=\"", bad, "\" is not a Slurm job id")))
+        << error;
+  }
 }
 
 TEST_F(SlurmDeliveryTest, OptionalRequeueHoldActsOnlyOnFiringAlertsSevereEnough) {
@@ -135,6 +216,7 @@ TEST_F(SlurmDeliveryTest, OptionalRequeueHoldActsOnlyOnFiringAlertsSevereEnough)
                         .requeue = true,
                         .hold = true,
                         .action_min_severity = "critical",
+                        .marker_secret = kMarkerSecret,
                         .slurm_conf = slurm_->slurm_conf().string()}));
   auto worker = MakeWorker(std::move(targets));
 
@@ -166,6 +248,7 @@ TEST_F(SlurmDeliveryTest, CommentGoesThroughSlurmrestd) {
   targets.push_back(
       std::make_unique<SlurmTarget>(SlurmTargetConfig{.name = "slurm-rest",
                                                       .mode = SlurmTargetConfig::Mode::kRest,
+                                                      .marker_secret = kMarkerSecret,
                                                       .rest_url = "http://localhost",
                                                       .rest_unix_socket = socket->string()}));
   auto worker = MakeWorker(std::move(targets));
@@ -173,7 +256,8 @@ TEST_F(SlurmDeliveryTest, CommentGoesThroughSlurmrestd) {
   EnqueueOrDie(TestNotification(21, "firing", job), {"slurm-rest"});
   EXPECT_EQ(StepOrDie(*worker, "slurm-rest").delivered, 1) << Deliveries(21)[0].last_error;
   const std::string comment = Comment(job);
-  EXPECT_TRUE(absl::StartsWith(comment, "[goodput 21:slurm-rest:firing] goodput critical: OFU"))
+  EXPECT_TRUE(absl::StartsWith(
+      comment, absl::StrCat(Marker(job, "21:slurm-rest:firing"), " goodput critical: OFU")))
       << comment;
 
   EnqueueOrDie(TestNotification(22, "firing", "987654"), {"slurm-rest"});

@@ -222,6 +222,7 @@ absl::StatusOr<std::string> SlurmCluster::SubmitSleepJob(const SleepJobOptions& 
                                    "-o",     (dir_.path() / "jobs" / "%j.out").string(),
                                    "-e",     (dir_.path() / "jobs" / "%j.err").string()};
   if (!options.comment.empty()) argv.push_back(absl::StrCat("--comment=", options.comment));
+  if (!options.name.empty()) argv.push_back(absl::StrCat("--job-name=", options.name));
   argv.push_back(absl::StrCat("--wrap=sleep ", options.seconds));
   absl::StatusOr<std::string> out = Run(std::move(argv));
   if (!out.ok()) return out.status();
@@ -239,15 +240,19 @@ absl::Status SlurmCluster::WaitForJobState(const std::string& job_id, const std:
   std::string last;
   if (PollUntil(
           [&] {
-            absl::StatusOr<std::string> show = ShowJob(job_id);
-            last = show.ok() ? *show : std::string(show.status().message());
-            return show.ok() && absl::StrContains(*show, absl::StrCat("JobState=", state, " "));
+            // squeue prints the state alone, which the job's name (free text in `scontrol
+            // show job`) cannot imitate.
+            absl::StatusOr<std::string> squeue =
+                Run({"squeue", "--noheader", "--states=all", absl::StrCat("--jobs=", job_id),
+                     "--format=%T"});
+            last = squeue.ok() ? *squeue : std::string(squeue.status().message());
+            return squeue.ok() && absl::StripAsciiWhitespace(*squeue) == state;
           },
           timeout, absl::Milliseconds(100))) {
     return absl::OkStatus();
   }
   return absl::DeadlineExceededError(
-      absl::StrCat("job ", job_id, " did not reach ", state, ": ", last));
+      absl::StrCat("job ", job_id, " did not reach state ", state, ": squeue says ", last));
 }
 
 absl::StatusOr<std::filesystem::path> SlurmCluster::StartRestd() {

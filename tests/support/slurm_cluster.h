@@ -35,6 +35,7 @@ struct SlurmClusterOptions {
 struct SleepJobOptions {
   int seconds = 600;         // the job is cancelled with the cluster anyway
   std::string comment = {};  // sbatch --comment
+  std::string name = {};     // sbatch --job-name; empty: sbatch's default ("wrap")
 };
 
 class SlurmCluster {
@@ -58,7 +59,7 @@ class SlurmCluster {
   // JobStdoutPath / JobStderrPath.
   absl::StatusOr<std::string> SubmitSleepJob(const SleepJobOptions& options = {});
   std::filesystem::path JobStderrPath(const std::string& job_id) const;
-  // Polls `scontrol show job` until JobState is `state`.
+  // Polls squeue until the job's state is `state` (RUNNING, PENDING, ...).
   absl::Status WaitForJobState(const std::string& job_id, const std::string& state,
                                absl::Duration timeout);
   // `scontrol show job <id>`.

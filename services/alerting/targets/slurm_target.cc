@@ -2,15 +2,16 @@
 
 #include <cctype>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
-#include "absl/strings/strip.h"
+#include "absl/strings/str_split.h"
 #include "services/alerting/targets/command.h"
 #include "services/alerting/targets/http_client.h"
 #include "services/alerting/targets/osmo_target.h"
 #include "services/alerting/targets/render.h"
+#include "services/alerting/targets/signing.h"
 
 namespace goodput::alerting {
 namespace {
@@ -19,9 +20,14 @@ namespace {
 constexpr size_t kNotifyMaxChars = 600;
 constexpr size_t kCommentMaxChars = 400;
 constexpr char kMarkerPrefix[] = "[goodput ";
+constexpr size_t kMacHexChars = 32;  // 128 bits
+constexpr size_t kTokenBytes = 16;
+// squeue prints this for a job without a comment.
+constexpr char kNoComment[] = "(null)";
 
-// Maps scontrol's complaint to a status the retry rules understand.
-absl::Status ScontrolError(const std::string& what, int exit_code, const std::string& output) {
+// Maps the complaint of a Slurm client (scontrol, squeue) to a status the retry rules
+// understand.
+absl::Status SlurmClientError(const std::string& what, int exit_code, const std::string& output) {
   const std::string message = absl::StrCat(what, " exited ", exit_code, ": ", OneLine(output, 300));
   if (absl::StrContains(output, "Invalid job id")) return absl::NotFoundError(message);
   if (absl::StrContains(output, "already completing or completed") ||
@@ -37,37 +43,61 @@ absl::Status ScontrolError(const std::string& what, int exit_code, const std::st
   return absl::UnavailableError(message);  // controller down, timeouts, anything unknown
 }
 
-// The value of `Key=` up to the end of the token (or of the line for Comment, which may hold
-// spaces and is printed on a line of its own).
-std::string Field(const std::string& show, const std::string& key, bool to_end_of_line) {
-  size_t pos = 0;
-  const std::string needle = key + "=";
-  while ((pos = show.find(needle, pos)) != std::string::npos) {
-    if (pos == 0 || std::isspace(static_cast<unsigned char>(show[pos - 1]))) break;
-    pos += needle.size();
-  }
-  if (pos == std::string::npos) return "";
-  const size_t start = pos + needle.size();
-  const size_t end = to_end_of_line ? show.find('\n', start) : show.find_first_of(" \n", start);
-  std::string value =
-      show.substr(start, end == std::string::npos ? std::string::npos : end - start);
-  while (!value.empty() && value.back() == ' ') value.pop_back();
-  return value;
+// The delimiters of SqueueJobFormat.
+struct SqueueDelimiters {
+  std::string record_start, field, record_end;
+};
+SqueueDelimiters Delimiters(const std::string& token) {
+  return {absl::StrCat("<", token, "<"), absl::StrCat("|", token, "|"),
+          absl::StrCat(">", token, ">")};
 }
 
 }  // namespace
 
-std::string SlurmCommentMarker(const std::string& idempotency_key) {
-  return absl::StrCat(kMarkerPrefix, idempotency_key, "]");
+SlurmCommentMarker::SlurmCommentMarker(absl::string_view secret, absl::string_view cluster,
+                                       absl::string_view job_id)
+    // Lengths first, so that no two (cluster, job) pairs enter the MAC as the same text.
+    : secret_(secret),
+      job_(absl::StrCat(cluster.size(), ":", cluster, job_id.size(), ":", job_id)) {}
+
+std::string SlurmCommentMarker::Mac(absl::string_view idempotency_key) const {
+  return HmacSha256Hex(secret_, absl::StrCat("goodput slurm comment marker\n", job_,
+                                             idempotency_key.size(), ":", idempotency_key))
+      .substr(0, kMacHexChars);
 }
 
-std::string SlurmComment(const std::string& current, const std::string& idempotency_key,
-                         const std::string& message) {
-  std::string user_part = current;
-  if (size_t pos = user_part.find(kMarkerPrefix); pos != std::string::npos) user_part.resize(pos);
+std::string SlurmCommentMarker::For(const std::string& idempotency_key) const {
+  return absl::StrCat(kMarkerPrefix, idempotency_key, " ", Mac(idempotency_key), "]");
+}
+
+bool SlurmCommentMarker::IsIn(const std::string& comment,
+                              const std::string& idempotency_key) const {
+  return absl::StrContains(comment, For(idempotency_key));
+}
+
+std::string SlurmCommentMarker::Comment(const std::string& current,
+                                        const std::string& idempotency_key,
+                                        const std::string& message) const {
+  // goodput's part starts at the first marker that verifies; anything else that looks like
+  // one was written by the user and stays theirs.
+  size_t user_end = std::string::npos;
+  for (size_t pos = current.find(kMarkerPrefix); pos != std::string::npos;
+       pos = current.find(kMarkerPrefix, pos + 1)) {
+    const size_t close = current.find(']', pos);
+    if (close == std::string::npos) break;
+    const absl::string_view inside = absl::string_view(current).substr(
+        pos + sizeof(kMarkerPrefix) - 1, close - pos - (sizeof(kMarkerPrefix) - 1));
+    const size_t space = inside.rfind(' ');
+    if (space != absl::string_view::npos &&
+        inside.substr(space + 1) == Mac(inside.substr(0, space))) {
+      user_end = pos;
+      break;
+    }
+  }
+  std::string user_part = current.substr(0, user_end);
   while (!user_part.empty() && user_part.back() == ' ') user_part.pop_back();
-  return absl::StrCat(user_part, user_part.empty() ? "" : " ", SlurmCommentMarker(idempotency_key),
-                      " ", OneLine(message, kCommentMaxChars));
+  return absl::StrCat(user_part, user_part.empty() ? "" : " ", For(idempotency_key), " ",
+                      OneLine(message, kCommentMaxChars));
 }
 
 bool IsSlurmJobId(const std::string& job_id) {
@@ -89,25 +119,61 @@ bool IsSlurmJobId(const std::string& job_id) {
   return i == job_id.size();
 }
 
-absl::StatusOr<std::string> SlurmTarget::Scontrol(const std::vector<std::string>& args) {
-  std::vector<std::string> argv = {config_.scontrol_path};
+std::string SqueueJobFormat(const std::string& token) {
+  const SqueueDelimiters d = Delimiters(token);
+  return absl::StrCat(d.record_start, "%A", d.field, "%i", d.field, "%T", d.field, "%k",
+                      d.record_end);
+}
+
+absl::StatusOr<SlurmJobView> ParseSqueueJob(const std::string& output, const std::string& token,
+                                            const std::string& job_id) {
+  const SqueueDelimiters d = Delimiters(token);
+  std::optional<SlurmJobView> first;
+  for (size_t start = output.find(d.record_start); start != std::string::npos;
+       start = output.find(d.record_start, start + 1)) {
+    const size_t begin = start + d.record_start.size();
+    const size_t end = output.find(d.record_end, begin);
+    if (end == std::string::npos) break;
+    const std::vector<std::string> fields =
+        absl::StrSplit(absl::string_view(output).substr(begin, end - begin), d.field);
+    if (fields.size() != 4) continue;
+    SlurmJobView view{.state = fields[2], .comment = fields[3] == kNoComment ? "" : fields[3]};
+    if (fields[0] == job_id || fields[1] == job_id) return view;
+    if (!first) first = std::move(view);
+  }
+  if (first) return *std::move(first);
+  return absl::NotFoundError(absl::StrCat("squeue lists no job ", job_id));
+}
+
+absl::StatusOr<std::string> SlurmTarget::RunClient(const std::string& path, const std::string& what,
+                                                   const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {path};
   argv.insert(argv.end(), args.begin(), args.end());
   std::vector<std::pair<std::string, std::string>> env;
   if (!config_.slurm_conf.empty()) env.emplace_back("SLURM_CONF", config_.slurm_conf);
   absl::StatusOr<CommandResult> result = RunCommand(argv, env, config_.timeout);
   if (!result.ok()) return result.status();
-  if (result->exit_code != 0) {
-    return ScontrolError(absl::StrCat("scontrol ", args.empty() ? "" : args[0]), result->exit_code,
-                         result->output);
-  }
+  if (result->exit_code != 0) return SlurmClientError(what, result->exit_code, result->output);
   return result->output;
 }
 
-absl::StatusOr<SlurmTarget::JobView> SlurmTarget::ShowJob(const std::string& job_id) {
-  absl::StatusOr<std::string> show = Scontrol({"show", "job", job_id});
-  if (!show.ok()) return show.status();
-  return JobView{.state = Field(*show, "JobState", false),
-                 .comment = Field(*show, "Comment", true)};
+absl::StatusOr<std::string> SlurmTarget::Scontrol(const std::vector<std::string>& args) {
+  std::vector<std::string> with_end_of_options = {"--"};
+  with_end_of_options.insert(with_end_of_options.end(), args.begin(), args.end());
+  return RunClient(config_.scontrol_path, absl::StrCat("scontrol ", args.empty() ? "" : args[0]),
+                   with_end_of_options);
+}
+
+absl::StatusOr<SlurmJobView> SlurmTarget::SqueueJob(const std::string& job_id) {
+  absl::StatusOr<std::string> token = RandomHex(kTokenBytes);
+  if (!token.ok()) return token.status();
+  // Every value is attached to its option: nothing here can be read as another option.
+  absl::StatusOr<std::string> out =
+      RunClient(config_.squeue_path, "squeue",
+                {"--noheader", "--states=all", absl::StrCat("--jobs=", job_id),
+                 absl::StrCat("--format=", SqueueJobFormat(*token))});
+  if (!out.ok()) return out.status();
+  return ParseSqueueJob(*out, *token, job_id);
 }
 
 absl::Status SlurmTarget::Send(const SendRequest& request) {
@@ -121,16 +187,21 @@ absl::Status SlurmTarget::Send(const SendRequest& request) {
                                                    " is not on cluster ", config_.cluster,
                                                    " that target ", name(), " serves"));
   }
-  return config_.mode == SlurmTargetConfig::Mode::kRest ? SendWithRest(request)
-                                                        : SendWithScontrol(request);
+  if (config_.comment && config_.marker_secret.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "slurm target ", name(), " has no marker_secret: the job's owner could forge its marker"));
+  }
+  const SlurmCommentMarker marker(config_.marker_secret, n.cluster, n.job_id);
+  return config_.mode == SlurmTargetConfig::Mode::kRest ? SendWithRest(request, marker)
+                                                        : SendWithScontrol(request, marker);
 }
 
-absl::Status SlurmTarget::SendWithScontrol(const SendRequest& request) {
+absl::Status SlurmTarget::SendWithScontrol(const SendRequest& request,
+                                           const SlurmCommentMarker& marker) {
   const Notification& n = *request.notification;
-  absl::StatusOr<JobView> job = ShowJob(n.job_id);
+  absl::StatusOr<SlurmJobView> job = SqueueJob(n.job_id);
   if (!job.ok()) return job.status();
-  if (config_.comment &&
-      absl::StrContains(job->comment, SlurmCommentMarker(request.idempotency_key))) {
+  if (config_.comment && marker.IsIn(job->comment, request.idempotency_key)) {
     return absl::OkStatus();  // an earlier attempt got through; the job already has it
   }
   const std::string message = HumanMessage(n, kNotifyMaxChars);
@@ -145,8 +216,8 @@ absl::Status SlurmTarget::SendWithScontrol(const SendRequest& request) {
   if (config_.comment) {
     if (absl::StatusOr<std::string> s =
             Scontrol({"update", absl::StrCat("JobId=", n.job_id),
-                      absl::StrCat("Comment=",
-                                   SlurmComment(job->comment, request.idempotency_key, message))});
+                      absl::StrCat("Comment=", marker.Comment(job->comment, request.idempotency_key,
+                                                              message))});
         !s.ok()) {
       return s.status();
     }
@@ -165,7 +236,7 @@ absl::Status SlurmTarget::SendWithScontrol(const SendRequest& request) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<SlurmTarget::JobView> SlurmTarget::RestGetJob(const std::string& job_id) {
+absl::StatusOr<SlurmJobView> SlurmTarget::RestGetJob(const std::string& job_id) {
   HttpRequest http{.method = "GET",
                    .url = absl::StrCat(config_.rest_url, "/slurm/v0.0.38/job/", job_id),
                    .headers = config_.headers,
@@ -187,18 +258,17 @@ absl::StatusOr<SlurmTarget::JobView> SlurmTarget::RestGetJob(const std::string& 
                   : s;
   }
   const nlohmann::json& j = body["jobs"][0];
-  return JobView{.state = j.value("job_state", ""), .comment = j.value("comment", "")};
+  return SlurmJobView{.state = j.value("job_state", ""), .comment = j.value("comment", "")};
 }
 
-absl::Status SlurmTarget::SendWithRest(const SendRequest& request) {
+absl::Status SlurmTarget::SendWithRest(const SendRequest& request,
+                                       const SlurmCommentMarker& marker) {
   const Notification& n = *request.notification;
-  absl::StatusOr<JobView> job = RestGetJob(n.job_id);
+  absl::StatusOr<SlurmJobView> job = RestGetJob(n.job_id);
   if (!job.ok()) return job.status();
-  if (absl::StrContains(job->comment, SlurmCommentMarker(request.idempotency_key))) {
-    return absl::OkStatus();
-  }
+  if (marker.IsIn(job->comment, request.idempotency_key)) return absl::OkStatus();
   const std::string comment =
-      SlurmComment(job->comment, request.idempotency_key, HumanMessage(n, kNotifyMaxChars));
+      marker.Comment(job->comment, request.idempotency_key, HumanMessage(n, kNotifyMaxChars));
   HttpRequest http{.url = absl::StrCat(config_.rest_url, "/slurm/v0.0.38/job/", n.job_id),
                    .headers = config_.headers,
                    .body = nlohmann::json({{"comment", comment}}).dump(),

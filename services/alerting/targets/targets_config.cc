@@ -247,10 +247,17 @@ absl::StatusOr<std::unique_ptr<Target>> ReadSlurm(Entry& e, const std::string& n
   if (c.hold && !c.requeue) {
     return e.Error("hold", "needs requeue: true (a running job is held by requeuing it held)");
   }
+  // Without it the job's owner could forge the marker that tells a retry the job has it.
+  absl::StatusOr<std::string> marker_secret = e.Secret("marker_secret", c.comment);
+  if (!marker_secret.ok()) return marker_secret.status();
+  c.marker_secret = *marker_secret;
   if (c.mode == SlurmTargetConfig::Mode::kScontrol) {
-    absl::StatusOr<std::string> path = e.String("scontrol_path", c.scontrol_path);
-    if (!path.ok()) return path.status();
-    c.scontrol_path = *path;
+    for (auto [key, field] :
+         {std::pair{"scontrol_path", &c.scontrol_path}, std::pair{"squeue_path", &c.squeue_path}}) {
+      absl::StatusOr<std::string> path = e.String(key, *field);
+      if (!path.ok()) return path.status();
+      *field = *path;
+    }
     absl::StatusOr<std::string> conf = e.String("slurm_conf", "");
     if (!conf.ok()) return conf.status();
     c.slurm_conf = *conf;

@@ -1,6 +1,13 @@
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "services/alerting/targets/alertmanager_target.h"
 #include "services/alerting/targets/command.h"
@@ -71,13 +78,41 @@ TEST(HumanMessage, IsOneLineWithWhatToLookAt) {
   EXPECT_EQ(HumanMessage(Firing(), 20).size(), 20u);
 }
 
-TEST(SlurmComment, KeepsTheUsersCommentAndReplacesTheEarlierGoodputPart) {
+constexpr char kMarker17[] = "[goodput 17:slurm:firing 95c1cd600a49829ccfa82e9dd68b3e20]";
+
+TEST(SlurmCommentMarker, IsTheKeyAndAMacOfClusterJobAndKey) {
+  // printf 'goodput slurm comment marker\n3:eos4:424215:17:slurm:firing' |
+  //   openssl dgst -sha256 -hmac s3cret   (first 32 hex digits)
+  EXPECT_EQ(SlurmCommentMarker("s3cret", "eos", "4242").For("17:slurm:firing"), kMarker17);
+}
+
+TEST(SlurmCommentMarker, KeepsTheUsersCommentAndReplacesTheEarlierGoodputPart) {
+  const SlurmCommentMarker marker("s3cret", "eos", "4242");
   const std::string first =
-      SlurmComment("ablation run 3", "17:slurm:firing", "goodput critical: x");
-  EXPECT_EQ(first, "ablation run 3 [goodput 17:slurm:firing] goodput critical: x");
-  EXPECT_EQ(SlurmComment(first, "17:slurm:resolved", "goodput resolved: x"),
-            "ablation run 3 [goodput 17:slurm:resolved] goodput resolved: x");
-  EXPECT_EQ(SlurmComment("", "1:s:firing", "m"), "[goodput 1:s:firing] m");
+      marker.Comment("ablation run 3", "17:slurm:firing", "goodput critical: x");
+  EXPECT_EQ(first, absl::StrCat("ablation run 3 ", kMarker17, " goodput critical: x"));
+  EXPECT_TRUE(marker.IsIn(first, "17:slurm:firing"));
+  EXPECT_EQ(
+      marker.Comment(first, "17:slurm:resolved", "goodput resolved: x"),
+      absl::StrCat("ablation run 3 ", marker.For("17:slurm:resolved"), " goodput resolved: x"));
+  EXPECT_EQ(marker.Comment("", "17:slurm:firing", "m"), absl::StrCat(kMarker17, " m"));
+}
+
+TEST(SlurmCommentMarker, AMarkerTheJobsOwnerWroteIsNeitherRecognisedNorReplaced) {
+  const SlurmCommentMarker marker("s3cret", "eos", "4242");
+  const std::vector<std::string> forged = {
+      "[goodput 17:slurm:firing]",  // the marker before it carried a MAC
+      "[goodput 17:slurm:firing 00000000000000000000000000000000]",
+      SlurmCommentMarker("s3cret", "eos", "4243").For("17:slurm:firing"),  // another job's
+      SlurmCommentMarker("s3cret", "atlas", "4242").For("17:slurm:firing"),
+      SlurmCommentMarker("guess", "eos", "4242").For("17:slurm:firing"),
+  };
+  for (const std::string& f : forged) {
+    const std::string comment = absl::StrCat("run ", f, " tail");
+    EXPECT_FALSE(marker.IsIn(comment, "17:slurm:firing")) << comment;
+    EXPECT_EQ(marker.Comment(comment, "17:slurm:firing", "m"),
+              absl::StrCat(comment, " ", kMarker17, " m"));
+  }
 }
 
 TEST(IsSlurmJobId, AcceptsPlainArrayAndHetIds) {
@@ -87,6 +122,159 @@ TEST(IsSlurmJobId, AcceptsPlainArrayAndHetIds) {
   EXPECT_FALSE(IsSlurmJobId(""));
   EXPECT_FALSE(IsSlurmJobId("4242; rm -rf /"));
   EXPECT_FALSE(IsSlurmJobId("job-12"));
+  EXPECT_FALSE(IsSlurmJobId("-4242"));
+  EXPECT_FALSE(IsSlurmJobId("--help"));
+  EXPECT_FALSE(IsSlurmJobId("4242 -h"));
+}
+
+// What squeue prints for one job with SqueueJobFormat(token).
+std::string SqueueRecord(const std::string& token, const std::string& id,
+                         const std::string& array_id, const std::string& state,
+                         const std::string& comment) {
+  std::string record = SqueueJobFormat(token);
+  for (auto [field, value] : {std::pair{"%A", id}, std::pair{"%i", array_id},
+                              std::pair{"%T", state}, std::pair{"%k", comment}}) {
+    record.replace(record.find(field), 2, value);
+  }
+  return record + "\n";
+}
+
+TEST(ParseSqueueJob, ReadsStateAndCommentWhateverTheCommentHolds) {
+  const std::string token = "3f9a";
+  const std::string comment = absl::StrCat(
+      "x JobState=COMPLETED\nComment=", SqueueRecord("3f9b", "4242", "4242", "COMPLETED", "y"),
+      " |3f9|%T");
+  absl::StatusOr<SlurmJobView> job = ParseSqueueJob(
+      absl::StrCat("squeue: warning: x\n", SqueueRecord(token, "4242", "4242", "RUNNING", comment)),
+      token, "4242");
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->state, "RUNNING");
+  EXPECT_EQ(job->comment, comment);
+  job = ParseSqueueJob(SqueueRecord(token, "4242", "4242", "PENDING", "(null)"), token, "4242");
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->comment, "");
+}
+
+TEST(ParseSqueueJob, PicksTheRecordOfTheJobAmongAnArraysTasks) {
+  const std::string token = "77";
+  const std::string out = absl::StrCat(SqueueRecord(token, "4243", "4242_2", "PENDING", "b"),
+                                       SqueueRecord(token, "4242", "4242_1", "RUNNING", "a"),
+                                       SqueueRecord(token, "4244", "4242_3", "RUNNING", "c"));
+  EXPECT_EQ(ParseSqueueJob(out, token, "4242")->comment, "a");
+  EXPECT_EQ(ParseSqueueJob(out, token, "4242_3")->comment, "c");
+  EXPECT_EQ(ParseSqueueJob(out, token, "4242+0")->comment, "b");  // none matches: the first
+  EXPECT_EQ(ParseSqueueJob("", token, "4242").status().code(), absl::StatusCode::kNotFound);
+}
+
+// A directory with fake `squeue` and `scontrol`: squeue prints the job held in the files
+// `state` and `comment`; scontrol logs its arguments, one call per line as [arg][arg]..., and
+// `update` stores the new comment.
+class FakeSlurm {
+ public:
+  FakeSlurm() {
+    std::string dir = (std::filesystem::temp_directory_path() / "goodput-fake-slurm-XXXXXX");
+    EXPECT_NE(mkdtemp(dir.data()), nullptr);
+    dir_ = dir;
+    Write("squeue", R"sh(#!/bin/sh
+d=$(dirname "$0")
+for a; do case "$a" in --format=*) fmt=${a#--format=};; esac; done
+printf '[%s]' "$@" >> "$d/squeue.log"; echo >> "$d/squeue.log"
+head=${fmt%%\%A*}; tail=${fmt#*\%k}; sep=${fmt#*\%A}; sep=${sep%%\%i*}
+printf '%s4242%s4242%s%s%s%s%s\n' "$head" "$sep" "$sep" "$(cat "$d/state")" "$sep" \
+  "$(cat "$d/comment")" "$tail"
+)sh");
+    Write("scontrol", R"sh(#!/bin/sh
+d=$(dirname "$0")
+printf '[%s]' "$@" >> "$d/scontrol.log"; echo >> "$d/scontrol.log"
+if [ "$2" = update ]; then printf '%s' "${4#Comment=}" > "$d/comment"; fi
+)sh");
+    for (const char* f : {"squeue", "scontrol"}) {
+      std::filesystem::permissions(dir_ / f, std::filesystem::perms::owner_all);
+    }
+    Write("state", "RUNNING");
+    Write("comment", "(null)");
+  }
+  ~FakeSlurm() { std::filesystem::remove_all(dir_); }
+
+  void Write(const std::string& file, const std::string& text) {
+    std::ofstream(dir_ / file) << text;
+  }
+  std::string Read(const std::string& file) const {
+    std::ifstream in(dir_ / file);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+  SlurmTargetConfig Config() const {
+    return {.name = "slurm",
+            .marker_secret = "s3cret",
+            .scontrol_path = (dir_ / "scontrol").string(),
+            .squeue_path = (dir_ / "squeue").string()};
+  }
+
+ private:
+  std::filesystem::path dir_;
+};
+
+absl::Status SendTo(SlurmTarget& target, const Notification& n) {
+  return target.Send({.notification = &n, .idempotency_key = "17:slurm:firing"});
+}
+
+TEST(SlurmTarget, NotifiesAJobWhoseCommentHoldsAForgedMarkerOnceAndNotAgainOnRetry) {
+  FakeSlurm slurm;
+  slurm.Write("comment", "mine [goodput 17:slurm:firing]");
+  SlurmTarget target(slurm.Config());
+  ASSERT_TRUE(SendTo(target, Firing()).ok());
+  const std::string message = HumanMessage(Firing(), 600);
+  EXPECT_EQ(slurm.Read("scontrol.log"),
+            absl::StrCat("[--][notify][4242][", message, "]\n",
+                         "[--][update][JobId=4242][Comment=", "mine [goodput 17:slurm:firing] ",
+                         kMarker17, " ", OneLine(message, 400), "]\n"));
+  // The sender stopped before recording the delivery: the retry finds its marker.
+  ASSERT_TRUE(SendTo(target, Firing()).ok());
+  const std::vector<std::string> calls =
+      absl::StrSplit(slurm.Read("scontrol.log"), '\n', absl::SkipEmpty());
+  EXPECT_EQ(calls.size(), 2u) << slurm.Read("scontrol.log");
+  const std::string squeue_args = slurm.Read("squeue.log");
+  EXPECT_TRUE(absl::StartsWith(squeue_args, "[--noheader][--states=all][--jobs=4242][--format=<"))
+      << squeue_args;
+}
+
+TEST(SlurmTarget, PassesTelemetryTextAsOneArgumentAfterTheEndOfOptions) {
+  FakeSlurm slurm;
+  SlurmTarget target(slurm.Config());
+  Notification n = Firing();
+  n.summary = R"(-h --help "quoted" 'single' $(touch x) `id`)";
+  n.description = "-rf";
+  ASSERT_TRUE(SendTo(target, n).ok());
+  const std::string log = slurm.Read("scontrol.log");
+  EXPECT_TRUE(absl::StartsWith(
+      log,
+      R"([--][notify][4242][goodput critical: -h --help "quoted" 'single' $(touch x) `id` -- -rf )"))
+      << log;
+}
+
+TEST(SlurmTarget, RefusesJobIdsThatAreNotSlurmJobIdsWithoutRunningAnything) {
+  FakeSlurm slurm;
+  SlurmTarget target(slurm.Config());
+  for (const char* job_id : {"-4242", "--help", "-h", "4242 --help", "4242\n-h"}) {
+    Notification n = Firing();
+    n.job_id = job_id;
+    const absl::Status s = SendTo(target, n);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << job_id;
+    EXPECT_TRUE(absl::StrContains(s.message(), absl::StrCat("job_id=\"", job_id, "\""))) << s;
+  }
+  EXPECT_EQ(slurm.Read("squeue.log"), "");
+  EXPECT_EQ(slurm.Read("scontrol.log"), "");
+}
+
+TEST(SlurmTarget, RefusesToWriteAMarkerWithoutASecret) {
+  FakeSlurm slurm;
+  SlurmTargetConfig config = slurm.Config();
+  config.marker_secret = "";
+  SlurmTarget target(config);
+  EXPECT_EQ(SendTo(target, Firing()).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(slurm.Read("scontrol.log"), "");
 }
 
 TEST(OsmoTag, IsPrefixPlusKindWithDashes) {
@@ -132,8 +320,10 @@ TEST(ParseTargets, BuildsEveryKind) {
   absl::StatusOr<platform::ConfigTree> tree = platform::ConfigTree::LoadString(R"(
 alerting:
   targets:
-    - {name: slurm-eos, kind: slurm, cluster: eos, slurm_conf: /etc/slurm/slurm.conf}
-    - {name: slurm-rest, kind: slurm, mode: rest, url: "http://localhost", unix_socket: /run/s.sock}
+    - {name: slurm-eos, kind: slurm, cluster: eos, slurm_conf: /etc/slurm/slurm.conf,
+       squeue_path: /usr/bin/squeue, marker_secret: s3cret}
+    - {name: slurm-rest, kind: slurm, mode: rest, url: "http://localhost", unix_socket: /run/s.sock,
+       marker_secret_env: HOME}
     - {name: osmo, kind: osmo, url: "https://osmo.example/", cancel: true}
     - {name: am, kind: alertmanager, url: "http://am:9093", resend_interval_s: 60,
        rate_limit: {per_minute: 30, burst: 5}}
@@ -160,11 +350,18 @@ TEST(ParseTargets, RefusesBadEntriesNamingEntryKeyAndValue) {
             "alerting.targets[0] (h).secret: is required (or secret_file, secret_env)");
   EXPECT_EQ(message("alerting: {targets: [{name: h, kind: webhook, url: 'ftp://x', secret: s}]}"),
             "alerting.targets[0] (h).url: \"ftp://x\" is not an http:// or https:// URL");
-  EXPECT_EQ(message("alerting: {targets: [{name: s, kind: slurm, requeu: true}]}"),
-            "alerting.targets[0] (s).requeu: is not a known key for this kind of target");
+  EXPECT_EQ(
+      message("alerting: {targets: [{name: s, kind: slurm, marker_secret: m, requeu: true}]}"),
+      "alerting.targets[0] (s).requeu: is not a known key for this kind of target");
   EXPECT_EQ(message("alerting: {targets: [{name: s, kind: slurm, hold: true}]}"),
             "alerting.targets[0] (s).hold: needs requeue: true (a running job is held by "
             "requeuing it held)");
+  EXPECT_EQ(message("alerting: {targets: [{name: s, kind: slurm}]}"),
+            "alerting.targets[0] (s).marker_secret: is required (or marker_secret_file, "
+            "marker_secret_env)");
+  EXPECT_EQ(message("alerting: {targets: [{name: s, kind: slurm, mode: rest, url: 'http://r'}]}"),
+            "alerting.targets[0] (s).marker_secret: is required (or marker_secret_file, "
+            "marker_secret_env)");
   EXPECT_EQ(message("alerting: {targets: [{name: a, kind: alertmanager, url: 'http://a'}, "
                     "{name: a, kind: alertmanager, url: 'http://b'}]}"),
             "alerting.targets[1] (a).name: \"a\" is used by an earlier target");

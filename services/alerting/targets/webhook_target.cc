@@ -1,14 +1,11 @@
 #include "services/alerting/targets/webhook_target.h"
 
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
-
 #include <nlohmann/json.hpp>
 
-#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "services/alerting/targets/http_client.h"
 #include "services/alerting/targets/render.h"
+#include "services/alerting/targets/signing.h"
 
 namespace goodput::alerting {
 
@@ -26,14 +23,7 @@ std::string WebhookBody(const Notification& n, const std::string& idempotency_ke
 
 std::string WebhookSignature(const std::string& secret, const std::string& timestamp,
                              const std::string& body) {
-  const std::string signed_text = absl::StrCat(timestamp, ".", body);
-  unsigned char mac[EVP_MAX_MD_SIZE];
-  unsigned int mac_len = 0;
-  HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
-       reinterpret_cast<const unsigned char*>(signed_text.data()), signed_text.size(), mac,
-       &mac_len);
-  return absl::StrCat("sha256=",
-                      absl::BytesToHexString(std::string(reinterpret_cast<char*>(mac), mac_len)));
+  return absl::StrCat("sha256=", HmacSha256Hex(secret, absl::StrCat(timestamp, ".", body)));
 }
 
 absl::Status WebhookTarget::Send(const SendRequest& request) {
