@@ -197,8 +197,8 @@ absl::StatusOr<std::shared_ptr<void>> Setup(platform::ServiceContext& ctx) {
   constexpr absl::string_view kRemoteWriteRoute = "POST /api/v1/write";
   const platform::AuthPolicy* auth = ctx.auth;
   if (ctx.auth != nullptr) ctx.auth->AllowMethod(kRemoteWriteRoute, {platform::Role::kTelemetry});
-  ctx.http->Post("/api/v1/write", [receiver, auth, kRemoteWriteRoute](const httplib::Request& req,
-                                                                      httplib::Response& res) {
+  auto handle_remote_write = [receiver, auth, kRemoteWriteRoute](const httplib::Request& req,
+                                                                 httplib::Response& res) {
     if (auth != nullptr) {
       if (auto refusal =
               platform::AuthorizeHttp(*auth, kRemoteWriteRoute, req.get_header_value("Authorization"))) {
@@ -212,7 +212,11 @@ absl::StatusOr<std::shared_ptr<void>> Setup(platform::ServiceContext& ctx) {
                                        req.get_param_value("cluster"));
     res.status = reply.status;
     res.set_content(reply.body, "text/plain; charset=utf-8");
-  });
+  };
+  // The HTTP server refuses a larger body while reading it (413 naming the same key).
+  ctx.http->Post("/api/v1/write", handle_remote_write,
+                 {.max_bytes = remote_write.max_body_bytes,
+                  .config_key = "ingest.remote_write.max_body_bytes"});
   runtime->maintenance->Start();
   runtime->scraper->Start();
   Maintenance* m = runtime->maintenance.get();
