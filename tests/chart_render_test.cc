@@ -129,6 +129,9 @@ TEST(HelmChart, DefaultValuesRenderTheFourServicesWithProbesShardsSecretsAndAuth
     EXPECT_EQ(container["command"][0], "goodput-" + service);
     EXPECT_TRUE(container["readinessProbe"].contains("grpc")) << container.dump();
     EXPECT_TRUE(container["livenessProbe"].is_object());
+    // Probes go to the listener of their own, which the main port's clients cannot fill.
+    EXPECT_EQ(container["livenessProbe"]["httpGet"]["port"], "probe") << container.dump();
+    EXPECT_THAT(r.Config(service), HasSubstr("probe_port: "));
     EXPECT_TRUE(container["resources"]["requests"].contains("memory"));
     EXPECT_NE(EnvVar(container, "PGPASSWORD"), nullptr);
 
@@ -207,6 +210,7 @@ Mounted Mount(const Rendered& r, const TempDir& tmp, const std::string& service,
   m.env.emplace_back("GOODPUT_REDIS__PORT", absl::StrCat(redis.port()));
   m.env.emplace_back("GOODPUT_GRPC__PORT", "0");
   m.env.emplace_back("GOODPUT_HTTP__PORT", "0");
+  m.env.emplace_back("GOODPUT_HTTP__PROBE_PORT", "0");
   return m;
 }
 

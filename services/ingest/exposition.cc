@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -50,8 +51,11 @@ bool ParseValue(absl::string_view text, double* out) {
 
 }  // namespace
 
-absl::StatusOr<PromLine> ParsePromLine(absl::string_view line) {
+absl::StatusOr<PromLine> ParsePromLine(absl::string_view line, size_t max_labels) {
   PromLine out;
+  // Label names seen, as views into `line` (names are never escaped): a repeated name is
+  // found in constant time, so a line with very many labels costs time linear in its length.
+  absl::flat_hash_set<absl::string_view> seen;
   size_t pos = 0;
   const size_t n = line.size();
   auto skip_spaces = [&] {
@@ -74,9 +78,14 @@ absl::StatusOr<PromLine> ParsePromLine(absl::string_view line) {
         break;
       }
       if (!IsLabelStart(line[pos])) return Malformed(pos, "expected a label name");
+      if (out.labels.size() == max_labels) {
+        return absl::ResourceExhaustedError(
+            absl::StrCat(out.name, " has more than ", max_labels, " labels"));
+      }
       const size_t label_start = pos;
       while (pos < n && IsLabelChar(line[pos])) ++pos;
-      std::string label(line.substr(label_start, pos - label_start));
+      const absl::string_view label_name = line.substr(label_start, pos - label_start);
+      std::string label(label_name);
       skip_spaces();
       if (pos >= n || line[pos] != '=') {
         return Malformed(pos, absl::StrCat("expected '=' after label ", label));
@@ -121,10 +130,8 @@ absl::StatusOr<PromLine> ParsePromLine(absl::string_view line) {
       if (!api::IsValidUtf8(value)) {
         return Malformed(pos, absl::StrCat("value of label ", label, " is not valid UTF-8"));
       }
-      for (const auto& [existing, unused] : out.labels) {
-        if (existing == label) {
-          return Malformed(label_start, absl::StrCat("label ", label, " appears twice"));
-        }
+      if (!seen.insert(label_name).second) {
+        return Malformed(label_start, absl::StrCat("label ", label, " appears twice"));
       }
       out.labels.emplace_back(std::move(label), std::move(value));
       skip_spaces();
@@ -267,7 +274,16 @@ ExpositionResult ParseDcgmExposition(absl::string_view body, const ExpositionOpt
                                             RefusalCode::kMalformed, "is not valid UTF-8"));
       continue;
     }
-    absl::StatusOr<PromLine> parsed = ParsePromLine(line);
+    absl::StatusOr<PromLine> parsed = ParsePromLine(line, options.max_labels_per_series);
+    if (parsed.status().code() == absl::StatusCode::kResourceExhausted) {
+      ++result.refused_line_count;
+      const absl::string_view name = line.substr(0, line.find_first_of("{ \t"));
+      result.refusals.push_back(LineRefusal(
+          options, line_number, sample_index, std::string(name), "", RefusalCode::kOutOfRange,
+          absl::StrCat("has more than ", options.max_labels_per_series,
+                       " labels, the most a series may have (ingest.max_labels_per_series)")));
+      continue;
+    }
     if (!parsed.ok()) {
       ++result.refused_line_count;
       result.refusals.push_back(

@@ -11,8 +11,8 @@
 // ignored. A DCGM blank (IsDcgmBlank: the field could not be read) is a missing value: the
 // line is counted in `blank_value_count` and the GPU's other fields are kept. A GPU model
 // the catalog does not know is kept too (ofu reports its OFU as unavailable). A malformed
-// line, or a value that fails validation, is refused with its line number and reason while
-// the rest of the body is kept.
+// line, a line with more than `max_labels_per_series` labels, or a value that fails
+// validation, is refused with its line number and reason while the rest of the body is kept.
 //
 //   ExpositionResult r = ParseDcgmExposition(body, {.batch_id = "scrape-17",
 //                                                  .default_host = "gpu-node-042",
@@ -24,7 +24,9 @@
 // `GPU_I_ID` and `GPU_I_PROFILE` (MIG).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -46,9 +48,15 @@ struct PromLine {
   std::optional<int64_t> timestamp_ms;
 };
 
-// Parses one sample line (not blank, not a comment). INVALID_ARGUMENT with the reason and
-// the column (1-based) where reading stopped.
-absl::StatusOr<PromLine> ParsePromLine(absl::string_view line);
+// Labels a series may have (besides its metric name) unless configured otherwise
+// (ingest.max_labels_per_series).
+inline constexpr size_t kDefaultMaxLabelsPerSeries = 128;
+
+// Parses one sample line (not blank, not a comment) in time linear in its length.
+// INVALID_ARGUMENT with the reason and the column (1-based) where reading stopped;
+// RESOURCE_EXHAUSTED when it has more than `max_labels` labels.
+absl::StatusOr<PromLine> ParsePromLine(absl::string_view line,
+                                       size_t max_labels = std::numeric_limits<size_t>::max());
 
 // The sample field a DCGM metric maps to and the factor its value is multiplied by
 // (0.01 for percentages); nullopt for metrics goodput does not use.
@@ -66,6 +74,8 @@ struct ExpositionOptions {
   int64_t scrape_time_unix_ms = 0;
   // Added to every sample; labels in the body win.
   std::map<std::string, std::string> extra_labels;
+  // A line with more labels is refused alone (ingest.max_labels_per_series).
+  size_t max_labels_per_series = kDefaultMaxLabelsPerSeries;
   ValidationOptions validation;
 };
 

@@ -212,6 +212,65 @@ TEST(ParsePromLine, ReadsSpecialValuesAndRejectsTrailingGarbage) {
   EXPECT_FALSE(ParsePromLine("1m 1").ok());
 }
 
+// A clock line of GPU `gpu` on host n1 with `extra` more labels l0="v0", l1="v1", ...
+std::string LineWithLabels(int gpu, int extra) {
+  std::string line = absl::StrCat("DCGM_FI_DEV_SM_CLOCK{gpu=\"", gpu, "\",Hostname=\"n1\"");
+  for (int i = 0; i < extra; ++i) absl::StrAppend(&line, ",l", i, "=\"v", i, "\"");
+  absl::StrAppend(&line, "} 1500");
+  return line;
+}
+
+TEST(ParsePromLine, ReadsALineOfAHundredThousandLabels) {
+  absl::StatusOr<PromLine> parsed = ParsePromLine(LineWithLabels(0, 100'000));
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  ASSERT_EQ(parsed->labels.size(), 100'002u);
+  EXPECT_THAT(parsed->labels[2], Pair("l0", "v0"));
+  EXPECT_THAT(parsed->labels[100'001], Pair("l99999", "v99999"));
+  EXPECT_DOUBLE_EQ(parsed->value, 1500);
+}
+
+TEST(ParsePromLine, FindsALabelRepeatedAmongAHundredThousand) {
+  std::string line = LineWithLabels(0, 100'000);
+  line.insert(line.rfind('}'), ",l5=\"again\"");
+  absl::StatusOr<PromLine> parsed = ParsePromLine(line);
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(parsed.status().message(), HasSubstr("label l5 appears twice"));
+}
+
+TEST(ParsePromLine, StopsAtTheLabelLimit) {
+  EXPECT_TRUE(ParsePromLine(LineWithLabels(0, 126), 128).ok());
+  absl::StatusOr<PromLine> parsed = ParsePromLine(LineWithLabels(0, 100'000), 128);
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_EQ(parsed.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(parsed.status().message(), "DCGM_FI_DEV_SM_CLOCK has more than 128 labels");
+}
+
+TEST(ParseDcgmExposition, RefusesALineWithTooManyLabelsAloneAndKeepsTheRest) {
+  const std::string body = absl::StrCat(LineWithLabels(0, 3), "\n", LineWithLabels(1, 100'000),
+                                        "\n", LineWithLabels(2, 3), "\n");
+  ExpositionResult r = ParseDcgmExposition(body, Options());
+  ASSERT_EQ(r.refusals.size(), 1u);
+  EXPECT_EQ(r.refusals[0].line_number, 2);
+  EXPECT_EQ(r.refusals[0].code, RefusalCode::kOutOfRange);
+  EXPECT_EQ(r.refusals[0].message,
+            "line 2 of batch scrape-1: DCGM_FI_DEV_SM_CLOCK has more than 128 labels, the most a "
+            "series may have (ingest.max_labels_per_series)");
+  EXPECT_EQ(r.refused_line_count, 1);
+  ASSERT_EQ(r.samples.size(), 2u);
+  EXPECT_EQ(r.samples[0].sample.gpu.gpu_index, 0);
+  EXPECT_EQ(r.samples[1].sample.gpu.gpu_index, 2);
+
+  // A higher limit takes the line with all its labels.
+  ExpositionOptions options = Options();
+  options.max_labels_per_series = 200'000;
+  r = ParseDcgmExposition(body, options);
+  EXPECT_TRUE(r.refusals.empty());
+  ASSERT_EQ(r.samples.size(), 3u);
+  EXPECT_EQ(r.samples[1].sample.labels.size(), 100'000u);
+  EXPECT_EQ(r.samples[1].sample.labels.at("l99999"), "v99999");
+}
+
 TEST(HostFromEndpoint, TakesTheHostOfAUrl) {
   EXPECT_EQ(HostFromEndpoint("http://gpu-node-042:9400/metrics"), "gpu-node-042");
   EXPECT_EQ(HostFromEndpoint("gpu-node-7:9400"), "gpu-node-7");

@@ -403,6 +403,7 @@ grpc::Status IngestServiceImpl::PushExposition(grpc::ServerContext* context,
   options.scrape_time_unix_ms = request->scrape_time_unix_ms() > 0 ? request->scrape_time_unix_ms()
                                                                    : options.validation.now_unix_ms;
   for (const auto& [k, v] : request->extra_labels()) options.extra_labels.emplace(k, v);
+  options.max_labels_per_series = pipeline_->options().max_labels_per_series;
   ExpositionResult parsed = ParseDcgmExposition(request->body(), options);
   pipeline_->CountSetAside("exposition", parsed.ignored_line_count, parsed.blank_value_count);
 

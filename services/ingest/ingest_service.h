@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "goodput/v1/ingest.grpc.pb.h"
 #include "services/core/gpu_catalog.h"
+#include "services/ingest/exposition.h"
 #include "services/ingest/identity_rules.h"
 #include "services/ingest/sample.h"
 #include "services/ingest/sample_store.h"
@@ -36,6 +37,8 @@ struct IngestOptions {
   int max_listed_refusals = 1000;
   // Host canonicalization and pod label pairs (identity_rules.h).
   IdentityRules identity;
+  // PushExposition and scraped lines with more labels are refused alone.
+  size_t max_labels_per_series = kDefaultMaxLabelsPerSeries;
 };
 
 // Counts samples admitted for processing; refuses admission above a bound.

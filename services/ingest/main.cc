@@ -5,6 +5,8 @@
 //   ingest.max_request_bytes [67108864]      gRPC message size limit
 //   ingest.max_exposition_bytes [16777216]   PushExposition body size limit
 //   ingest.max_inflight_samples [1000000]    backpressure bound (RESOURCE_EXHAUSTED above)
+//   ingest.max_labels_per_series [128]       a series (remote_write, PushExposition, scrape)
+//                                            with more labels is refused alone
 //   ingest.max_future_skew_s [300]           how far in the future a timestamp may be
 //   ingest.retention_days [30]               samples older are refused; partitions dropped
 //   ingest.partitions_ahead_days [7]         daily partitions created ahead of time
@@ -91,6 +93,10 @@ absl::StatusOr<std::shared_ptr<void>> Setup(platform::ServiceContext& ctx) {
       config.GetIntInRange("ingest.max_inflight_samples", 1'000'000, 1, 1'000'000'000);
   if (!inflight.ok()) return inflight.status();
   options.max_inflight_samples = *inflight;
+  absl::StatusOr<int64_t> max_labels =
+      config.GetIntInRange("ingest.max_labels_per_series", kDefaultMaxLabelsPerSeries, 1, 1 << 20);
+  if (!max_labels.ok()) return max_labels.status();
+  options.max_labels_per_series = static_cast<size_t>(*max_labels);
   absl::StatusOr<int64_t> skew = config.GetIntInRange("ingest.max_future_skew_s", 300, 0, 86'400);
   if (!skew.ok()) return skew.status();
   options.max_future_skew_ms = *skew * 1000;
@@ -123,6 +129,7 @@ absl::StatusOr<std::shared_ptr<void>> Setup(platform::ServiceContext& ctx) {
       "ingest.remote_write.max_decompressed_bytes", 64 << 20, 1 << 10, 1 << 30);
   if (!rw_raw.ok()) return rw_raw.status();
   remote_write.max_decompressed_bytes = *rw_raw;
+  remote_write.max_labels_per_series = options.max_labels_per_series;
   absl::StatusOr<std::vector<std::string>> replica_labels =
       config.GetStringList("ingest.remote_write.ha_replica_labels");
   if (!replica_labels.ok()) return replica_labels.status();
@@ -197,8 +204,8 @@ absl::StatusOr<std::shared_ptr<void>> Setup(platform::ServiceContext& ctx) {
   constexpr absl::string_view kRemoteWriteRoute = "POST /api/v1/write";
   const platform::AuthPolicy* auth = ctx.auth;
   if (ctx.auth != nullptr) ctx.auth->AllowMethod(kRemoteWriteRoute, {platform::Role::kTelemetry});
-  ctx.http->Post("/api/v1/write", [receiver, auth, kRemoteWriteRoute](const httplib::Request& req,
-                                                                      httplib::Response& res) {
+  auto handle_remote_write = [receiver, auth, kRemoteWriteRoute](const httplib::Request& req,
+                                                                 httplib::Response& res) {
     if (auth != nullptr) {
       if (auto refusal =
               platform::AuthorizeHttp(*auth, kRemoteWriteRoute, req.get_header_value("Authorization"))) {
@@ -212,7 +219,11 @@ absl::StatusOr<std::shared_ptr<void>> Setup(platform::ServiceContext& ctx) {
                                        req.get_param_value("cluster"));
     res.status = reply.status;
     res.set_content(reply.body, "text/plain; charset=utf-8");
-  });
+  };
+  // The HTTP server refuses a larger body while reading it (413 naming the same key).
+  ctx.http->Post("/api/v1/write", handle_remote_write,
+                 {.max_bytes = remote_write.max_body_bytes,
+                  .config_key = "ingest.remote_write.max_body_bytes"});
   runtime->maintenance->Start();
   runtime->scraper->Start();
   Maintenance* m = runtime->maintenance.get();

@@ -145,8 +145,13 @@ std::vector<RemoteWriteBatch> MapWriteRequest(const prometheus::WriteRequest& re
     const prometheus::TimeSeries& series = request.timeseries(s);
     std::string name;
     const std::string cluster = SeriesCluster(series, options.default_cluster);
+    size_t label_count = 0;  // besides __name__
     for (const prometheus::Label& label : series.labels()) {
-      if (label.name() == "__name__") name = label.value();
+      if (label.name() == "__name__") {
+        name = label.value();
+      } else {
+        ++label_count;
+      }
     }
     if (!options.dropped_replicas.empty() &&
         options.dropped_replicas.contains(
@@ -191,6 +196,15 @@ std::vector<RemoteWriteBatch> MapWriteRequest(const prometheus::WriteRequest& re
                     "has no __name__ label (metric name)");
       continue;
     }
+    // Refused before its labels are rendered once per sample.
+    if (label_count > options.max_labels_per_series) {
+      out.refused_count += series.samples_size();
+      refuse_series(&out.refusals, RefusalCode::kOutOfRange, "labels",
+                    absl::StrCat("has ", label_count, " labels, more than the ",
+                                 options.max_labels_per_series,
+                                 " a series may have (ingest.max_labels_per_series)"));
+      continue;
+    }
     std::string prefix = name;
     bool first = true;
     for (const prometheus::Label& label : series.labels()) {
@@ -223,6 +237,7 @@ std::vector<RemoteWriteBatch> MapWriteRequest(const prometheus::WriteRequest& re
     parse_options.validation = options.validation;
     // Every rendered line has its timestamp; this only guards against a sample without.
     parse_options.scrape_time_unix_ms = options.validation.now_unix_ms;
+    parse_options.max_labels_per_series = options.max_labels_per_series;
     ExpositionResult parsed = ParseDcgmExposition(rendered.text, parse_options);
     RemoteWriteBatch batch;
     batch.cluster = cluster;
@@ -290,6 +305,7 @@ HttpReply RemoteWriteReceiver::Handle(absl::string_view body, absl::string_view 
       if (*elected != key.second) map_options.dropped_replicas.insert(std::move(key));
     }
   }
+  map_options.max_labels_per_series = options_.max_labels_per_series;
   std::vector<RemoteWriteBatch> batches = MapWriteRequest(*request, map_options);
 
   int64_t stored = 0;
@@ -331,10 +347,11 @@ HttpReply RemoteWriteReceiver::Handle(absl::string_view body, absl::string_view 
   }
   int64_t reports_stored = 0;
   if (options_.report_sink && !options_.throughput_metrics.empty()) {
-    MappedReports mapped = MapThroughputSeries(*request, options_.throughput_metrics,
-                                               map_options.default_cluster, map_options.batch_id);
+    MappedReports mapped =
+        MapThroughputSeries(*request, options_.throughput_metrics, map_options.default_cluster,
+                            map_options.batch_id, options_.max_labels_per_series);
     ignored -= mapped.sample_count;
-    refused += static_cast<int64_t>(mapped.refusals.size());
+    refused += mapped.refused_count;
     for (Refusal& r : mapped.refusals) refusals.push_back(std::move(r));
     if (!mapped.reports.empty()) {
       // Acknowledge only what goodput-mfu has committed; the GPU samples above are stored

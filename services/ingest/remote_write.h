@@ -6,8 +6,9 @@
 //
 // Status codes follow remote_write's retry rules:
 //   200  everything usable was committed (other metrics such as `up` are ignored);
-//   400  a corrupt snappy block or protobuf, or invalid samples (the valid ones of the same
-//        request are committed; the body lists what was refused and why);
+//   400  a corrupt snappy block or protobuf, or invalid samples or series (e.g. one with more
+//        labels than ingest.max_labels_per_series; the valid ones of the same request are
+//        committed; the body lists what was refused and why);
 //   413  body or decompressed size above the limit (named in the body);
 //   429  backpressure (IngestPipeline saturated): retry later;
 //   503  PostgreSQL unavailable: retry later.
@@ -82,6 +83,8 @@ struct RemoteWriteMapOptions {
   std::vector<std::string> replica_labels = {};
   // (cluster, replica) pairs whose series are dropped: not the elected replica (HaOptions).
   absl::flat_hash_set<std::pair<std::string, std::string>> dropped_replicas = {};
+  // A series with more labels (besides __name__) is refused alone.
+  size_t max_labels_per_series = kDefaultMaxLabelsPerSeries;
 };
 
 // Maps every series sample through ParseDcgmExposition, grouped by cluster (the series'
@@ -118,6 +121,8 @@ struct RemoteWriteOptions {
   int64_t max_decompressed_bytes = 64 << 20;
   // Refusals listed in a 400 body (the count is always given).
   int max_listed_refusals = 100;
+  // See RemoteWriteMapOptions::max_labels_per_series (ingest.max_labels_per_series).
+  size_t max_labels_per_series = kDefaultMaxLabelsPerSeries;
   // Framework throughput series mapped to MFU reports (throughput_metrics.h) and delivered
   // through `report_sink` before answering: 503 when the sink fails, so the request is
   // retried. Without a sink such series are ignored like any other non-DCGM metric.

@@ -203,6 +203,35 @@ TEST(MapWriteRequest, RefusesLabelNamesTheTextFormatCannotCarry) {
   EXPECT_THAT(batches[0].refusals[0].message, HasSubstr("series 0 sample 0"));
 }
 
+TEST(MapWriteRequest, RefusesASeriesWithTooManyLabelsAloneAndKeepsTheRest) {
+  prometheus::WriteRequest request;
+  AddDcgmSeries(&request, "DCGM_FI_DEV_SM_CLOCK", 0, 1755);
+  prometheus::TimeSeries* crowded = AddDcgmSeries(&request, "DCGM_FI_DEV_SM_CLOCK", 1, 1755);
+  for (int i = 0; i < 100'000; ++i) AddLabel(crowded, absl::StrCat("l", i), absl::StrCat("v", i));
+  AddDcgmSeries(&request, "DCGM_FI_DEV_SM_CLOCK", 2, 1755);
+
+  std::vector<RemoteWriteBatch> batches = MapWriteRequest(request, MapOptions());
+  ASSERT_EQ(batches.size(), 1u);
+  ASSERT_EQ(batches[0].samples.size(), 2u);
+  EXPECT_EQ(batches[0].samples[0].gpu.gpu_index, 0);
+  EXPECT_EQ(batches[0].samples[1].gpu.gpu_index, 2);
+  EXPECT_EQ(batches[0].refused_count, 1);
+  ASSERT_EQ(batches[0].refusals.size(), 1u);
+  EXPECT_EQ(batches[0].refusals[0].code, RefusalCode::kOutOfRange);
+  EXPECT_EQ(batches[0].refusals[0].message,
+            "series 1 of batch rw-1 (DCGM_FI_DEV_SM_CLOCK, 1 samples): has 100008 labels, more "
+            "than the 128 a series may have (ingest.max_labels_per_series)");
+
+  // A higher limit takes the series with all its labels.
+  RemoteWriteMapOptions options = MapOptions();
+  options.max_labels_per_series = 200'000;
+  batches = MapWriteRequest(request, options);
+  ASSERT_EQ(batches.size(), 1u);
+  EXPECT_TRUE(batches[0].refusals.empty());
+  ASSERT_EQ(batches[0].samples.size(), 3u);
+  EXPECT_EQ(batches[0].samples[1].labels.at("l99999"), "v99999");
+}
+
 class RemoteWriteReceiverTest : public ::testing::Test {
  protected:
   // Only paths that refuse before storing are exercised here; storage is tested with a real

@@ -178,6 +178,7 @@ void Scraper::ScrapeOnce(size_t index) {
     options.scrape_time_unix_ms = start_ms;
     options.extra_labels = target.labels;
     options.validation = pipeline_->validation_options();
+    options.max_labels_per_series = pipeline_->options().max_labels_per_series;
     ExpositionResult parsed = ParseDcgmExposition(*body, options);
     pipeline_->CountSetAside("scrape", parsed.ignored_line_count, parsed.blank_value_count);
     std::vector<Sample> samples;

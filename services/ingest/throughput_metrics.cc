@@ -112,18 +112,40 @@ absl::StatusOr<std::vector<ThroughputMetric>> ParseThroughputMetrics(const YAML:
 
 MappedReports MapThroughputSeries(const prometheus::WriteRequest& request,
                                   const std::vector<ThroughputMetric>& metrics,
-                                  const std::string& default_cluster, const std::string& batch_id) {
+                                  const std::string& default_cluster, const std::string& batch_id,
+                                  size_t max_labels) {
   MappedReports out;
   for (int s = 0; s < request.timeseries_size(); ++s) {
     const prometheus::TimeSeries& series = request.timeseries(s);
-    std::map<std::string, std::string> labels;
-    for (const prometheus::Label& l : series.labels()) labels[l.name()] = l.value();
-    const std::string name = labels["__name__"];
+    // The name first: other series' labels are not collected at all.
+    std::string name;
+    for (const prometheus::Label& l : series.labels()) {
+      if (l.name() == "__name__") name = l.value();
+    }
     const ThroughputMetric* metric = nullptr;
     for (const ThroughputMetric& m : metrics) {
       if (m.name == name) metric = &m;
     }
     if (metric == nullptr) continue;
+    const size_t label_count = static_cast<size_t>(series.labels_size()) - 1;
+    if (label_count > max_labels) {
+      out.sample_count += series.samples_size();
+      out.refused_count += series.samples_size();
+      Refusal r;
+      r.batch_id = batch_id;
+      r.index = s;
+      r.field = "labels";
+      r.value = TruncateForRefusal(name);
+      r.code = RefusalCode::kOutOfRange;
+      r.message = absl::StrCat("series ", s, " of batch ", batch_id, " (", name, ", ",
+                               series.samples_size(), " samples): has ", label_count,
+                               " labels, more than the ", max_labels,
+                               " a series may have (ingest.max_labels_per_series)");
+      out.refusals.push_back(std::move(r));
+      continue;
+    }
+    std::map<std::string, std::string> labels;
+    for (const prometheus::Label& l : series.labels()) labels[l.name()] = l.value();
     std::string cluster = default_cluster;
     if (auto it = labels.find("cluster"); it != labels.end() && !it->second.empty()) {
       cluster = it->second;
@@ -166,6 +188,7 @@ MappedReports MapThroughputSeries(const prometheus::WriteRequest& request,
         r.message = absl::StrCat("series ", s, " sample ", k, " of batch ", batch_id, " (", name,
                                  "): ", reason);
         out.refusals.push_back(std::move(r));
+        ++out.refused_count;
       };
       if (cluster.empty()) {
         refuse("cluster", "", RefusalCode::kMissingField,

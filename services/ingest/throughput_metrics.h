@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -66,12 +67,15 @@ struct MappedReports {
   std::vector<goodput::v1::MfuReport> reports;
   std::vector<Refusal> refusals;  // "series S sample K of batch B: ..."
   int64_t sample_count = 0;       // samples of mapped metrics (reports + refused)
+  int64_t refused_count = 0;      // samples refused (a refused series counts all its samples)
 };
 
-// Maps the samples of the series of `metrics` in `request`. Stale markers are skipped.
+// Maps the samples of the series of `metrics` in `request`. Stale markers are skipped; a
+// series with more than `max_labels` labels (besides __name__) is refused.
 MappedReports MapThroughputSeries(const prometheus::WriteRequest& request,
                                   const std::vector<ThroughputMetric>& metrics,
-                                  const std::string& default_cluster, const std::string& batch_id);
+                                  const std::string& default_cluster, const std::string& batch_id,
+                                  size_t max_labels = std::numeric_limits<size_t>::max());
 
 // What the receiver of the reports answered.
 struct ReportSinkResult {

@@ -61,6 +61,22 @@ TEST(ThroughputMetrics, MegatronThroughputBecomesPerGpuReportsOfTheLabelledJob) 
   EXPECT_EQ(again.reports[0].report_id(), r.report_id());
 }
 
+TEST(ThroughputMetrics, ASeriesWithTooManyLabelsIsRefusedWithAllItsSamples) {
+  std::vector<std::pair<std::string, std::string>> labels = {
+      {"__name__", "megatron_training_throughput_tflops"}, {"cluster", "eos"}, {"job_id", "7"}};
+  for (int i = 0; i < 200; ++i) labels.emplace_back("l" + std::to_string(i), "v");
+  prometheus::WriteRequest req;
+  *req.add_timeseries() = Series(labels, {{1'780'000'030'000, 400}, {1'780'000'060'000, 401}});
+  MappedReports m = MapThroughputSeries(req, DefaultThroughputMetrics(), "", "b1", 128);
+  EXPECT_TRUE(m.reports.empty());
+  EXPECT_EQ(m.sample_count, 2);
+  EXPECT_EQ(m.refused_count, 2);
+  ASSERT_EQ(m.refusals.size(), 1u);
+  EXPECT_EQ(m.refusals[0].field, "labels");
+  EXPECT_NE(m.refusals[0].message.find("has 202 labels, more than the 128"), std::string::npos)
+      << m.refusals[0].message;
+}
+
 TEST(ThroughputMetrics, SamplesNamingNoJobOrClusterAreRefusedWithTheLabels) {
   prometheus::WriteRequest req;
   *req.add_timeseries() =

@@ -281,6 +281,31 @@ absl::StatusOr<ServiceConfig> ParseServiceConfig(const ConfigTree& tree,
   GOODPUT_ASSIGN_OR_RETURN(config.grpc_port, tree.GetIntInRange("grpc.port", 0, 0, 65535));
   GOODPUT_ASSIGN_OR_RETURN(config.http_host, tree.GetString("http.host", config.http_host));
   GOODPUT_ASSIGN_OR_RETURN(config.http_port, tree.GetIntInRange("http.port", 0, 0, 65535));
+  if (tree.Has("http.probe_port")) {
+    GOODPUT_ASSIGN_OR_RETURN(config.http_probe_port,
+                             tree.GetIntInRange("http.probe_port", 0, 0, 65535));
+  }
+  HttpLimits& limits = config.http_limits;
+  GOODPUT_ASSIGN_OR_RETURN(limits.threads,
+                           tree.GetIntInRange("http.threads", limits.threads, 1, 4096));
+  GOODPUT_ASSIGN_OR_RETURN(
+      limits.max_queued_connections,
+      tree.GetIntInRange("http.max_queued_connections", limits.max_queued_connections, 0, 1 << 16));
+  GOODPUT_ASSIGN_OR_RETURN(
+      limits.max_header_bytes,
+      tree.GetIntInRange("http.max_header_bytes", limits.max_header_bytes, 1 << 10, 16 << 20));
+  GOODPUT_ASSIGN_OR_RETURN(
+      limits.max_body_bytes,
+      tree.GetIntInRange("http.max_body_bytes", limits.max_body_bytes, 0, int64_t{1} << 30));
+  for (auto [key, field] : {std::pair{"http.read_timeout_s", &limits.read_timeout},
+                            std::pair{"http.request_timeout_s", &limits.request_timeout},
+                            std::pair{"http.idle_timeout_s", &limits.idle_timeout},
+                            std::pair{"http.write_timeout_s", &limits.write_timeout}}) {
+    GOODPUT_ASSIGN_OR_RETURN(*field, tree.GetSeconds(key, absl::ToDoubleSeconds(*field)));
+    if (*field < absl::Milliseconds(1)) {
+      return BadValue(key, absl::StrCat(absl::ToDoubleSeconds(*field)), "is not a duration > 0");
+    }
+  }
   GOODPUT_ASSIGN_OR_RETURN(config.postgres.dsn, tree.GetString("postgres.dsn", ""));
   GOODPUT_ASSIGN_OR_RETURN(config.postgres.pool_size,
                            tree.GetIntInRange("postgres.pool_size", 4, 1, 1024));
@@ -297,6 +322,10 @@ absl::StatusOr<ServiceConfig> ParseServiceConfig(const ConfigTree& tree,
 #undef GOODPUT_ASSIGN_OR_RETURN
 
   if (config.service_name.empty()) return BadValue("service.name", "", "must not be empty");
+  if (config.http_probe_port > 0 && config.http_probe_port == config.http_port) {
+    return BadValue("http.probe_port", absl::StrCat(config.http_probe_port),
+                    "is also http.port; the probe listener needs a port of its own");
+  }
   static const std::set<std::string, std::less<>> kLevels = {"trace", "debug",    "info", "warn",
                                                              "error", "critical", "off"};
   config.log.level = absl::AsciiStrToLower(config.log.level);

@@ -112,10 +112,36 @@ struct AuthConfig {
   std::vector<std::pair<std::string, std::string>> tokens;
 };
 
+// What protects an HTTP listener from large bodies and from slow or numerous clients. Each
+// listener serves `threads` connections at once and queues `max_queued_connections` more;
+// beyond that a connection is answered 503 with Retry-After at once. A request must arrive
+// whole within `request_timeout` with no silence longer than `read_timeout` (else 408); its
+// headers may hold `max_header_bytes`, its body `max_body_bytes` as sent (413 on a
+// Content-Length above it, before reading; a chunked body is cut off there). A kept-alive
+// connection waits `idle_timeout` for its next request; a response not taken by the client
+// for `write_timeout` is abandoned.
+struct HttpLimits {
+  int threads = 16;
+  int max_queued_connections = 64;
+  int64_t max_header_bytes = 64 << 10;
+  int64_t max_body_bytes = 1 << 20;
+  absl::Duration read_timeout = absl::Seconds(10);
+  absl::Duration request_timeout = absl::Seconds(60);
+  absl::Duration idle_timeout = absl::Seconds(5);
+  absl::Duration write_timeout = absl::Seconds(10);
+};
+
 // What every goodput service needs. Keys (defaults in brackets):
 //   service.name [default_name]
 //   grpc.host [0.0.0.0], grpc.port [0 = any free port]
-//   http.host [0.0.0.0], http.port [0 = any free port]   (/metrics, /healthz)
+//   http.host [0.0.0.0], http.port [0 = any free port]   (/metrics, /healthz, service routes)
+//   http.probe_port [absent = none; 0 = any free port]    a listener of its own for /healthz
+//       and /metrics, so that probes and scrapes are answered while the main port is
+//       saturated (both stay on http.port too)
+//   http.threads [16], http.max_queued_connections [64], http.max_header_bytes [65536],
+//   http.max_body_bytes [1048576], http.read_timeout_s [10], http.request_timeout_s [60],
+//   http.idle_timeout_s [5], http.write_timeout_s [10]   (HttpLimits; routes may set their
+//       own body limit, e.g. ingest.remote_write.max_body_bytes)
 //   postgres.dsn [""], postgres.pool_size [4]
 //   redis.host [127.0.0.1], redis.port [6379], redis.password [""], redis.db [0]
 //   log.level [info], log.format [json]   (json|text)
@@ -127,6 +153,8 @@ struct ServiceConfig {
   int grpc_port = 0;
   std::string http_host = "0.0.0.0";
   int http_port = 0;
+  int http_probe_port = -1;  // -1: no probe listener
+  HttpLimits http_limits;
   PostgresConfig postgres;
   RedisConfig redis;
   LogConfig log;

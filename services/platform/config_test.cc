@@ -110,6 +110,38 @@ TEST(ServiceConfig, ParsesCommonKeysWithDefaults) {
   EXPECT_TRUE(config->warnings.empty());
 }
 
+TEST(ServiceConfig, ReadsHttpLimitsAndTheProbePort) {
+  absl::StatusOr<ConfigTree> tree = ConfigTree::LoadString(kYaml);
+  absl::StatusOr<ServiceConfig> config = ParseServiceConfig(*tree, "fallback", {"ofu"});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->http_probe_port, -1) << "no probe listener unless configured";
+  EXPECT_EQ(config->http_limits.threads, 16);
+  EXPECT_EQ(config->http_limits.max_body_bytes, 1 << 20);
+  EXPECT_EQ(config->http_limits.request_timeout, absl::Seconds(60));
+
+  tree = ConfigTree::LoadString(
+      "http:\n  port: 9000\n  probe_port: 9001\n  threads: 4\n  max_body_bytes: 2048\n"
+      "  read_timeout_s: 0.5\n",
+      {{"GOODPUT_HTTP__MAX_QUEUED_CONNECTIONS", "3"}});
+  config = ParseServiceConfig(*tree, "fallback");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->http_probe_port, 9001);
+  EXPECT_EQ(config->http_limits.threads, 4);
+  EXPECT_EQ(config->http_limits.max_queued_connections, 3);
+  EXPECT_EQ(config->http_limits.max_body_bytes, 2048);
+  EXPECT_EQ(config->http_limits.read_timeout, absl::Milliseconds(500));
+
+  tree = ConfigTree::LoadString("http:\n  idle_timeout_s: 0\n");
+  config = ParseServiceConfig(*tree, "fallback");
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(config.status().message(), HasSubstr("config key http.idle_timeout_s: \"0\""));
+
+  tree = ConfigTree::LoadString("http:\n  port: 9000\n  probe_port: 9000\n");
+  config = ParseServiceConfig(*tree, "fallback");
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(config.status().message(), HasSubstr("config key http.probe_port: \"9000\""));
+}
+
 TEST(ServiceConfig, WarnsAboutUnknownTopLevelKeys) {
   absl::StatusOr<ConfigTree> tree = ConfigTree::LoadString(kYaml);
   absl::StatusOr<ServiceConfig> config = ParseServiceConfig(*tree, "fallback");

@@ -1,26 +1,32 @@
 // The HTTP side of every service: Prometheus `/metrics` and `/healthz`, plus any routes a
 // service adds (remote_write receiver, dashboard) before Start().
 //
-//   HttpServer http({.host = config.http_host, .port = config.http_port}, &metrics,
+//   HttpServer http(HttpServerOptionsFrom(config), &metrics,
 //                   [&] { return server.serving() ? absl::OkStatus()
 //                                                 : absl::UnavailableError("draining"); });
-//   http.Post("/api/v1/write", HandleRemoteWrite);
+//   http.Post("/api/v1/write", HandleRemoteWrite,
+//             {.max_bytes = 16 << 20, .config_key = "ingest.remote_write.max_body_bytes"});
 //   if (absl::Status s = http.Start(); !s.ok()) { ...exit 1... }
-//   ... http.port() ...
+//   ... http.port(), http.probe_port() ...
 //   http.Stop();
 //
 // `/healthz` answers 200 "ok" when the health check returns OK and 503 with its message
-// otherwise; `/metrics` answers the registry in text format 0.0.4.
+// otherwise; `/metrics` answers the registry in text format 0.0.4. Every listener enforces
+// HttpLimits (config.h, guarded_http_server.h): bodies above the limit are refused while
+// reading, slow clients are cut off, and connections beyond the pool are answered 503 with
+// Retry-After. With a probe port, `/healthz` and `/metrics` are also served on a listener
+// of their own, so that probes and scrapes are answered while the main port is saturated.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
-#include <thread>
 
 #include "absl/status/status.h"
 #include "httplib.h"
 #include "services/platform/config.h"
+#include "services/platform/guarded_http_server.h"
 #include "services/platform/metrics.h"
 
 namespace goodput::platform {
@@ -28,10 +34,19 @@ namespace goodput::platform {
 struct HttpServerOptions {
   std::string host = "0.0.0.0";
   int port = 0;  // 0 = any free port; HttpServer::port() tells which
+  // A listener of its own for /healthz and /metrics: -1 = none, 0 = any free port.
+  int probe_port = -1;
+  HttpLimits limits = {};
 };
 
-// Options from the common config keys (http.host, http.port).
+// Options from the common config keys (http.*).
 HttpServerOptions HttpServerOptionsFrom(const ServiceConfig& config);
+
+// The body limit of a route, instead of http.max_body_bytes; `config_key` names it in the 413.
+struct BodyLimit {
+  int64_t max_bytes = 0;
+  std::string config_key;
+};
 
 class HttpServer {
  public:
@@ -46,26 +61,35 @@ class HttpServer {
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
 
-  // Registers a route (httplib pattern syntax). Before Start().
+  // Registers a route (httplib pattern syntax) on the main port. Before Start().
   void Get(const std::string& pattern, Handler handler);
   void Post(const std::string& pattern, Handler handler);
-  // The underlying server for anything else (limits, timeouts, static mounts). Before Start().
+  void Post(const std::string& pattern, Handler handler, BodyLimit limit);
+  // The main port's server for anything else (static mounts). Before Start(). Its task queue
+  // and pre-routing, error and Expect handlers carry the limits: leave them.
   httplib::Server& native() { return server_; }
 
-  // Binds and starts serving on a background thread. UNAVAILABLE naming the address on failure.
+  // Binds and starts serving on background threads. UNAVAILABLE naming the address on
+  // failure.
   absl::Status Start();
   // The bound port (after Start()).
   int port() const { return port_; }
-  // Stops accepting and joins the serving thread. Idempotent.
+  // The probe listener's bound port (after Start()); -1 without one.
+  int probe_port() const { return probe_port_; }
+  // Stops accepting and joins the serving threads. Idempotent.
   void Stop();
 
  private:
+  // Adds /metrics and /healthz to `server`.
+  void AddProbes(httplib::Server& server);
+
   HttpServerOptions options_;
   const MetricsRegistry* metrics_;
   HealthCheck health_;
-  httplib::Server server_;
-  std::thread thread_;
+  GuardedHttpServer server_;
+  std::unique_ptr<GuardedHttpServer> probe_;
   int port_ = 0;
+  int probe_port_ = -1;
 };
 
 }  // namespace goodput::platform

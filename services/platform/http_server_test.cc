@@ -1,17 +1,170 @@
 #include "services/platform/http_server.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <regex>
 #include <string>
+#include <thread>
+#include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace goodput::platform {
 namespace {
+
+using ::testing::HasSubstr;
+
+// Polls `done` until it holds or `timeout` passes.
+bool PollUntil(const std::function<bool()>& done, absl::Duration timeout = absl::Seconds(30)) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    if (done()) return true;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return done();
+}
+
+// A blocking TCP connection to 127.0.0.1:`port`; -1 on failure.
+int Connect(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Waits until `fd` has one of `events`; false after `timeout`.
+bool WaitFor(int fd, short events, absl::Duration timeout) {
+  pollfd p{.fd = fd, .events = events, .revents = 0};
+  return poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(timeout))) > 0;
+}
+
+// Sends all of `data` unless the peer answers or closes first; false then.
+bool SendUnlessAnswered(int fd, absl::string_view data) {
+  while (!data.empty()) {
+    pollfd p{.fd = fd, .events = POLLIN | POLLOUT, .revents = 0};
+    if (poll(&p, 1, 30'000) <= 0 || (p.revents & POLLIN) != 0) return false;
+    const ssize_t n = send(fd, data.data(), data.size(), MSG_NOSIGNAL);
+    if (n <= 0) return false;
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
+}
+
+// Reads one response (headers and a Content-Length body), or what came before the peer
+// closed or 30 s passed.
+std::string ReadResponse(int fd) {
+  std::string in;
+  char buffer[4096];
+  size_t want = std::string::npos;
+  while (in.size() < want && WaitFor(fd, POLLIN, absl::Seconds(30))) {
+    const ssize_t n = recv(fd, buffer, sizeof(buffer), 0);
+    if (n <= 0) break;
+    in.append(buffer, static_cast<size_t>(n));
+    const size_t end = in.find("\r\n\r\n");
+    if (want == std::string::npos && end != std::string::npos) {
+      std::smatch m;
+      static const std::regex kLength("[Cc]ontent-[Ll]ength: ([0-9]+)");
+      const std::string head = in.substr(0, end);
+      size_t length = 0;
+      if (std::regex_search(head, m, kLength)) length = std::stoul(m[1]);
+      want = end + 4 + length;
+    }
+  }
+  return in;
+}
+
+// Sends `request` on a new connection and reads the response.
+std::string Exchange(int port, absl::string_view request) {
+  const int fd = Connect(port);
+  if (fd < 0) return "";
+  SendUnlessAnswered(fd, request);  // a refusal may come before all of it is sent
+  std::string response = ReadResponse(fd);
+  close(fd);
+  return response;
+}
+
+// This process's resident memory.
+int64_t RssBytes() {
+  std::ifstream statm("/proc/self/statm");
+  int64_t pages = 0, resident = 0;
+  statm >> pages >> resident;
+  return resident * sysconf(_SC_PAGESIZE);
+}
+
+// The most resident memory seen while it lives, sampled on a thread of its own.
+class PeakRss {
+ public:
+  PeakRss()
+      : peak_(RssBytes()), thread_([this] {
+          while (!done_) {
+            peak_ = std::max<int64_t>(peak_, RssBytes());
+            absl::SleepFor(absl::Milliseconds(1));
+          }
+        }) {}
+  ~PeakRss() { Stop(); }
+  int64_t Stop() {
+    done_ = true;
+    if (thread_.joinable()) thread_.join();
+    return peak_;
+  }
+
+ private:
+  std::atomic<bool> done_{false};
+  std::atomic<int64_t> peak_;
+  std::thread thread_;
+};
+
+constexpr int64_t kMiB = 1 << 20;
+// 400 MiB, generated 64 KiB at a time.
+constexpr int64_t kHugeBody = 400 * kMiB;
+
+// Sends `total` bytes of 'x' (in chunked framing when `chunked`) until the server answers;
+// returns its answer.
+std::string PostHugeBody(int port, bool chunked, int64_t total) {
+  const int fd = Connect(port);
+  if (fd < 0) return "";
+  const std::string head =
+      chunked
+          ? "POST /upload HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
+          : absl::StrCat("POST /upload HTTP/1.1\r\nHost: t\r\nContent-Length: ", total, "\r\n\r\n");
+  const std::string piece(64 << 10, 'x');
+  const std::string frame = chunked ? absl::StrCat("10000\r\n", piece, "\r\n") : piece;
+  bool sending = SendUnlessAnswered(fd, head);
+  for (int64_t sent = 0; sending && sent < total; sent += static_cast<int64_t>(piece.size())) {
+    sending = SendUnlessAnswered(fd, frame);
+  }
+  if (sending && chunked) SendUnlessAnswered(fd, "0\r\n\r\n");
+  std::string response = ReadResponse(fd);
+  close(fd);
+  return response;
+}
+
+HttpServerOptions Loopback(HttpLimits limits = {}) {
+  return {.host = "127.0.0.1", .port = 0, .limits = limits};
+}
 
 // Checks `text` against the Prometheus text format 0.0.4: every line is a HELP/TYPE comment or
 // a sample of the family declared by the latest TYPE line, with a parseable value. Returns the
@@ -127,6 +280,231 @@ TEST(HttpServer, ReportsAPortThatCannotBeBound) {
   absl::Status status = second.Start();
   EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(status.message(), ::testing::HasSubstr(std::to_string(first.port())));
+}
+
+// A server that takes bodies of up to 1 MiB on /upload, counting the requests its handler
+// sees.
+class HttpServerBodyLimit : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server_.Post("/upload", [this](const httplib::Request&, httplib::Response&) { ++handled_; });
+    ASSERT_TRUE(server_.Start().ok());
+  }
+
+  // Sends a 400 MiB body and expects it refused 413 without reaching the handler and with
+  // resident memory grown by less than 8 MiB meanwhile. Returns the answer.
+  std::string ExpectHugeBodyRefused(bool chunked) {
+    const int64_t before = RssBytes();
+    PeakRss peak;
+    std::string response = PostHugeBody(server_.port(), chunked, kHugeBody);
+    const int64_t growth = peak.Stop() - before;
+    EXPECT_THAT(response, HasSubstr("HTTP/1.1 413"));
+    EXPECT_EQ(handled_, 0);
+    EXPECT_LT(growth, 8 * kMiB) << "resident memory grew by " << growth / kMiB << " MiB";
+    return response;
+  }
+
+  std::atomic<int> handled_{0};
+  HttpServer server_{Loopback({.max_body_bytes = kMiB}), nullptr, nullptr};
+};
+
+TEST_F(HttpServerBodyLimit, RefusesABodyAboveTheLimitByItsContentLengthWithoutReadingIt) {
+  const std::string response = ExpectHugeBodyRefused(/*chunked=*/false);
+  EXPECT_THAT(response, HasSubstr("the body is 419430400 bytes; the limit is 1048576 bytes "
+                                  "(http.max_body_bytes)"));
+  EXPECT_THAT(response, HasSubstr("Connection: close"));
+
+  // The server serves the next client as before.
+  httplib::Client client("127.0.0.1", server_.port());
+  httplib::Result small = client.Post("/upload", std::string(1000, 'y'), "text/plain");
+  ASSERT_TRUE(small) << httplib::to_string(small.error());
+  EXPECT_EQ(small->status, 200);
+  EXPECT_EQ(handled_, 1);
+}
+
+TEST_F(HttpServerBodyLimit, CutsOffAChunkedBodyAtTheLimit) {
+  EXPECT_THAT(ExpectHugeBodyRefused(/*chunked=*/true),
+              HasSubstr("the body is more than 1048576 bytes; the limit is 1048576 bytes "
+                        "(http.max_body_bytes)"));
+
+  // A chunked body under the limit is read whole.
+  httplib::Client client("127.0.0.1", server_.port());
+  const std::string body(300 << 10, 'z');
+  httplib::Result ok = client.Post(
+      "/upload",
+      [&](size_t offset, httplib::DataSink& sink) {
+        if (offset < body.size()) {
+          sink.write(body.data() + offset, std::min<size_t>(body.size() - offset, 50 << 10));
+        } else {
+          sink.done();
+        }
+        return true;
+      },
+      "text/plain");
+  ASSERT_TRUE(ok) << httplib::to_string(ok.error());
+  EXPECT_EQ(ok->status, 200);
+  EXPECT_EQ(handled_, 1);
+}
+
+TEST(HttpServer, ARouteMayTakeALargerBodyNamingItsOwnSetting) {
+  HttpServer server(Loopback({.max_body_bytes = 1000}), nullptr, nullptr);
+  server.Post("/api/v1/write",
+              [](const httplib::Request& request, httplib::Response& response) {
+                response.set_content(std::to_string(request.body.size()), "text/plain");
+              },
+              {.max_bytes = 5000, .config_key = "ingest.remote_write.max_body_bytes"});
+  server.Post("/other", [](const httplib::Request&, httplib::Response&) {});
+  ASSERT_TRUE(server.Start().ok());
+  httplib::Client client("127.0.0.1", server.port());
+
+  httplib::Result fits = client.Post("/api/v1/write", std::string(4000, 'a'), "text/plain");
+  ASSERT_TRUE(fits);
+  EXPECT_EQ(fits->status, 200);
+  EXPECT_EQ(fits->body, "4000");
+
+  httplib::Result above = client.Post("/api/v1/write", std::string(6000, 'a'), "text/plain");
+  ASSERT_TRUE(above) << httplib::to_string(above.error());
+  EXPECT_EQ(above->status, 413);
+  EXPECT_THAT(above->body,
+              HasSubstr("the limit is 5000 bytes (ingest.remote_write.max_body_bytes)"));
+
+  httplib::Result other = client.Post("/other", std::string(4000, 'a'), "text/plain");
+  ASSERT_TRUE(other);
+  EXPECT_EQ(other->status, 413);
+  EXPECT_THAT(other->body, HasSubstr("the limit is 1000 bytes (http.max_body_bytes)"));
+}
+
+TEST(HttpServer, RefusesCompressedBodiesThatWouldBeInflatedPastTheLimit) {
+  HttpServer server(Loopback(), nullptr, nullptr);
+  server.Post("/upload", [](const httplib::Request&, httplib::Response&) {});
+  ASSERT_TRUE(server.Start().ok());
+  const std::string response =
+      Exchange(server.port(),
+               "POST /upload HTTP/1.1\r\nHost: t\r\nContent-Encoding: gzip\r\n"
+               "Content-Length: 4\r\n\r\nabcd");
+  EXPECT_THAT(response, HasSubstr("HTTP/1.1 415"));
+  EXPECT_THAT(response, HasSubstr("Content-Encoding \"gzip\" is not accepted"));
+}
+
+TEST(HttpServer, HealthAndMetricsAnswerOnTheProbePortWhileSlowClientsHoldTheMainPort) {
+  MetricsRegistry registry;
+  registry.AddGauge("goodput_test_up", "Up.").WithLabels({}).Set(1);
+  HttpServerOptions options = Loopback({.threads = 4, .max_queued_connections = 8});
+  options.probe_port = 0;
+  HttpServer server(options, &registry, nullptr);
+  ASSERT_TRUE(server.Start().ok());
+  ASSERT_GT(server.probe_port(), 0);
+  ASSERT_NE(server.probe_port(), server.port());
+
+  // 200 clients that open a request and never finish it (those beyond the pool are
+  // answered 503 at once; they keep their sockets open all the same).
+  std::vector<int> slow;
+  for (int i = 0; i < 200; ++i) {
+    const int fd = Connect(server.port());
+    ASSERT_GE(fd, 0) << "connection " << i;
+    SendUnlessAnswered(fd, "GET /healthz HTTP/1.1\r\nHost: t\r\n");
+    slow.push_back(fd);
+  }
+
+  httplib::Client probe("127.0.0.1", server.probe_port());
+  for (int round = 0; round < 3; ++round) {
+    httplib::Result health = probe.Get("/healthz");
+    ASSERT_TRUE(health) << httplib::to_string(health.error());
+    EXPECT_EQ(health->status, 200);
+    httplib::Result metrics = probe.Get("/metrics");
+    ASSERT_TRUE(metrics) << httplib::to_string(metrics.error());
+    EXPECT_EQ(metrics->status, 200);
+    EXPECT_THAT(metrics->body, HasSubstr("goodput_test_up 1"));
+  }
+
+  // The main port is full: a new client is answered 503 with Retry-After, not left waiting.
+  std::string overloaded;
+  EXPECT_TRUE(PollUntil([&] {
+    overloaded = Exchange(server.port(), "GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n");
+    return absl::StartsWith(overloaded, "HTTP/1.1 503");
+  })) << overloaded;
+  EXPECT_THAT(overloaded, HasSubstr("Retry-After: 1"));
+  EXPECT_THAT(overloaded, HasSubstr("(http.threads, http.max_queued_connections)"));
+
+  // Once the slow clients are gone the main port serves again.
+  for (int fd : slow) close(fd);
+  httplib::Client client("127.0.0.1", server.port());
+  EXPECT_TRUE(PollUntil([&] {
+    httplib::Result r = client.Get("/healthz");
+    return r && r->status == 200;
+  }));
+}
+
+TEST(HttpServer, AnswersARequestThatStopsArriving408AndCloses) {
+  HttpServer server(Loopback({.read_timeout = absl::Milliseconds(200)}), nullptr, nullptr);
+  ASSERT_TRUE(server.Start().ok());
+  const int fd = Connect(server.port());
+  ASSERT_GE(fd, 0);
+  ASSERT_TRUE(SendUnlessAnswered(fd, "GET /healthz HTTP/1.1\r\nHost: t\r\n"));
+  const std::string response = ReadResponse(fd);
+  close(fd);
+  EXPECT_THAT(response, HasSubstr("HTTP/1.1 408"));
+  EXPECT_THAT(response, HasSubstr("(http.read_timeout_s)"));
+}
+
+TEST(HttpServer, RefusesHeadersAboveTheirBudget) {
+  HttpServer server(Loopback({.max_header_bytes = 4096}), nullptr, nullptr);
+  ASSERT_TRUE(server.Start().ok());
+  const std::string response =
+      Exchange(server.port(),
+               absl::StrCat("GET /healthz HTTP/1.1\r\nHost: t\r\nX-Big: ", std::string(1000, 'b'),
+                            "\r\nX-Bigger: ", std::string(5000, 'b'), "\r\n\r\n"));
+  EXPECT_THAT(response, HasSubstr("HTTP/1.1 431"));
+  EXPECT_THAT(response, HasSubstr("above 4096 bytes (http.max_header_bytes)"));
+}
+
+TEST(HttpServer, RefusesControlCharactersAndDotDotSegmentsInPaths) {
+  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "http-static";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "index.html") << "<!doctype html>";
+  HttpServer server(Loopback(), nullptr, nullptr);
+  ASSERT_TRUE(server.native().set_mount_point("/", dir.string()));
+  ASSERT_TRUE(server.Start().ok());
+
+  const std::string nul = Exchange(server.port(), "GET /index.html%00.js HTTP/1.1\r\n\r\n");
+  EXPECT_THAT(nul, HasSubstr("HTTP/1.1 400"));
+  EXPECT_THAT(nul, HasSubstr("control character %00"));
+  EXPECT_THAT(nul, ::testing::Not(HasSubstr("javascript")));
+  EXPECT_THAT(Exchange(server.port(), "GET /index.html%0a HTTP/1.1\r\n\r\n"),
+              HasSubstr("HTTP/1.1 400"));
+  const std::string up = Exchange(server.port(), "GET /a/..%2f..%2fetc/passwd HTTP/1.1\r\n\r\n");
+  EXPECT_THAT(up, HasSubstr("HTTP/1.1 400"));
+  EXPECT_THAT(up, HasSubstr("\"..\" segment"));
+
+  const std::string index = Exchange(server.port(), "GET /index.html HTTP/1.1\r\n\r\n");
+  EXPECT_THAT(index, HasSubstr("HTTP/1.1 200"));
+  EXPECT_THAT(index, HasSubstr("text/html"));
+}
+
+TEST(HttpServer, ServesSeveralRequestsOnOneKeptAliveConnection) {
+  HttpServer server(Loopback(), nullptr, nullptr);
+  server.Post("/echo", [](const httplib::Request& request, httplib::Response& response) {
+    response.set_content(request.body, "text/plain");
+  });
+  ASSERT_TRUE(server.Start().ok());
+  httplib::Client client("127.0.0.1", server.port());
+  client.set_keep_alive(true);
+  for (int i = 0; i < 5; ++i) {
+    httplib::Result r = client.Post("/echo", absl::StrCat("body ", i), "text/plain");
+    ASSERT_TRUE(r) << httplib::to_string(r.error());
+    EXPECT_EQ(r->body, absl::StrCat("body ", i));
+  }
+}
+
+TEST(HttpServer, ReportsAProbePortThatCannotBeBound) {
+  HttpServer first(Loopback(), nullptr, nullptr);
+  ASSERT_TRUE(first.Start().ok());
+  HttpServerOptions options = Loopback();
+  options.probe_port = first.port();
+  HttpServer second(options, nullptr, nullptr);
+  absl::Status status = second.Start();
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(status.message(), HasSubstr("http.probe_port"));
 }
 
 }  // namespace

@@ -250,12 +250,15 @@ int RunServiceMain(int argc, char** argv, const ServiceSpec& spec) {
   if (absl::Status s = http.Start(); !s.ok()) return Fail(spec, 1, s.message());
   logger->Info("serving", {{"grpc_port", server.port()},
                            {"http_port", http.port()},
+                           {"probe_port", http.probe_port()},
                            {"auth", config->auth.enabled},
                            {"services", absl::StrJoin(server.service_names(), ",")}});
   if (!cl->ready_file.empty()) {
     absl::Status s = WriteFileAtomically(
         cl->ready_file,
-        absl::StrCat("grpc_port=", server.port(), "\nhttp_port=", http.port(), "\n"));
+        absl::StrCat(
+            "grpc_port=", server.port(), "\nhttp_port=", http.port(), "\n",
+            http.probe_port() >= 0 ? absl::StrCat("probe_port=", http.probe_port(), "\n") : ""));
     if (!s.ok()) return Fail(spec, 1, s.message());
   }
 

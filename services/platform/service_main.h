@@ -18,7 +18,8 @@
 //
 // Command line: --config FILE (YAML; absent = embedded defaults plus GOODPUT_* environment),
 // --migrate (apply pending migrations before serving), --migrations-dir DIR,
-// --ready-file FILE (written once serving: "grpc_port=N\nhttp_port=M\n"), --help.
+// --ready-file FILE (written once serving: "grpc_port=N\nhttp_port=M\n", then
+// "probe_port=P\n" when http.probe_port is set), --help.
 // Exit codes: 0 after a clean shutdown, 2 for a bad command line or configuration, 1 when a
 // dependency or listener cannot be set up.
 #pragma once

@@ -1,7 +1,21 @@
+#include <atomic>
+#include <filesystem>
+#include <fstream>
 #include <map>
+#include <memory>
 #include <string>
+#include <thread>
+#include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "httplib.h"
+#include "services/platform/http_server.h"
+#include "tools/dashboard/events.h"
+#include "tools/dashboard/gateway.h"
 #include "tools/dashboard/options.h"
 #include "tools/dashboard/routes.h"
 #include "tools/dashboard/views.h"
@@ -169,6 +183,128 @@ TEST(Routes, MapStatusCodesToHttp) {
   EXPECT_EQ(HttpStatusFor(absl::StatusCode::kInvalidArgument), 400);
   EXPECT_EQ(HttpStatusFor(absl::StatusCode::kUnavailable), 503);
   EXPECT_EQ(HttpStatusFor(absl::StatusCode::kUnimplemented), 501);
+}
+
+TEST(Options, LiveStreamLimitsComeFromFlagsOrTheEnvironment) {
+  absl::StatusOr<DashboardOptions> o = ParseOptions({}, Env({}));
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->max_streams, 64);
+  EXPECT_EQ(o->max_streams_per_client, 8);
+  o = ParseOptions({"--max-streams=200"}, Env({{"GOODPUT_DASHBOARD_MAX_STREAMS_PER_CLIENT", "3"}}));
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->max_streams, 200);
+  EXPECT_EQ(o->max_streams_per_client, 3);
+  o = ParseOptions({"--max-streams-per-client", "0"}, Env({}));
+  ASSERT_FALSE(o.ok());
+  EXPECT_NE(o.status().message().find("--max-streams-per-client: \"0\""), std::string::npos)
+      << o.status();
+}
+
+// A gateway whose services are not there: live streams report them unavailable and retry.
+std::unique_ptr<Gateway> GatewayToNowhere() {
+  auto nowhere = grpc::CreateChannel("127.0.0.1:1", grpc::InsecureChannelCredentials());
+  return std::make_unique<Gateway>(
+      Backends{.ingest = nowhere, .ofu = nowhere, .mfu = nowhere, .alerting = nowhere},
+      GatewayOptions{});
+}
+
+TEST(EventHub, CapsSessionsPerClientAndInAll) {
+  std::unique_ptr<Gateway> gateway = GatewayToNowhere();
+  EventHub hub(gateway.get(), {}, {.max_sessions = 3, .max_sessions_per_client = 2});
+  absl::StatusOr<std::shared_ptr<EventSession>> a1 = hub.Open({}, "10.0.0.1");
+  absl::StatusOr<std::shared_ptr<EventSession>> a2 = hub.Open({}, "10.0.0.1");
+  ASSERT_TRUE(a1.ok() && a2.ok());
+  absl::StatusOr<std::shared_ptr<EventSession>> a3 = hub.Open({}, "10.0.0.1");
+  ASSERT_EQ(a3.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(a3.status().message(), ::testing::HasSubstr("10.0.0.1 has 2 live streams open"));
+  EXPECT_THAT(a3.status().message(), ::testing::HasSubstr("--max-streams-per-client"));
+
+  absl::StatusOr<std::shared_ptr<EventSession>> b1 = hub.Open({}, "10.0.0.2");
+  ASSERT_TRUE(b1.ok());
+  absl::StatusOr<std::shared_ptr<EventSession>> c1 = hub.Open({}, "10.0.0.3");
+  ASSERT_EQ(c1.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(c1.status().message(), ::testing::HasSubstr("--max-streams"));
+
+  // A closed stream frees its client's place (and one in all).
+  hub.Close(*a1);
+  EXPECT_TRUE(hub.Open({}, "10.0.0.1").ok());
+  hub.StopAll();
+}
+
+// The dashboard's routes on a real HTTP server, with services that are not there.
+class DashboardRoutes : public ::testing::Test {
+ protected:
+  void Start(SessionLimits limits, std::string static_dir = "") {
+    gateway_ = GatewayToNowhere();
+    hub_ = std::make_unique<EventHub>(gateway_.get(), EventOptions{}, limits);
+    http_ = std::make_unique<platform::HttpServer>(
+        platform::HttpServerOptions{.host = "127.0.0.1", .port = 0}, nullptr, nullptr);
+    RegisterRoutes(http_->native(), gateway_.get(), hub_.get(), {.static_dir = static_dir});
+    ASSERT_TRUE(http_->Start().ok());
+  }
+
+  void TearDown() override {
+    if (hub_ != nullptr) hub_->StopAll();  // ends the streams' handlers
+    for (std::thread& t : readers_) t.join();
+    if (http_ != nullptr) http_->Stop();
+  }
+
+  // Opens a live stream on a thread of its own; true once the dashboard greeted it.
+  bool OpenStream() {
+    auto greeted = std::make_shared<std::atomic<bool>>(false);
+    readers_.emplace_back([this, greeted] {
+      httplib::Client client("127.0.0.1", http_->port());
+      client.set_read_timeout(60, 0);
+      client.Get("/api/events", [&](const char* data, size_t size) {
+        if (absl::StrContains(absl::string_view(data, size), ": connected")) *greeted = true;
+        return true;
+      });
+    });
+    const absl::Time deadline = absl::Now() + absl::Seconds(30);
+    while (!*greeted && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(10));
+    return *greeted;
+  }
+
+  std::unique_ptr<Gateway> gateway_;
+  std::unique_ptr<EventHub> hub_;
+  std::unique_ptr<platform::HttpServer> http_;
+  std::vector<std::thread> readers_;
+};
+
+TEST_F(DashboardRoutes, ALiveStreamBeyondTheClientsCapIsAnswered429WithRetryAfter) {
+  ASSERT_NO_FATAL_FAILURE(Start({.max_sessions = 64, .max_sessions_per_client = 2}));
+  ASSERT_TRUE(OpenStream());
+  ASSERT_TRUE(OpenStream());
+  httplib::Client client("127.0.0.1", http_->port());
+  httplib::Result refused = client.Get("/api/events");
+  ASSERT_TRUE(refused) << httplib::to_string(refused.error());
+  EXPECT_EQ(refused->status, 429);
+  EXPECT_EQ(refused->get_header_value("Retry-After"), "10");
+  EXPECT_THAT(refused->body, ::testing::HasSubstr("127.0.0.1 has 2 live streams open"));
+  // The same client's other requests are served.
+  httplib::Result health = client.Get("/healthz");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+}
+
+TEST_F(DashboardRoutes, AStaticPathWithANulOrDotDotIsRefusedNotServed) {
+  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "dashboard-www";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "index.html") << "<!doctype html><title>goodput</title>";
+  ASSERT_NO_FATAL_FAILURE(Start({}, dir.string()));
+  httplib::Client client("127.0.0.1", http_->port());
+  for (const char* path : {"/index.html%00.js", "/assets/..%2F..%2Findex.html"}) {
+    httplib::Result refused = client.Get(path);
+    ASSERT_TRUE(refused) << path;
+    EXPECT_EQ(refused->status, 400) << path;
+    EXPECT_THAT(refused->get_header_value("Content-Type"),
+                ::testing::Not(::testing::HasSubstr("javascript")));
+    EXPECT_THAT(refused->body, ::testing::Not(::testing::HasSubstr("<title>"))) << path;
+  }
+  httplib::Result index = client.Get("/index.html");
+  ASSERT_TRUE(index);
+  EXPECT_EQ(index->status, 200);
+  EXPECT_THAT(index->body, ::testing::HasSubstr("<title>goodput</title>"));
 }
 
 }  // namespace

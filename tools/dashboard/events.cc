@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 
 namespace goodput::dashboard {
@@ -173,12 +174,26 @@ void EventSession::PollFleet() {
   }
 }
 
-std::shared_ptr<EventSession> EventHub::Open(EventFilter filter) {
+absl::StatusOr<std::shared_ptr<EventSession>> EventHub::Open(EventFilter filter,
+                                                             const std::string& client) {
   auto session = std::make_shared<EventSession>(gateway_, std::move(filter), options_);
   {
     absl::MutexLock lock(&mu_);
-    if (stopping_ || sessions_.size() >= max_sessions_) return nullptr;
-    sessions_.insert(session);
+    if (stopping_) return absl::UnavailableError("the dashboard is shutting down");
+    size_t& of_client = per_client_[client];
+    if (of_client >= limits_.max_sessions_per_client) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          client, " has ", of_client, " live streams open, the most one client may have (",
+          "--max-streams-per-client); close a page or retry later"));
+    }
+    if (sessions_.size() >= limits_.max_sessions) {
+      if (of_client == 0) per_client_.erase(client);
+      return absl::UnavailableError(absl::StrCat(sessions_.size(),
+                                                 " live streams are open, the most the "
+                                                 "dashboard serves (--max-streams); retry later"));
+    }
+    ++of_client;
+    sessions_.emplace(session, client);
   }
   session->Start();
   return session;
@@ -187,17 +202,22 @@ std::shared_ptr<EventSession> EventHub::Open(EventFilter filter) {
 void EventHub::Close(const std::shared_ptr<EventSession>& session) {
   session->Stop();
   absl::MutexLock lock(&mu_);
-  sessions_.erase(session);
+  auto it = sessions_.find(session);
+  if (it == sessions_.end()) return;
+  auto count = per_client_.find(it->second);
+  if (count != per_client_.end() && --count->second == 0) per_client_.erase(count);
+  sessions_.erase(it);
 }
 
 void EventHub::StopAll() {
-  std::set<std::shared_ptr<EventSession>> sessions;
+  std::map<std::shared_ptr<EventSession>, std::string> sessions;
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
     sessions.swap(sessions_);
+    per_client_.clear();
   }
-  for (const auto& s : sessions) s->Stop();
+  for (const auto& [s, client] : sessions) s->Stop();
 }
 
 }  // namespace goodput::dashboard

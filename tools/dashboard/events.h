@@ -6,13 +6,15 @@
 // passing reason are retried.
 //
 //   EventHub hub(&gateway);
-//   std::shared_ptr<EventSession> s = hub.Open({.cluster = "eos", .job_id = "42"});
+//   absl::StatusOr<std::shared_ptr<EventSession>> s =
+//       hub.Open({.cluster = "eos", .job_id = "42"}, request.remote_addr);
 //   std::string message;
-//   while (s->Next(&message, absl::Seconds(15))) write(message);
-//   s->Stop();
+//   while ((*s)->Next(&message, absl::Seconds(15))) write(message);
+//   hub.Close(*s);
 #pragma once
 
 #include <deque>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -20,6 +22,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "tools/dashboard/gateway.h"
@@ -75,15 +78,24 @@ class EventSession {
   std::vector<std::thread> threads_ ABSL_GUARDED_BY(join_mu_);
 };
 
+// How many sessions may be open: in all, and per client (its address), so that one client
+// cannot take every stream (and the connection threads that serve them).
+struct SessionLimits {
+  size_t max_sessions = 64;
+  size_t max_sessions_per_client = 8;
+};
+
 // Keeps the open sessions so that shutdown can end them all; limits their number.
 class EventHub {
  public:
-  explicit EventHub(Gateway* gateway, EventOptions options = {}, size_t max_sessions = 64)
-      : gateway_(gateway), options_(options), max_sessions_(max_sessions) {}
+  explicit EventHub(Gateway* gateway, EventOptions options = {}, SessionLimits limits = {})
+      : gateway_(gateway), options_(options), limits_(limits) {}
   ~EventHub() { StopAll(); }
 
-  // A started session, or null when max_sessions are open (or the hub is stopping).
-  std::shared_ptr<EventSession> Open(EventFilter filter);
+  // A started session for `client`. RESOURCE_EXHAUSTED when the client has
+  // max_sessions_per_client open, UNAVAILABLE when max_sessions are open in all or the hub
+  // is stopping; the message names the limit.
+  absl::StatusOr<std::shared_ptr<EventSession>> Open(EventFilter filter, const std::string& client);
   // Forgets a session (after Stop()).
   void Close(const std::shared_ptr<EventSession>& session);
   // Stops every session (shutdown): their handlers return promptly.
@@ -92,10 +104,12 @@ class EventHub {
  private:
   Gateway* gateway_;
   EventOptions options_;
-  size_t max_sessions_;
+  SessionLimits limits_;
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::set<std::shared_ptr<EventSession>> sessions_ ABSL_GUARDED_BY(mu_);
+  // Open sessions and the client of each; sessions per client.
+  std::map<std::shared_ptr<EventSession>, std::string> sessions_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, size_t> per_client_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace goodput::dashboard

@@ -54,7 +54,9 @@ int Run(int argc, char** argv) {
                    .mfu = channel(options->mfu),
                    .alerting = channel(options->alerting)},
                   {.token = options->token});
-  EventHub hub(&gateway);
+  EventHub hub(&gateway, {},
+               {.max_sessions = static_cast<size_t>(options->max_streams),
+                .max_sessions_per_client = static_cast<size_t>(options->max_streams_per_client)});
 
   absl::StatusOr<std::unique_ptr<platform::SignalWatcher>> signals =
       platform::SignalWatcher::Install();
@@ -62,12 +64,13 @@ int Run(int argc, char** argv) {
     std::cerr << "goodput-dashboard: " << signals.status().message() << "\n";
     return 1;
   }
-  platform::HttpServer http({.host = options->listen_host, .port = options->port}, nullptr,
-                            nullptr);
-  // Every open page holds one connection for its event stream: more workers than httplib's
-  // default (cores - 1, at least 8) so that live pages cannot starve the API.
-  http.native().new_task_queue = [] { return new httplib::ThreadPool(80); };
-  http.native().set_read_timeout(10, 0);
+  // Every open page holds one connection thread for its event stream: room for all of them
+  // and for the API besides, so that live pages cannot starve it.
+  platform::HttpLimits limits;
+  limits.threads = options->max_streams + 16;
+  limits.max_body_bytes = 64 << 10;  // the API takes no bodies
+  platform::HttpServer http({.host = options->listen_host, .port = options->port, .limits = limits},
+                            nullptr, nullptr);
   RegisterRoutes(http.native(), &gateway, &hub, {.static_dir = static_dir});
   if (absl::Status s = http.Start(); !s.ok()) {
     std::cerr << "goodput-dashboard: " << s.message() << "\n";

@@ -1,6 +1,7 @@
 #include "tools/dashboard/options.h"
 
 #include <map>
+#include <tuple>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -21,6 +22,11 @@ Serves goodput's web dashboard and its JSON API, reading the four services over 
   --token TOKEN        bearer token (operator role) for the services [$GOODPUT_TOKEN]
   --static-dir DIR     the built front-end (scripts/build-web.sh)
                        [$GOODPUT_DASHBOARD_STATIC_DIR or web/dist of the build tree]
+  --max-streams N      live-update streams served at once [$GOODPUT_DASHBOARD_MAX_STREAMS
+                       or 64]
+  --max-streams-per-client N
+                       live-update streams one client address may hold (429 beyond)
+                       [$GOODPUT_DASHBOARD_MAX_STREAMS_PER_CLIENT or 8]
   --ready-file FILE    written once serving: "http_port=N"
   --help               this text
 )";
@@ -40,6 +46,14 @@ absl::Status ParsePort(const std::string& text, const std::string& where, int* p
   return absl::OkStatus();
 }
 
+absl::Status ParseCount(const std::string& text, const std::string& where, int* count) {
+  if (!absl::SimpleAtoi(text, count) || *count < 1 || *count > 4096) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": \"", text, "\" is not a whole number in [1, 4096]"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckAddress(const std::string& value, const std::string& where) {
   // host:port, [v6]:port or a gRPC target such as unix:/path.
   if (value.empty() || (!absl::StrContains(value, ':'))) {
@@ -55,6 +69,8 @@ absl::StatusOr<DashboardOptions> ParseOptions(
     const std::vector<std::string>& args, const std::function<const char*(const char*)>& getenv) {
   DashboardOptions o;
   std::string port_text;
+  std::string max_streams_text;
+  std::string per_client_text;
   const std::map<std::string, Setting> settings = {
       {"listen", {&o.listen_host, "GOODPUT_DASHBOARD_HOST"}},
       {"port", {&port_text, "GOODPUT_DASHBOARD_PORT"}},
@@ -64,6 +80,8 @@ absl::StatusOr<DashboardOptions> ParseOptions(
       {"alerting", {&o.alerting, "GOODPUT_ALERTING_ADDR"}},
       {"token", {&o.token, "GOODPUT_TOKEN"}},
       {"static-dir", {&o.static_dir, "GOODPUT_DASHBOARD_STATIC_DIR"}},
+      {"max-streams", {&max_streams_text, "GOODPUT_DASHBOARD_MAX_STREAMS"}},
+      {"max-streams-per-client", {&per_client_text, "GOODPUT_DASHBOARD_MAX_STREAMS_PER_CLIENT"}},
       {"ready-file", {&o.ready_file, nullptr}},
   };
   std::map<std::string, std::string> where;  // setting -> "--flag" or "$VAR", for messages
@@ -102,6 +120,13 @@ absl::StatusOr<DashboardOptions> ParseOptions(
   }
   if (!port_text.empty()) {
     if (absl::Status s = ParsePort(port_text, where["port"], &o.port); !s.ok()) return s;
+  }
+  for (auto [name, text, count] :
+       {std::tuple{"max-streams", &max_streams_text, &o.max_streams},
+        std::tuple{"max-streams-per-client", &per_client_text, &o.max_streams_per_client}}) {
+    if (text->empty()) continue;
+    const std::string label = where.count(name) ? where[name] : absl::StrCat("--", name);
+    if (absl::Status s = ParseCount(*text, label, count); !s.ok()) return s;
   }
   for (const char* name : {"ingest", "ofu", "mfu", "alerting"}) {
     std::string label = where.count(name) ? where[name] : absl::StrCat("--", name);

@@ -9,6 +9,9 @@
 //   --alerting HOST:PORT $GOODPUT_ALERTING_ADDR          [127.0.0.1:7104]
 //   --token TOKEN        $GOODPUT_TOKEN                  bearer token for the services
 //   --static-dir DIR     $GOODPUT_DASHBOARD_STATIC_DIR   the built front-end
+//   --max-streams N      $GOODPUT_DASHBOARD_MAX_STREAMS  [64] live-update streams in all
+//   --max-streams-per-client N  $GOODPUT_DASHBOARD_MAX_STREAMS_PER_CLIENT  [8] per client
+//                        address (behind a proxy every page shares its address: raise it)
 //   --ready-file FILE    written once serving: "http_port=N"
 #pragma once
 
@@ -29,6 +32,8 @@ struct DashboardOptions {
   std::string alerting = "127.0.0.1:7104";
   std::string token;
   std::string static_dir;  // empty: next to the binary (see main.cc)
+  int max_streams = 64;
+  int max_streams_per_client = 8;
   std::string ready_file;
   bool help = false;
 };

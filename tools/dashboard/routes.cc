@@ -38,6 +38,8 @@ absl::StatusOr<int> IntParam(const httplib::Request& req, const char* name, int 
 }
 
 constexpr int kMaxRangeHours = 24 * 366;
+// When a client refused a live stream may try again.
+constexpr int kStreamRetryAfterS = 10;
 
 // Everything but RFC 3986's unreserved characters as %XX (so '/' inside a job id too).
 std::string PercentEncode(const std::string& text) {
@@ -134,11 +136,15 @@ void RegisterRoutes(httplib::Server& server, Gateway* gateway, EventHub* hub,
       return SendError(res, absl::InvalidArgumentError("job=" + filter.job_id +
                                                        " needs its cluster (cluster=...)"));
     }
-    std::shared_ptr<EventSession> session = hub->Open(std::move(filter));
-    if (session == nullptr) {
-      return SendError(res,
-                       absl::ResourceExhaustedError("too many live pages are open; reload later"));
+    absl::StatusOr<std::shared_ptr<EventSession>> opened =
+        hub->Open(std::move(filter), req.remote_addr);
+    if (!opened.ok()) {
+      // The browser's EventSource retries by itself; Retry-After tells other clients when.
+      res.set_header("Retry-After", absl::StrCat(kStreamRetryAfterS));
+      return SendJson(res, Json{{"error", std::string(opened.status().message())}},
+                      opened.status().code() == absl::StatusCode::kResourceExhausted ? 429 : 503);
     }
+    std::shared_ptr<EventSession> session = *std::move(opened);
     res.set_header("Cache-Control", "no-store");
     res.set_header("X-Accel-Buffering", "no");
     res.set_chunked_content_provider(

@@ -5,11 +5,16 @@
 //   GET /api/jobs?cluster=&range_h=&limit=   jobs active in the range, newest first
 //   GET /api/jobs/<cluster>/<job id>         one job's page (job ids may contain '/')
 //   GET /api/alerts?cluster=&range_h=        alerts open at some point in the range
-//   GET /api/events?cluster=&job=            Server-Sent Events (ofu, alert, fleet, status)
+//   GET /api/events?cluster=&job=            Server-Sent Events (ofu, alert, fleet, status);
+//                                            429 with Retry-After when the client has its
+//                                            most streams open (SessionLimits), 503 when
+//                                            the dashboard has
 //   GET /jobs/<cluster>/<job id>             redirect to the job's page (alerts link here)
 //
 // Errors are JSON {"error": "..."} with the HTTP status matching the gRPC code (404 for an
-// unknown job, 400 for a bad parameter, 503 when a service is down).
+// unknown job, 400 for a bad parameter, 503 when a service is down). Paths holding control
+// characters ("/index.html%00.js") or ".." segments are refused 400 by the HTTP server
+// (guarded_http_server.h) before any route or static file sees them.
 #pragma once
 
 #include <functional>

@@ -75,6 +75,7 @@ containers:
     ports:
       - {name: grpc, containerPort: {{ .svc.grpcPort }}}
       - {name: http, containerPort: {{ .svc.httpPort }}}
+      - {name: probe, containerPort: {{ .svc.probePort }}}
     env:
       - name: PGPASSWORD
         valueFrom: {secretKeyRef: {name: {{ include "goodput.pgSecretName" $root }}, key: password, optional: true}}
@@ -87,7 +88,7 @@ containers:
       grpc: {port: {{ .svc.grpcPort }}}
       periodSeconds: 5
     livenessProbe:
-      httpGet: {path: /healthz, port: http}
+      httpGet: {path: /healthz, port: probe}
       initialDelaySeconds: 10
       periodSeconds: 10
       failureThreshold: 6
