@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <limits>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 
 namespace goodput::core {
@@ -27,10 +29,82 @@ double M2Of(const OfuStats& s) {
                              : 0.0;
 }
 
-double Median(std::vector<double> values) {
+// Median of [first, last), not empty.
+template <class It>
+double Median(It first, It last) {
+  absl::InlinedVector<double, 16> values(first, last);
   std::sort(values.begin(), values.end());
   const size_t n = values.size();
   return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+// Sample times and spacings of one GPU around a window: a few dozen at most in practice.
+using Times = absl::InlinedVector<int64_t, 16>;
+using Spacings = absl::InlinedVector<double, 16>;
+
+// Median of the last kSamplingHistory - 1 spacings (fewer if there are fewer), not empty.
+double RecentMedian(const Spacings& spacing_ms) {
+  const size_t n = std::min(spacing_ms.size(), kSamplingHistory - 1);
+  return Median(spacing_ms.end() - static_cast<std::ptrdiff_t>(n), spacing_ms.end());
+}
+
+// Sparse sampling and gaps of one GPU, judged on its sample times across the window's edges.
+// `in_window_ms`: the times of its samples in the window, ascending, distinct.
+uint32_t JudgeSampling(const SamplingContext& context, const Times& in_window_ms,
+                       int64_t window_start_ms, int64_t window_end_ms,
+                       const OfuWindowOptions& options) {
+  Times times;
+  for (int64_t t : context.earlier_ms) {
+    if (t < window_start_ms) times.push_back(t);
+  }
+  std::sort(times.begin(), times.end());
+  times.erase(std::unique(times.begin(), times.end()), times.end());
+  if (times.size() > kSamplingHistory) {
+    times.erase(times.begin(), times.end() - kSamplingHistory);
+  }
+  times.insert(times.end(), in_window_ms.begin(), in_window_ms.end());
+  if (times.empty()) return kOfuFlagNone;
+
+  // A silence is a gap when longer than min_gap_s and a few of the intervals before it.
+  Spacings spacing_ms;
+  auto is_gap = [&](double silence_ms) {
+    if (silence_ms <= options.min_gap_s * 1000.0) return false;
+    if (spacing_ms.empty()) return silence_ms > options.gap_threshold_s * 1000.0;
+    return silence_ms > options.gap_intervals * RecentMedian(spacing_ms);
+  };
+  uint32_t flags = kOfuFlagNone;
+  Spacings regular_ms;  // spacings ending in the window that are not gaps
+  for (size_t i = 1; i < times.size(); ++i) {
+    const double d = static_cast<double>(times[i] - times[i - 1]);
+    const bool gap = times[i] >= window_start_ms && is_gap(d);
+    spacing_ms.push_back(d);
+    if (times[i] < window_start_ms) continue;
+    if (gap) {
+      flags |= kOfuFlagGap;
+    } else {
+      regular_ms.push_back(d);
+    }
+  }
+  const int64_t known_until =
+      std::min(context.next_ms.value_or(std::numeric_limits<int64_t>::max()),
+               context.known_until_ms.value_or(window_end_ms));
+  if (known_until > window_start_ms && is_gap(static_cast<double>(known_until - times.back()))) {
+    flags |= kOfuFlagGap;
+  }
+
+  // The interval: the window's regular spacings, else (no sample, or one after a gap) the
+  // GPU's recent ones.
+  std::optional<double> interval_ms;
+  if (!regular_ms.empty()) {
+    interval_ms = Median(regular_ms.begin(), regular_ms.end());
+  } else if (!spacing_ms.empty()) {
+    interval_ms = RecentMedian(spacing_ms);
+  }
+  if (interval_ms.has_value() &&
+      *interval_ms > options.max_sample_spacing_s * 1000.0 * (1 + options.spacing_tolerance)) {
+    flags |= kOfuFlagCoarseSampling;
+  }
+  return flags;
 }
 
 absl::Status CheckWindow(int64_t window_start_ms, int64_t window_end_ms) {
@@ -126,18 +200,15 @@ absl::StatusOr<GpuOfuWindow> ComputeGpuOfuWindow(const GpuSpec& spec, const GpuO
   // Welford over the usable samples.
   int64_t n = 0;
   double mean = 0, m2 = 0;
-  std::vector<int64_t> used_ts;
-  used_ts.reserve(in_window.size());
-  bool have_prev = false;
-  int64_t prev_ts = 0;
+  Times sent_ts;  // distinct sample times, usable or not
+  sent_ts.reserve(in_window.size());
   for (const OfuSample* s : in_window) {
-    if (have_prev && s->timestamp_ms == prev_ts) {
+    if (!sent_ts.empty() && s->timestamp_ms == sent_ts.back()) {
       out.flags |= kOfuFlagDuplicateTimestamp;
       ++out.excluded_sample_count;
       continue;
     }
-    have_prev = true;
-    prev_ts = s->timestamp_ms;
+    sent_ts.push_back(s->timestamp_ms);
     if (!std::isfinite(s->tensor_active) || !std::isfinite(s->sm_clock_mhz) ||
         s->sm_clock_mhz < 0) {
       out.flags |= kOfuFlagInvalidValue;
@@ -155,31 +226,10 @@ absl::StatusOr<GpuOfuWindow> ComputeGpuOfuWindow(const GpuSpec& spec, const GpuO
     const double delta = ofu - mean;
     mean += delta / static_cast<double>(n);
     m2 += delta * (ofu - mean);
-    used_ts.push_back(s->timestamp_ms);
   }
   out.stats = StatsFromMoments(n, mean, m2);
-
-  if (used_ts.empty()) {
-    out.flags |= kOfuFlagNoSamples;
-    return out;
-  }
-  const double gap_ms = options.gap_threshold_s * 1000.0;
-  if (static_cast<double>(used_ts.front() - window_start_ms) > gap_ms ||
-      static_cast<double>(window_end_ms - used_ts.back()) > gap_ms) {
-    out.flags |= kOfuFlagGap;
-  }
-  if (used_ts.size() >= 2) {
-    std::vector<double> spacing_ms;
-    spacing_ms.reserve(used_ts.size() - 1);
-    for (size_t i = 1; i < used_ts.size(); ++i) {
-      const double d = static_cast<double>(used_ts[i] - used_ts[i - 1]);
-      spacing_ms.push_back(d);
-      if (d > gap_ms) out.flags |= kOfuFlagGap;
-    }
-    if (Median(spacing_ms) > options.max_sample_spacing_s * 1000.0) {
-      out.flags |= kOfuFlagCoarseSampling;
-    }
-  }
+  if (n == 0) out.flags |= kOfuFlagNoSamples;
+  out.flags |= JudgeSampling(series.sampling, sent_ts, window_start_ms, window_end_ms, options);
   return out;
 }
 
@@ -228,7 +278,7 @@ absl::StatusOr<JobOfuWindow> ComputeJobOfuWindow(const GpuSpec& spec,
   } else {
     out.min_gpu_ofu = *std::min_element(gpu_means.begin(), gpu_means.end());
     out.max_gpu_ofu = *std::max_element(gpu_means.begin(), gpu_means.end());
-    out.median_gpu_ofu = Median(gpu_means);
+    out.median_gpu_ofu = Median(gpu_means.begin(), gpu_means.end());
   }
   return out;
 }

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
 #include "services/core/gpu_catalog.h"
 
@@ -45,14 +46,18 @@ absl::StatusOr<double> SampleOfu(double tensor_active, double sm_clock_mhz,
 // to trust it.
 enum OfuQualityFlag : uint32_t {
   kOfuFlagNone = 0,
-  // Median spacing between samples > max_sample_spacing_s (30 s): TPA is averaged over at most
-  // 30 s, so coarser scrapes yield an average of averages.
+  // The GPU's sampling interval (median spacing of its samples, the spacing to its last sample
+  // before the window included) is above max_sample_spacing_s (30 s): TPA is averaged over at
+  // most 30 s, so coarser scrapes yield an average of averages. A GPU scraped once a minute is
+  // flagged in 60 s windows that hold one sample each.
   kOfuFlagCoarseSampling = 1u << 0,
   // Some sample had tensor_active outside [0, 1]; such samples are excluded.
   kOfuFlagTensorActiveOutOfRange = 1u << 1,
   // Some sample's SM clock exceeded the model's SM boost clock (kept, but implausible).
   kOfuFlagSmClockAboveBoost = 1u << 2,
-  // A stretch longer than gap_threshold_s without samples (including at the window edges).
+  // A silence of the GPU longer than gap_intervals (3) of its sampling intervals (and at least
+  // min_gap_s) overlaps the window: between two of its samples, or after its last one for as
+  // far as the job's telemetry is known. A GPU with no sample in the window is flagged too.
   kOfuFlagGap = 1u << 3,
   // Two samples of one GPU with the same timestamp; the first is kept.
   kOfuFlagDuplicateTimestamp = 1u << 4,
@@ -83,15 +88,44 @@ struct OfuStats {
 // (parallel Welford merge).
 OfuStats MergeOfuStats(const OfuStats& a, const OfuStats& b);
 
+// Earlier samples beyond this many are not used to judge a GPU's sampling.
+inline constexpr size_t kSamplingHistory = 6;
+
+// What is known of a GPU's samples outside the window, so that sparse sampling and gaps are
+// judged across window boundaries rather than inside one window only.
+struct SamplingContext {
+  // Times of the GPU's latest samples before the window (any order; the newest
+  // kSamplingHistory are used).
+  absl::InlinedVector<int64_t, kSamplingHistory> earlier_ms = {};
+  // Time of its first sample after the window, when known.
+  std::optional<int64_t> next_ms = {};
+  // How far the job's telemetry is known (its newest sample time, or less): a silence after
+  // the GPU's last sample counts up to its next sample or this time, whichever comes first.
+  // Unset: the window end.
+  std::optional<int64_t> known_until_ms = {};
+};
+
 // All samples of one GPU (any order; they are sorted by timestamp).
 struct GpuOfuSeries {
   std::string gpu_id;  // stable GPU reference: UUID, or "host/index"
   std::vector<OfuSample> samples;
+  SamplingContext sampling = {};
 };
 
 struct OfuWindowOptions {
-  double max_sample_spacing_s = 30;  // above: kOfuFlagCoarseSampling
-  double gap_threshold_s = 90;       // a longer stretch without samples: kOfuFlagGap
+  // Sampling interval above this: kOfuFlagCoarseSampling.
+  double max_sample_spacing_s = 30;
+  // Slack on max_sample_spacing_s for scrape jitter: a 30 s scrape landing a few milliseconds
+  // late is not coarse.
+  double spacing_tolerance = 0.1;
+  // A silence longer than min_gap_s and than gap_intervals sampling intervals (the median of
+  // the GPU's previous spacings, at most kSamplingHistory - 1 of them): kOfuFlagGap. Silences
+  // shorter than the 30 s the tensor counter averages over are not gaps.
+  double gap_intervals = 3;
+  double min_gap_s = 30;
+  // Instead of gap_intervals intervals while a GPU's interval is not known yet (no earlier
+  // spacing).
+  double gap_threshold_s = 90;
 };
 
 // One GPU's window.
@@ -102,7 +136,9 @@ struct GpuOfuWindow {
   int64_t excluded_sample_count = 0;  // invalid, out-of-range or duplicate samples dropped
 };
 
-// Computes one GPU's window over samples in [window_start_ms, window_end_ms).
+// Computes one GPU's window over samples in [window_start_ms, window_end_ms); sparse sampling
+// and gaps take series.sampling into account. A series without samples in the window is
+// flagged kOfuFlagNoSamples (and kOfuFlagGap when its context shows a long silence).
 // INVALID_ARGUMENT if window_end_ms <= window_start_ms or the spec's tensor clock is <= 0.
 absl::StatusOr<GpuOfuWindow> ComputeGpuOfuWindow(const GpuSpec& spec, const GpuOfuSeries& series,
                                                  int64_t window_start_ms, int64_t window_end_ms,

@@ -70,7 +70,7 @@ TEST(OfuWindow, JobOfuIsMeanOverGpusAndSamples) {
   in.allocated_gpu_count = 2;
   in.gpus = {Series("a", {{kT0 + 10'000, 0.5, 1830}, {kT0 + 20'000, 0.7, 1830}}),
              Series("b", {{kT0 + 10'000, 0.3, 1830}})};
-  in.options.gap_threshold_s = 1000;
+  in.options.min_gap_s = 1000;  // the quiet end of the window is not the point here
   absl::StatusOr<JobOfuWindow> w = ComputeJobOfuWindow(H100(), in);
   ASSERT_TRUE(w.ok()) << w.status();
   EXPECT_EQ(w->stats.sample_count, 3);
@@ -270,6 +270,88 @@ TEST(OfuWindow, FlagsGapsInsideAndAtTheEdges) {
   // No gap when the samples cover the window.
   w = ComputeGpuOfuWindow(H100(), Series("a", early), kT0, kT0 + 100'001, options);
   EXPECT_FALSE(w->flags & kOfuFlagGap);
+}
+
+// A GPU with samples every `step_ms` before kT0 (the newest at kT0 - step_ms).
+SamplingContext EveryBefore(int64_t step_ms) {
+  SamplingContext c;
+  for (int i = 1; i <= 10; ++i) c.earlier_ms.push_back(kT0 - i * step_ms);
+  return c;
+}
+
+TEST(OfuWindow, OneSamplePerWindowAtAMinuteScrapeIsCoarseAcrossWindows) {
+  // A 60 s scrape and 60 s windows: each window holds one sample, so only the spacing to the
+  // previous window's sample shows the interval.
+  GpuOfuSeries s = Series("a", {{kT0 + 30'000, 0.5, 1830}});
+  EXPECT_FALSE(ComputeGpuOfuWindow(H100(), s, kT0, kT0 + 60'000)->flags & kOfuFlagCoarseSampling);
+  s.sampling.earlier_ms = {kT0 - 30'000};
+  absl::StatusOr<GpuOfuWindow> w = ComputeGpuOfuWindow(H100(), s, kT0, kT0 + 60'000);
+  ASSERT_TRUE(w.ok());
+  EXPECT_THAT(OfuQualityFlagNames(w->flags), ElementsAre("coarse_sampling"));
+
+  // A 30 s scrape landing a few milliseconds late is fine.
+  s.samples = {{kT0 + 10'004, 0.5, 1830}, {kT0 + 40'007, 0.5, 1830}};
+  s.sampling.earlier_ms = {kT0 - 19'998, kT0 - 50'000};
+  EXPECT_EQ(ComputeGpuOfuWindow(H100(), s, kT0, kT0 + 60'000)->flags, kOfuFlagNone);
+}
+
+TEST(OfuWindow, FlagsAGapAgainstTheGpusOwnIntervalAcrossWindows) {
+  // Sampled every 10 s until kT0 - 10 s, silent until kT0 + 600 s.
+  GpuOfuSeries silent = Series("a", {});
+  silent.sampling = EveryBefore(10'000);
+  silent.sampling.next_ms = kT0 + 600'000;
+  absl::StatusOr<GpuOfuWindow> w = ComputeGpuOfuWindow(H100(), silent, kT0, kT0 + 60'000);
+  ASSERT_TRUE(w.ok());
+  EXPECT_THAT(OfuQualityFlagNames(w->flags), ElementsAre("gap", "no_samples"));
+
+  // The window where it comes back.
+  GpuOfuSeries back = Series("a", {{kT0 + 10'000, 0.5, 1830}, {kT0 + 20'000, 0.5, 1830}});
+  back.sampling.earlier_ms = {kT0 - 600'000, kT0 - 610'000, kT0 - 620'000};
+  w = ComputeGpuOfuWindow(H100(), back, kT0, kT0 + 60'000);
+  EXPECT_TRUE(w->flags & kOfuFlagGap);
+  EXPECT_FALSE(w->flags & kOfuFlagCoarseSampling);  // still a 10 s sampler
+
+  // 40 s of silence is four intervals: a gap; 25 s is not.
+  GpuOfuSeries short_silence = Series("a", {{kT0 + 15'000, 0.5, 1830}});
+  short_silence.sampling = EveryBefore(10'000);
+  EXPECT_FALSE(ComputeGpuOfuWindow(H100(), short_silence, kT0, kT0 + 30'000)->flags & kOfuFlagGap);
+  short_silence.samples[0].timestamp_ms = kT0 + 30'000;
+  EXPECT_TRUE(ComputeGpuOfuWindow(H100(), short_silence, kT0, kT0 + 60'000)->flags & kOfuFlagGap);
+}
+
+TEST(OfuWindow, GapThresholdHasAFloorAndAFallback) {
+  // Sampled every second: 20 s of silence is below the 30 s floor.
+  GpuOfuSeries s = Series("a", {{kT0 + 19'000, 0.5, 1830}});
+  s.sampling = EveryBefore(1'000);
+  s.sampling.known_until_ms = kT0 + 19'000;
+  EXPECT_FALSE(ComputeGpuOfuWindow(H100(), s, kT0, kT0 + 60'000)->flags & kOfuFlagGap);
+  s.samples[0].timestamp_ms = kT0 + 40'000;
+  s.sampling.known_until_ms = kT0 + 40'000;
+  EXPECT_TRUE(ComputeGpuOfuWindow(H100(), s, kT0, kT0 + 60'000)->flags & kOfuFlagGap);
+  // One earlier sample: no interval yet, the 90 s fallback applies.
+  s.sampling.earlier_ms = {kT0 - 40'000};
+  EXPECT_FALSE(ComputeGpuOfuWindow(H100(), s, kT0, kT0 + 60'000)->flags & kOfuFlagGap);
+  s.sampling.earlier_ms = {kT0 - 60'000};
+  EXPECT_TRUE(ComputeGpuOfuWindow(H100(), s, kT0, kT0 + 60'000)->flags & kOfuFlagGap);
+}
+
+TEST(OfuWindow, SilenceAfterTheJobsLastSampleIsNotAGap) {
+  GpuOfuSeries s = Series("a", {{kT0 + 5'000, 0.5, 1830}});
+  s.sampling = EveryBefore(5'000);
+  // Judged to the window end, 55 s of silence at 5 s sampling is a gap ...
+  EXPECT_TRUE(ComputeGpuOfuWindow(H100(), s, kT0, kT0 + 60'000)->flags & kOfuFlagGap);
+  // ... but the job's telemetry ended with this sample.
+  s.sampling.known_until_ms = kT0 + 5'000;
+  EXPECT_FALSE(ComputeGpuOfuWindow(H100(), s, kT0, kT0 + 60'000)->flags & kOfuFlagGap);
+}
+
+TEST(OfuWindow, TheNextSampleEndsASilence) {
+  GpuOfuSeries s = Series("a", Constant(0.5, 1830, 5'000, 60'000));  // last at kT0 + 55 s
+  s.sampling = EveryBefore(5'000);
+  s.sampling.known_until_ms = kT0 + 600'000;  // other GPUs kept reporting
+  EXPECT_TRUE(ComputeGpuOfuWindow(H100(), s, kT0, kT0 + 60'000)->flags & kOfuFlagGap);
+  s.sampling.next_ms = kT0 + 61'000;
+  EXPECT_EQ(ComputeGpuOfuWindow(H100(), s, kT0, kT0 + 60'000)->flags, kOfuFlagNone);
 }
 
 TEST(OfuWindow, DropsAndFlagsDuplicateTimestampsKeepingTheFirst) {

@@ -26,7 +26,7 @@ absl::Status OfuConsumer::Restore() {
   absl::StatusOr<ConsumerState> state = store_->LoadState();
   if (!state.ok()) return state.status();
   absl::StatusOr<std::vector<std::pair<JobRecord, std::vector<Sample>>>> open =
-      store_->LoadOpenJobs(*state, engine_options_.window_ms);
+      store_->LoadOpenJobs(*state, RestoreLookbackMs(engine_options_));
   if (!open.ok()) return open.status();
   absl::MutexLock lock(&engine_mu_);
   engine_ = std::make_unique<WindowEngine>(catalog_, engine_options_);

@@ -380,19 +380,28 @@ absl::StatusOr<std::vector<std::pair<JobRecord, std::vector<Sample>>>> OfuStore:
   if (ids->empty()) return out;
   absl::StatusOr<absl::flat_hash_map<int64_t, JobRecord>> jobs = LoadJobs(*ids);
   if (!jobs.ok()) return jobs.status();
+  // Rows of `alias` below the watermark (see the header comment).
+  auto consumed = [](const char* alias) {
+    return absl::StrCat("(", alias, ".ingest_xid < $3::xid8 OR (", alias,
+                        ".ingest_xid < $4::xid8 AND ", alias, ".seq <= $5))");
+  };
   const std::string samples_sql = absl::StrCat(
       "SELECT ", kSampleColumns,
-      " FROM samples s WHERE s.job = $1 AND s.sample_time >= coalesce(timestamptz 'epoch' + $2 "
-      "* interval '1 millisecond', '-infinity') AND (s.ingest_xid < $3::xid8 OR "
-      "(s.ingest_xid < $4::xid8 AND s.seq <= $5)) ORDER BY s.seq");
+      " FROM samples s WHERE s.job = $1 AND s.sample_time >= coalesce(least(timestamptz "
+      "'epoch' + ($6::bigint - $2::bigint) * interval '1 millisecond', (SELECT "
+      "max(p.sample_time) FROM samples p WHERE p.job = $1 AND p.sample_time < timestamptz "
+      "'epoch' + $6::bigint * interval '1 millisecond' AND ",
+      consumed("p"), ") - $2::bigint * interval '1 millisecond'), '-infinity') AND ", consumed("s"),
+      " ORDER BY s.seq");
   for (auto& [id, rec] : *jobs) {
     absl::StatusOr<std::vector<Sample>> samples = pool_->RunTransactionFor<std::vector<Sample>>(
         [&](pqxx::work& txn) -> absl::StatusOr<std::vector<Sample>> {
-          std::optional<int64_t> from;
-          if (rec.info.final_before_ms != kNoTime) from = rec.info.final_before_ms - lookback_ms;
+          std::optional<int64_t> final_before;
+          if (rec.info.final_before_ms != kNoTime) final_before = rec.info.final_before_ms;
           std::vector<Sample> v;
-          for (const pqxx::row& r : txn.exec_params(samples_sql, id, from, state.xid_done,
-                                                    state.xid_round_end, state.seq_cursor)) {
+          for (const pqxx::row& r :
+               txn.exec_params(samples_sql, id, lookback_ms, state.xid_done, state.xid_round_end,
+                               state.seq_cursor, final_before)) {
             v.push_back(ParseSample(r).sample);
           }
           return v;

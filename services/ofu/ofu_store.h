@@ -82,7 +82,8 @@ class OfuStore {
   // Jobs by id (with their persisted progress).
   absl::StatusOr<absl::flat_hash_map<int64_t, JobRecord>> LoadJobs(const std::vector<int64_t>& ids);
   // Jobs with windows not yet final, and the consumed samples of those windows and of the
-  // `lookback_ms` before them (seq order).
+  // `lookback_ms` before them, or before the job's last sample ahead of them when that is
+  // older (a silence) (seq order).
   absl::StatusOr<std::vector<std::pair<JobRecord, std::vector<Sample>>>> LoadOpenJobs(
       const ConsumerState& state, int64_t lookback_ms);
 

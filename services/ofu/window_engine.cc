@@ -1,6 +1,7 @@
 #include "services/ofu/window_engine.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <utility>
 
@@ -16,6 +17,12 @@ int64_t FloorDiv(int64_t a, int64_t b) {
 }
 
 double Finite(float v) { return std::isfinite(v) ? static_cast<double>(v) : kNoValue; }
+
+// Whether a sample carries both OFU counters (missing ones are NaN): the samples whose times
+// judge a GPU's sampling.
+bool CarriesOfu(const WindowInput::Packed& p) {
+  return !std::isnan(p.tensor_active) && !std::isnan(p.sm_clock_mhz);
+}
 
 uint32_t MapCoreFlags(uint32_t core_flags) {
   uint32_t out = 0;
@@ -59,6 +66,10 @@ std::optional<double> MeanOf(const core::GpuTelemetrySeries& series, Get get) {
 
 }  // namespace
 
+int64_t RestoreLookbackMs(const EngineOptions& options) {
+  return std::max<int64_t>(options.window_ms, int64_t{core::kSamplingHistory} * 60'000);
+}
+
 int64_t WindowStart(int64_t timestamp_ms, int64_t window_ms) {
   return FloorDiv(timestamp_ms, window_ms) * window_ms;
 }
@@ -84,14 +95,15 @@ std::vector<WindowResult> ComputeWindow(const WindowInput& input, const EngineOp
     if (begin[g] == begin[g + 1]) continue;
     std::stable_sort(ordered.begin() + begin[g], ordered.begin() + begin[g + 1],
                      [](const Packed* a, const Packed* b) { return a->offset_ms < b->offset_ms; });
-    core::GpuOfuSeries os{.gpu_id = input.gpu_names[g], .samples = {}};
+    core::GpuOfuSeries os{.gpu_id = input.gpu_names[g], .samples = {}, .sampling = {}};
+    if (g < input.sampling.size()) os.sampling = input.sampling[g];
     core::GpuTelemetrySeries ts{.gpu_id = input.gpu_names[g], .samples = {}};
     os.samples.reserve(begin[g + 1] - begin[g]);
     ts.samples.reserve(begin[g + 1] - begin[g]);
     for (uint32_t i = begin[g]; i < begin[g + 1]; ++i) {
       const Packed& p = *ordered[i];
       const int64_t t = input.start_ms + p.offset_ms;
-      if (!std::isnan(p.tensor_active) && !std::isnan(p.sm_clock_mhz)) {
+      if (CarriesOfu(p)) {
         os.samples.push_back(
             {.timestamp_ms = t, .tensor_active = p.tensor_active, .sm_clock_mhz = p.sm_clock_mhz});
       }
@@ -109,6 +121,13 @@ std::vector<WindowResult> ComputeWindow(const WindowInput& input, const EngineOp
     ofu_series.push_back(std::move(os));
     telemetry.push_back(std::move(ts));
     gpu_of_series.push_back(static_cast<uint32_t>(g));
+  }
+  // GPUs of the job without a sample here but with samples around it are judged too: a
+  // silent GPU is a gap (and counts as allocated).
+  for (size_t g = 0; g < std::min(gpu_count, input.sampling.size()); ++g) {
+    const core::SamplingContext& c = input.sampling[g];
+    if (begin[g] != begin[g + 1] || (c.earlier_ms.empty() && !c.next_ms.has_value())) continue;
+    ofu_series.push_back({.gpu_id = input.gpu_names[g], .samples = {}, .sampling = c});
   }
 
   // Energy series: the previous reading (if any) in front, so the window's energy covers the
@@ -133,8 +152,7 @@ std::vector<WindowResult> ComputeWindow(const WindowInput& input, const EngineOp
     return e;
   };
 
-  const int reporting_gpus = static_cast<int>(telemetry.size());
-  const int allocated = std::max(input.gpus_allocated, reporting_gpus);
+  const int allocated = std::max(input.gpus_allocated, static_cast<int>(ofu_series.size()));
   WindowResult job;
   job.job = input.job;
   job.start_ms = input.start_ms;
@@ -164,7 +182,7 @@ std::vector<WindowResult> ComputeWindow(const WindowInput& input, const EngineOp
       job.gpu_ofu_median = w->median_gpu_ofu;
       job.gpu_ofu_max = w->max_gpu_ofu;
       job.flags |= MapCoreFlags(w->flags);
-      for (size_t k = 0; k < w->per_gpu.size(); ++k) gpu_ofu[k] = std::move(w->per_gpu[k]);
+      for (size_t k = 0; k < gpu_ofu.size(); ++k) gpu_ofu[k] = std::move(w->per_gpu[k]);
     }
   }
   job.gpu_coverage = allocated > 0 ? static_cast<double>(job.gpus_reporting) / allocated : 0;
@@ -292,11 +310,45 @@ std::vector<WindowResult> ComputeWindow(const WindowInput& input, const EngineOp
 
 // ---------------------------------------------------------------------------------------
 
+namespace {
+
+// The newest few distinct sample times of one GPU, ascending.
+struct RecentTimes {
+  std::array<int64_t, core::kSamplingHistory> ms{};
+  size_t n = 0;
+
+  void Add(int64_t t) {
+    int64_t* const first = ms.data();
+    int64_t* const end = first + n;
+    int64_t* const pos = std::lower_bound(first, end, t);
+    if (pos != end && *pos == t) return;
+    if (n == ms.size()) {
+      if (pos == first) return;  // older than every time kept
+      std::move(first + 1, pos, first);
+      *(pos - 1) = t;
+      return;
+    }
+    std::move_backward(pos, end, end + 1);
+    *pos = t;
+    ++n;
+  }
+};
+
+}  // namespace
+
 struct WindowEngine::OpenWindow {
   int64_t start_ms = 0;
   std::vector<WindowInput::Packed> samples;
+  int64_t first_ms = std::numeric_limits<int64_t>::max();  // sample times, any GPU
+  int64_t last_ms = kNoTime;
   bool closed = false;  // emitted at least once
   bool dirty = false;   // samples added since the last emission
+
+  void Add(const WindowInput::Packed& p) {
+    samples.push_back(p);
+    first_ms = std::min(first_ms, start_ms + p.offset_ms);
+    last_ms = std::max(last_ms, start_ms + p.offset_ms);
+  }
 };
 
 struct WindowEngine::JobState {
@@ -304,12 +356,30 @@ struct WindowEngine::JobState {
   const core::GpuSpec* spec = nullptr;
   std::vector<std::string> gpu_names;
   absl::flat_hash_map<std::string, uint32_t> gpu_index;
-  // Last energy reading of each GPU in windows already final.
+  // Per GPU, of the samples in windows already final: the last energy reading, and the times
+  // of the latest samples carrying OFU (the sampling history).
   std::vector<std::pair<int64_t, double>> last_energy;
+  std::vector<RecentTimes> final_times;
+  // The job's newest sample time in final windows; for a job back after a flush, the newest
+  // of its earlier run (`resumed_after_ms`, which also stands in for the history of GPUs
+  // without one).
+  int64_t final_sample_max_ms = kNoTime;
+  int64_t resumed_after_ms = kNoTime;
   std::map<int64_t, OpenWindow> windows;
   int64_t final_before_ms = kNoTime;
   int64_t max_event_ms = kNoTime;
   int64_t last_arrival_ms = kNoTime;
+
+  // The index of `gpu` in the job, registering it if new.
+  uint32_t GpuIndex(const std::string& gpu) {
+    auto [it, inserted] = gpu_index.try_emplace(gpu, static_cast<uint32_t>(gpu_names.size()));
+    if (inserted) {
+      gpu_names.push_back(gpu);
+      last_energy.emplace_back(kNoTime, 0.0);
+      final_times.emplace_back();
+    }
+    return it->second;
+  }
 };
 
 WindowEngine::WindowEngine(const core::GpuCatalog* catalog, EngineOptions options)
@@ -329,6 +399,10 @@ WindowEngine::JobState& WindowEngine::StateFor(const JobInfo& info) {
     s.spec = spec.ok() ? *spec : nullptr;
     s.final_before_ms = info.final_before_ms;
     s.max_event_ms = info.max_event_ms;
+    // Every window of an earlier run is final: the job was flushed and is back.
+    if (info.max_event_ms != kNoTime && info.max_event_ms < info.final_before_ms) {
+      s.final_sample_max_ms = s.resumed_after_ms = info.max_event_ms;
+    }
   }
   return *it->second;
 }
@@ -359,15 +433,10 @@ AddOutcome WindowEngine::Add(const JobInfo& info, const Sample& sample, int64_t 
     }
     return AddOutcome::kLate;
   }
-  auto [git, inserted] =
-      job.gpu_index.try_emplace(sample.gpu, static_cast<uint32_t>(job.gpu_names.size()));
-  if (inserted) {
-    job.gpu_names.push_back(sample.gpu);
-    job.last_energy.emplace_back(kNoTime, 0.0);
-  }
+  const uint32_t gpu = job.GpuIndex(sample.gpu);
   OpenWindow& w = job.windows[ws];
   w.start_ms = ws;
-  w.samples.push_back(Pack(sample, ws, git->second));
+  w.Add(Pack(sample, ws, gpu));
   w.dirty = true;
   job.max_event_ms = std::max(job.max_event_ms, sample.timestamp_ms);
   progress_[info.job] = {
@@ -375,26 +444,27 @@ AddOutcome WindowEngine::Add(const JobInfo& info, const Sample& sample, int64_t 
   return AddOutcome::kAccepted;
 }
 
+void WindowEngine::FoldIntoFinal(JobState& job, uint32_t gpu, int64_t timestamp_ms,
+                                 bool carries_ofu, double energy_mj) {
+  std::pair<int64_t, double>& last = job.last_energy[gpu];
+  if (std::isfinite(energy_mj) && timestamp_ms >= last.first) last = {timestamp_ms, energy_mj};
+  if (carries_ofu) job.final_times[gpu].Add(timestamp_ms);
+  job.final_sample_max_ms = std::max(job.final_sample_max_ms, timestamp_ms);
+}
+
 void WindowEngine::Restore(const JobInfo& info, const Sample& sample) {
   JobState& job = StateFor(info);
   const int64_t ws = WindowStart(sample.timestamp_ms, options_.window_ms);
-  auto [git, inserted] =
-      job.gpu_index.try_emplace(sample.gpu, static_cast<uint32_t>(job.gpu_names.size()));
-  if (inserted) {
-    job.gpu_names.push_back(sample.gpu);
-    job.last_energy.emplace_back(kNoTime, 0.0);
-  }
+  const uint32_t gpu = job.GpuIndex(sample.gpu);
+  const WindowInput::Packed packed = Pack(sample, ws, gpu);
   if (ws < job.final_before_ms) {
-    // A final window: only its last energy reading matters (the next window starts there).
-    std::pair<int64_t, double>& last = job.last_energy[git->second];
-    if (std::isfinite(sample.energy_mj) && sample.timestamp_ms >= last.first) {
-      last = {sample.timestamp_ms, sample.energy_mj};
-    }
+    // A final window: only what the next windows need of it (energy, sampling history).
+    FoldIntoFinal(job, gpu, sample.timestamp_ms, CarriesOfu(packed), sample.energy_mj);
     return;
   }
   OpenWindow& w = job.windows[ws];
   w.start_ms = ws;
-  w.samples.push_back(Pack(sample, ws, git->second));
+  w.Add(packed);
 }
 
 void WindowEngine::RestoreDone(int64_t job_id) {
@@ -429,6 +499,36 @@ void WindowEngine::Emit(JobState& job, OpenWindow& window, bool finalize) {
       }
     }
   }
+  // Each GPU's samples around the window: the history of the final windows, then the other
+  // open windows. Silence counts only as far as lateness lets the window see.
+  const size_t gpus = in.gpu_names.size();
+  std::vector<RecentTimes> earlier = job.final_times;
+  in.sampling.resize(gpus);
+  for (const auto& [start, other] : job.windows) {
+    if (start == window.start_ms) continue;
+    for (const WindowInput::Packed& p : other.samples) {
+      if (!CarriesOfu(p)) continue;
+      const int64_t t = start + p.offset_ms;
+      if (start < window.start_ms) {
+        earlier[p.gpu].Add(t);
+      } else if (std::optional<int64_t>& next = in.sampling[p.gpu].next_ms; !next || t < *next) {
+        next = t;
+      }
+    }
+  }
+  const int64_t known_until = std::min(job.max_event_ms, in.end_ms + options_.allowed_lateness_ms);
+  for (size_t g = 0; g < gpus; ++g) {
+    core::SamplingContext& c = in.sampling[g];
+    c.known_until_ms = known_until;
+    RecentTimes& e = earlier[g];
+    if (e.n == 0 && job.resumed_after_ms != kNoTime && job.resumed_after_ms < in.start_ms) {
+      e.Add(job.resumed_after_ms);
+    }
+    // A GPU silent for longer than a gap is filled is no longer taken for one of the job's.
+    if (e.n > 0 && in.end_ms - e.ms[e.n - 1] <= options_.max_gap_fill_ms) {
+      c.earlier_ms.assign(e.ms.begin(), e.ms.begin() + static_cast<std::ptrdiff_t>(e.n));
+    }
+  }
   std::vector<WindowResult> results = ComputeWindow(in, options_);
   job.gpu_names = std::move(in.gpu_names);
   window.samples = std::move(in.samples);
@@ -440,8 +540,26 @@ void WindowEngine::Emit(JobState& job, OpenWindow& window, bool finalize) {
   window.dirty = false;
 }
 
+void WindowEngine::FillGaps(JobState& job) {
+  const int64_t W = options_.window_ms;
+  int64_t previous_ms = job.final_sample_max_ms;
+  for (auto it = job.windows.begin(); it != job.windows.end(); ++it) {
+    const OpenWindow& w = it->second;
+    if (w.samples.empty()) continue;
+    if (previous_ms != kNoTime && w.first_ms > previous_ms &&
+        w.first_ms - previous_ms <= options_.max_gap_fill_ms) {
+      for (int64_t start = std::max(WindowStart(previous_ms, W) + W, job.final_before_ms);
+           start < w.start_ms; start += W) {
+        job.windows.try_emplace(start).first->second.start_ms = start;
+      }
+    }
+    previous_ms = std::max(previous_ms, w.last_ms);
+  }
+}
+
 void WindowEngine::CloseAndFinalize(JobState& job, bool everything) {
   const int64_t W = options_.window_ms;
+  FillGaps(job);
   int64_t final_before = job.final_before_ms;
   if (job.max_event_ms != kNoTime) {
     const int64_t by_event = WindowStart(job.max_event_ms - options_.allowed_lateness_ms, W);
@@ -459,10 +577,7 @@ void WindowEngine::CloseAndFinalize(JobState& job, bool everything) {
     if (final_now) {
       Emit(job, w, /*finalize=*/true);
       for (const WindowInput::Packed& p : w.samples) {
-        const int64_t t = w.start_ms + p.offset_ms;
-        if (std::isfinite(p.energy_mj) && t >= job.last_energy[p.gpu].first) {
-          job.last_energy[p.gpu] = {t, p.energy_mj};
-        }
+        FoldIntoFinal(job, p.gpu, w.start_ms + p.offset_ms, CarriesOfu(p), p.energy_mj);
       }
       it = job.windows.erase(it);
       continue;
@@ -523,6 +638,7 @@ size_t WindowEngine::MemoryBytes() const {
     // Hash map slots: key string + value + control byte.
     bytes += job->gpu_index.capacity() * (sizeof(std::string) + sizeof(uint32_t) + 1);
     bytes += job->last_energy.capacity() * sizeof(std::pair<int64_t, double>);
+    bytes += job->final_times.capacity() * sizeof(RecentTimes);
     for (const auto& [start, w] : job->windows) {
       bytes += sizeof(OpenWindow) + 4 * sizeof(void*);  // map node
       bytes += w.samples.capacity() * sizeof(WindowInput::Packed);

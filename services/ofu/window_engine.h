@@ -3,6 +3,12 @@
 // (OFU mean and 95% CI, coverage, min/median/max GPU, flags, SI/TI, stragglers, idle GPUs,
 // roofline class, HBM peak fraction, energy).
 //
+// Sampling quality is judged across windows: the engine keeps, per GPU, the times of its
+// latest samples in final windows, so that a GPU sampled once a minute is flagged as sparse
+// in 60 s windows holding one sample each, and a GPU that goes silent is flagged as a gap in
+// the windows its silence covers. Windows in which no GPU of the job sent anything, between
+// two of its samples, are emitted too (coverage 0).
+//
 // Event time and lateness: each job keeps the highest sample timestamp it has seen. A window
 // closes (is emitted, revision 0) once that timestamp reaches the window's end; it stays
 // revisable until the timestamp passes end + allowed lateness, when it is finalized. Samples
@@ -65,6 +71,11 @@ struct EngineOptions {
   int64_t allowed_lateness_ms = 120'000;
   // A job without new samples for this long (arrival time) is flushed: all windows final.
   int64_t idle_flush_ms = 300'000;
+  // Windows without any sample between two samples of a job at most this far apart are
+  // reported all the same (coverage 0, flagged as gaps when the silence is one), so that a
+  // telemetry outage shows and its GPU-hours count; a longer silence leaves no windows. A GPU
+  // silent for longer is no longer judged in its job's windows.
+  int64_t max_gap_fill_ms = 86'400'000;
   core::OfuWindowOptions ofu;
   double idle_threshold = 0.01;        // GR engine (else tensor) activity of an idle GPU
   double straggler_threshold = 0.2;    // score (median - ofu) / median at or above
@@ -163,9 +174,10 @@ class WindowEngine {
   AddOutcome Add(const JobInfo& info, const Sample& sample, int64_t arrival_ms);
 
   // Like Add for samples being restored after a restart: never late, never emitted on its
-  // own. Samples of final windows only provide the last energy reading before the first open
-  // window (restore the window before `final_before_ms` too). Call RestoreDone(job) after
-  // the last one.
+  // own. Samples of final windows only provide the last energy reading and the sampling
+  // history before the first open window: restore the RestoreLookbackMs() before
+  // `final_before_ms` too, or before the job's last sample ahead of it when that is older.
+  // Call RestoreDone(job) after the last one.
   void Restore(const JobInfo& info, const Sample& sample);
   void RestoreDone(int64_t job);
 
@@ -194,6 +206,9 @@ class WindowEngine {
   struct OpenWindow;
   JobState& StateFor(const JobInfo& info);
   void Emit(JobState& job, OpenWindow& window, bool finalize);
+  void FillGaps(JobState& job);
+  void FoldIntoFinal(JobState& job, uint32_t gpu, int64_t timestamp_ms, bool carries_ofu,
+                     double energy_mj);
   void CloseAndFinalize(JobState& job, bool everything);
 
   const core::GpuCatalog* catalog_;
@@ -206,7 +221,9 @@ class WindowEngine {
 
 // Computes the job-level and per-GPU windows of one window's samples with the core library.
 // `previous_energy` holds, per GPU, the last energy reading before the window (timestamp,
-// mJ) so energy spans the window boundary. Exposed for the benchmark and tests.
+// mJ) so energy spans the window boundary; `sampling`, per GPU, its samples around the
+// window (a GPU without samples in the window but with a context is judged for gaps and
+// counts as allocated). Exposed for the benchmark and tests.
 struct WindowInput {
   int64_t job = 0;
   std::string gpu_model;
@@ -223,8 +240,13 @@ struct WindowInput {
   };
   std::vector<Packed> samples;                              // any order
   std::vector<std::pair<int64_t, double>> previous_energy;  // by GPU index; ts < 0: none
+  std::vector<core::SamplingContext> sampling;              // by GPU index; may be empty
 };
 std::vector<WindowResult> ComputeWindow(const WindowInput& input, const EngineOptions& options);
+
+// How far before a job's `final_before_ms` WindowEngine::Restore wants samples: the last
+// core::kSamplingHistory samples of a GPU sampled once a minute, and at least one window.
+int64_t RestoreLookbackMs(const EngineOptions& options);
 
 // The epoch-aligned start of the window holding `timestamp_ms`.
 int64_t WindowStart(int64_t timestamp_ms, int64_t window_ms);

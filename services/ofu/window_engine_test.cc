@@ -1,5 +1,7 @@
 #include "services/ofu/window_engine.h"
 
+#include <map>
+#include <ranges>
 #include <string>
 #include <vector>
 
@@ -231,6 +233,202 @@ TEST(WindowEngine, RestoringOpenWindowsReproducesTheUninterruptedResult) {
     EXPECT_EQ(b[key].sample_count, r.sample_count);
     EXPECT_DOUBLE_EQ(b[key].ofu.value_or(-1), r.ofu.value_or(-1));
     EXPECT_TRUE(b[key].finalized);
+  }
+}
+
+// The final version of each window, by (start, GPU).
+std::map<std::pair<int64_t, std::string>, WindowResult> Finals(
+    const std::vector<WindowResult>& all) {
+  std::map<std::pair<int64_t, std::string>, WindowResult> m;
+  for (const WindowResult& r : all) {
+    if (r.finalized) m[{r.start_ms, r.gpu}] = r;
+  }
+  return m;
+}
+
+TEST(WindowEngine, AMinuteScrapeIsSparseEvenWithOneSamplePerWindow) {
+  WindowEngine engine(&core::GpuCatalog::BuiltIn(), {});
+  for (int i = 0; i < 10; ++i) {
+    engine.Add(Job(), S("g0", kT0 + 30'000 + i * 60'000, 0.5), 0);
+    engine.Advance();
+  }
+  engine.FlushJob(7);
+  std::vector<WindowResult> w = JobLevel(engine.TakeResults());
+  ASSERT_GE(w.size(), 10u);
+  for (const WindowResult& r : Finals(w) | std::views::values) {
+    EXPECT_EQ(r.sample_count, 1);
+    // The first window has no earlier sample to tell the interval by.
+    EXPECT_EQ(static_cast<bool>(r.flags & kFlagSparseSampling), r.start_ms > kT0) << r.start_ms;
+    EXPECT_FALSE(r.flags & kFlagGap) << r.start_ms;
+  }
+}
+
+TEST(WindowEngine, TenSecondSamplingIsNeitherSparseNorGappy) {
+  WindowEngine engine(&core::GpuCatalog::BuiltIn(), {});
+  for (int i = 0; i < 60; ++i) {
+    engine.Add(Job(2), S("g0", kT0 + 5'000 + i * 10'000, 0.5), 0);
+    engine.Add(Job(2), S("g1", kT0 + 7'000 + i * 10'000, 0.5), 0);
+    engine.Advance();
+  }
+  engine.FlushJob(7);
+  for (const auto& [key, r] : Finals(engine.TakeResults())) {
+    EXPECT_EQ(r.flags & (kFlagSparseSampling | kFlagGap | kFlagLowGpuCoverage), 0u)
+        << key.first << " " << key.second;
+  }
+}
+
+TEST(WindowEngine, ATenMinuteSilenceLeavesGapWindowsWithZeroCoverage) {
+  // Two GPUs sampled every 10 s for 5 minutes, silent for 10, then 5 minutes more.
+  WindowEngine engine(&core::GpuCatalog::BuiltIn(), {});
+  for (int i = 0; i < 120; ++i) {
+    const int64_t t = kT0 + i * 10'000;
+    if (t >= kT0 + 300'000 && t < kT0 + 900'000) continue;
+    engine.Add(Job(2), S("g0", t, 0.5), 0);
+    engine.Add(Job(2), S("g1", t, 0.5), 0);
+    engine.Advance();
+  }
+  engine.FlushJob(7);
+  std::map<std::pair<int64_t, std::string>, WindowResult> finals =
+      Finals(JobLevel(engine.TakeResults()));
+  ASSERT_EQ(finals.size(), 20u);  // every minute of the job has its window
+  for (const auto& [key, r] : finals) {
+    const int64_t start = key.first;
+    const bool silent = start >= kT0 + 300'000 && start < kT0 + 900'000;
+    // The silence began at the end of the 5th minute and ended at the start of the 16th.
+    const bool touched = start >= kT0 + 240'000 && start <= kT0 + 900'000;
+    EXPECT_EQ(static_cast<bool>(r.flags & kFlagGap), touched) << (start - kT0);
+    EXPECT_EQ(r.gpus_allocated, 2);
+    if (silent) {
+      EXPECT_EQ(r.sample_count, 0);
+      EXPECT_FALSE(r.ofu.has_value());
+      EXPECT_EQ(r.gpu_coverage, 0);
+      EXPECT_TRUE(r.flags & kFlagLowGpuCoverage);
+    } else {
+      EXPECT_EQ(r.sample_count, 12);
+      EXPECT_EQ(r.gpu_coverage, 1);
+    }
+  }
+}
+
+TEST(WindowEngine, AGpuSilentWhileItsJobReportsIsAGap) {
+  WindowEngine engine(&core::GpuCatalog::BuiltIn(), {});
+  for (int i = 0; i < 60; ++i) {
+    const int64_t t = kT0 + i * 10'000;
+    engine.Add(Job(2), S("g0", t, 0.5), 0);
+    if (t < kT0 + 120'000 || t >= kT0 + 480'000) engine.Add(Job(2), S("g1", t, 0.5), 0);
+    engine.Advance();
+  }
+  engine.FlushJob(7);
+  for (const auto& [key, r] : Finals(JobLevel(engine.TakeResults()))) {
+    const int64_t start = key.first;
+    EXPECT_EQ(static_cast<bool>(r.flags & kFlagGap),
+              start >= kT0 + 60'000 && start <= kT0 + 480'000)
+        << (start - kT0);
+    if (start >= kT0 + 120'000 && start < kT0 + 480'000) {
+      EXPECT_EQ(r.gpus_reporting, 1);
+      EXPECT_EQ(r.gpus_allocated, 2);
+    }
+  }
+}
+
+TEST(WindowEngine, TheEndOfAJobIsNotAGap) {
+  WindowEngine engine(&core::GpuCatalog::BuiltIn(), {});
+  for (int i = 0; i < 20; ++i) {  // the last sample 10 s into the fourth minute
+    engine.Add(Job(), S("g0", kT0 + i * 10'000, 0.5), 0);
+    engine.Advance();
+  }
+  engine.FlushJob(7);
+  std::vector<WindowResult> w = JobLevel(engine.TakeResults());
+  ASSERT_EQ(Finals(w).size(), 4u);
+  for (const WindowResult& r : w) EXPECT_FALSE(r.flags & kFlagGap) << (r.start_ms - kT0);
+}
+
+TEST(WindowEngine, AJobBackAfterAFlushHasItsSilenceReportedAsGapWindows) {
+  EngineOptions options;
+  options.idle_flush_ms = 300'000;
+  WindowEngine engine(&core::GpuCatalog::BuiltIn(), options);
+  for (int i = 0; i < 12; ++i) {
+    engine.Add(Job(), S("g0", kT0 + i * 10'000, 0.5), /*arrival_ms=*/kT0 + i * 10'000);
+  }
+  engine.Advance(kT0 + 600'000);  // idle: flushed
+  ASSERT_FALSE(engine.Knows(7));
+  engine.TakeResults();
+  std::vector<JobProgress> progress = engine.TakeProgress();
+  ASSERT_THAT(progress, SizeIs(1));
+
+  // Back 10 minutes later, reloaded with its persisted progress.
+  JobInfo info = Job();
+  info.final_before_ms = progress[0].final_before_ms;
+  info.max_event_ms = progress[0].max_event_ms;
+  for (int i = 0; i < 12; ++i) {
+    const int64_t t = kT0 + 720'000 + i * 10'000;
+    engine.Add(info, S("g0", t, 0.5), t);
+  }
+  engine.FlushJob(7);
+  std::map<std::pair<int64_t, std::string>, WindowResult> finals =
+      Finals(JobLevel(engine.TakeResults()));
+  ASSERT_EQ(finals.size(), 12u);  // minutes 2 to 13
+  for (const auto& [key, r] : finals) {
+    const int64_t start = key.first;
+    EXPECT_EQ(static_cast<bool>(r.flags & kFlagGap), start <= kT0 + 720'000) << (start - kT0);
+    EXPECT_EQ(r.sample_count, start < kT0 + 720'000 ? 0 : 6) << (start - kT0);
+  }
+}
+
+TEST(WindowEngine, RestoringKeepsTheSamplingHistoryAndTheGapWindows) {
+  // One GPU scraped every minute, silent for 10 minutes in the middle.
+  std::vector<Sample> samples;
+  for (int i = 0; i < 40; ++i) {
+    if (i >= 10 && i < 20) continue;
+    samples.push_back(S("g0", kT0 + 20'000 + i * 60'000, 0.5));
+  }
+  WindowEngine straight(&core::GpuCatalog::BuiltIn(), {});
+  for (const Sample& x : samples) {
+    straight.Add(Job(), x, 0);
+    straight.Advance();
+  }
+  straight.FlushJob(7);
+  const auto expected = Finals(straight.TakeResults());
+
+  for (size_t cut : {size_t{10}, size_t{11}, size_t{15}}) {
+    WindowEngine first(&core::GpuCatalog::BuiltIn(), {});
+    std::vector<WindowResult> got;
+    for (size_t i = 0; i < cut; ++i) {
+      first.Add(Job(), samples[i], 0);
+      first.Advance();
+    }
+    got = first.TakeResults();
+    std::vector<JobProgress> progress = first.TakeProgress();
+    ASSERT_THAT(progress, SizeIs(1));
+    // What the store hands back: the open windows and the lookback before them, or before the
+    // last sample ahead of them.
+    WindowEngine second(&core::GpuCatalog::BuiltIn(), {});
+    JobInfo info = Job();
+    info.final_before_ms = progress[0].final_before_ms;
+    info.max_event_ms = progress[0].max_event_ms;
+    int64_t last_before = info.final_before_ms;
+    for (size_t i = 0; i < cut; ++i) {
+      if (samples[i].timestamp_ms < info.final_before_ms) last_before = samples[i].timestamp_ms;
+    }
+    const int64_t from =
+        std::min(info.final_before_ms, last_before) - RestoreLookbackMs(second.options());
+    for (size_t i = 0; i < cut; ++i) {
+      if (samples[i].timestamp_ms >= from) second.Restore(info, samples[i]);
+    }
+    second.RestoreDone(7);
+    for (size_t i = cut; i < samples.size(); ++i) {
+      second.Add(Job(), samples[i], 0);
+      second.Advance();
+    }
+    second.FlushJob(7);
+    for (WindowResult& r : second.TakeResults()) got.push_back(std::move(r));
+    const auto restored = Finals(got);
+    ASSERT_EQ(restored.size(), expected.size()) << "cut " << cut;
+    for (const auto& [key, r] : expected) {
+      ASSERT_TRUE(restored.contains(key)) << (key.first - kT0) << " cut " << cut;
+      EXPECT_EQ(restored.at(key).flags, r.flags) << (key.first - kT0) << " cut " << cut;
+      EXPECT_EQ(restored.at(key).sample_count, r.sample_count);
+    }
   }
 }
 

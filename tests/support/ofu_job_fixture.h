@@ -50,10 +50,10 @@ class OfuJobFixture : public ::testing::Test {
 
   void Sql(const std::string& sql) { ASSERT_TRUE(pg_->Execute(kDatabase, sql).ok()) << sql; }
 
-  // Samples of 4 GPUs every 10 s for minutes [from, to), then the consumer catches up.
-  void Feed(int from_min, int to_min) {
+  // Samples of 4 GPUs every `step_s` for minutes [from, to), then the consumer catches up.
+  void Feed(int from_min, int to_min, int step_s = 10) {
     std::vector<std::string> values;
-    for (int t = from_min * 60; t < to_min * 60; t += 10) {
+    for (int t = from_min * 60; t < to_min * 60; t += step_s) {
       for (int g = 0; g < 4; ++g) {
         values.push_back(absl::StrCat("(timestamptz 'epoch' + ", kOfuJobStartMs + t * 1000,
                                       " * interval '1 millisecond', 'c1', 'n1', ", g,

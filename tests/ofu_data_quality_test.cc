@@ -1,0 +1,198 @@
+// Data-quality flags through the real path, against a real PostgreSQL: samples stored as
+// ingest stores them, the ofu consumer, the OfuService queries, and ofu's forwarding of the
+// committed windows to a real alert engine over gRPC. A one-minute scrape (one sample per
+// GPU per window) and a ten-minute telemetry gap each show in the job summary's flags and
+// raise a data-quality alert, not a regression; the gap leaves windows with coverage 0, and
+// the job's and the fleet's GPU-hours still count the time it lasted.
+
+#include <algorithm>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "goodput/v1/alert.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "services/alerting/alert_engine.h"
+#include "services/alerting/alerting_service.h"
+#include "services/api/api_convert.h"
+#include "services/ofu/ofu_forwarder.h"
+#include "services/ofu/ofu_live.h"
+#include "services/ofu/ofu_service.h"
+#include "tests/support/free_port.h"
+#include "tests/support/ofu_job_fixture.h"
+
+namespace goodput::ofu {
+namespace {
+
+namespace v1 = ::goodput::v1;
+
+using ::goodput::testing::kOfuJobStartMs;
+
+class OfuDataQuality : public goodput::testing::OfuJobFixture {
+ protected:
+  void SetUp() override {
+    ASSERT_NO_FATAL_FAILURE(OfuJobFixture::SetUp());
+    service_ = std::make_unique<OfuServiceImpl>(store_.get(), consumer_.get(), &cache_, &hub_,
+                                                &core::GpuCatalog::BuiltIn(),
+                                                OfuServiceOptions{.window_s = 60});
+  }
+
+  // The job went quiet: the consumer flushes its last windows.
+  void EndJob() {
+    now_ += 3'600'000;
+    for (int i = 0; i < 100; ++i) {
+      auto done = consumer_->StepOnce();
+      ASSERT_TRUE(done.ok()) << done.status();
+      if (*done) break;
+    }
+  }
+
+  static v1::JobKey Key() {
+    v1::JobKey k;
+    k.set_cluster("c1");
+    k.set_job_id("j1");
+    return k;
+  }
+
+  std::vector<v1::OfuWindow> JobWindows() {
+    v1::GetJobOfuRequest req;
+    *req.mutable_job() = Key();
+    req.set_page_size(1000);
+    v1::GetJobOfuResponse resp;
+    EXPECT_TRUE(service_->DoGetJobOfu(req, &resp).ok());
+    return {resp.windows().begin(), resp.windows().end()};
+  }
+
+  v1::JobOfuSummary Summary() {
+    v1::GetJobSummaryRequest req;
+    *req.mutable_job() = Key();
+    v1::GetJobSummaryResponse resp;
+    EXPECT_TRUE(service_->DoGetJobSummary(req, &resp).ok());
+    return resp.summary();
+  }
+
+  double FleetGpuHours() {
+    v1::GetFleetSummaryRequest req;
+    *req.mutable_time_range()->mutable_start_time() = api::UnixMsToTimestamp(kOfuJobStartMs);
+    *req.mutable_time_range()->mutable_end_time() =
+        api::UnixMsToTimestamp(kOfuJobStartMs + 86'400'000);
+    v1::GetFleetSummaryResponse resp;
+    EXPECT_TRUE(service_->DoGetFleetSummary(req, &resp).ok());
+    return resp.total().gpu_hours();
+  }
+
+  // Forwards every committed window to a real alert engine, commit by commit, with ofu's
+  // alerting target; returns the kinds of the alerts the job got (open or resolved).
+  std::set<v1::AlertKind> AlertKinds(std::vector<v1::Alert>* alerts_out = nullptr) {
+    alerting::AlertHub hub;
+    alerting::AlertEngine engine(pool_.get(), {}, &hub, platform::Logger());
+    alerting::AlertServiceImpl alert_service(&engine, &hub);
+    auto port = goodput::testing::FreePort();
+    EXPECT_TRUE(port.ok());
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort(absl::StrCat("127.0.0.1:", *port), grpc::InsecureServerCredentials());
+    builder.RegisterService(&alert_service);
+    std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+    EXPECT_NE(server, nullptr);
+    platform::OrderedTarget target = AlertingTarget(
+        store_.get(),
+        grpc::CreateChannel(absl::StrCat("127.0.0.1:", *port), grpc::InsecureChannelCredentials()),
+        "", absl::Seconds(30));
+    auto commits = store_->PendingCommits(0, 100'000);
+    EXPECT_TRUE(commits.ok()) << commits.status();
+    int64_t previous = 0;
+    for (int64_t seq : commits.ok() ? *commits : std::vector<int64_t>{}) {
+      auto ack = target.push(seq, previous);
+      EXPECT_TRUE(ack.ok()) << ack.status();
+      EXPECT_FALSE(ack.ok() && ack->gap_detected);
+      previous = seq;
+    }
+    server->Shutdown();
+    v1::ListAlertsRequest req;
+    *req.mutable_job() = Key();
+    auto listed = engine.ListAlerts(req);
+    EXPECT_TRUE(listed.ok()) << listed.status();
+    std::set<v1::AlertKind> kinds;
+    if (!listed.ok()) return kinds;
+    for (const v1::Alert& a : listed->alerts()) kinds.insert(a.kind());
+    if (alerts_out != nullptr) alerts_out->assign(listed->alerts().begin(), listed->alerts().end());
+    return kinds;
+  }
+
+  static bool Has(const google::protobuf::RepeatedField<int>& flags, v1::DataQualityFlag f) {
+    return std::find(flags.begin(), flags.end(), f) != flags.end();
+  }
+
+  LatestCache cache_{nullptr, absl::Hours(1)};
+  StreamHub hub_;
+  std::unique_ptr<OfuServiceImpl> service_;
+};
+
+TEST_F(OfuDataQuality, AMinuteScrapeIsFlaggedSparseAndRaisesADataQualityAlert) {
+  Feed(0, 30, /*step_s=*/60);  // one sample per GPU per 60 s window
+  EndJob();
+
+  const std::vector<v1::OfuWindow> windows = JobWindows();
+  ASSERT_EQ(windows.size(), 30u);
+  for (size_t i = 1; i < windows.size(); ++i) {
+    EXPECT_EQ(windows[i].sample_count(), 4);
+    EXPECT_TRUE(Has(windows[i].flags(), v1::DATA_QUALITY_FLAG_SPARSE_SAMPLING)) << i;
+    EXPECT_FALSE(Has(windows[i].flags(), v1::DATA_QUALITY_FLAG_GAP)) << i;
+  }
+  const v1::JobOfuSummary s = Summary();
+  EXPECT_TRUE(Has(s.flags(), v1::DATA_QUALITY_FLAG_SPARSE_SAMPLING));
+  EXPECT_FALSE(Has(s.flags(), v1::DATA_QUALITY_FLAG_GAP));
+
+  std::vector<v1::Alert> alerts;
+  const std::set<v1::AlertKind> kinds = AlertKinds(&alerts);
+  EXPECT_EQ(kinds, std::set<v1::AlertKind>{v1::ALERT_KIND_DATA_QUALITY});
+  for (const v1::Alert& a : alerts) {
+    EXPECT_TRUE(Has(a.evidence().data_quality_flags(), v1::DATA_QUALITY_FLAG_SPARSE_SAMPLING));
+  }
+}
+
+TEST_F(OfuDataQuality, ATenMinuteGapLeavesGapWindowsKeepsGpuHoursAndRaisesADataQualityAlert) {
+  Feed(0, 20);
+  // Telemetry stops for minutes [20, 30), then comes back minute by minute.
+  for (int m = 30; m < 50; ++m) Feed(m, m + 1);
+  EndJob();
+
+  const std::vector<v1::OfuWindow> windows = JobWindows();
+  ASSERT_EQ(windows.size(), 50u);  // no minute of the job is missing
+  for (size_t m = 0; m < windows.size(); ++m) {
+    const v1::OfuWindow& w = windows[m];
+    EXPECT_EQ(api::TimestampToUnixMs(w.start_time()),
+              kOfuJobStartMs + static_cast<int64_t>(m) * 60'000);
+    EXPECT_EQ(w.gpus_allocated(), 4);
+    // The silence touches the windows from the one it began in to the one it ended in.
+    EXPECT_EQ(Has(w.flags(), v1::DATA_QUALITY_FLAG_GAP), m >= 19 && m <= 30) << m;
+    if (m >= 20 && m < 30) {
+      EXPECT_EQ(w.sample_count(), 0) << m;
+      EXPECT_EQ(w.gpu_coverage(), 0) << m;
+    } else {
+      EXPECT_EQ(w.sample_count(), 24) << m;
+      EXPECT_EQ(w.gpu_coverage(), 1) << m;
+    }
+  }
+
+  const v1::JobOfuSummary s = Summary();
+  EXPECT_TRUE(Has(s.flags(), v1::DATA_QUALITY_FLAG_GAP));
+  EXPECT_TRUE(Has(s.flags(), v1::DATA_QUALITY_FLAG_LOW_GPU_COVERAGE));
+  EXPECT_FALSE(Has(s.flags(), v1::DATA_QUALITY_FLAG_SPARSE_SAMPLING));
+  EXPECT_NEAR(s.gpu_coverage(), 40.0 / 50.0, 1e-9);
+  // The job has no scheduler times here: its GPU-hours come from its windows, gap included.
+  EXPECT_NEAR(s.gpu_hours(), 4 * 50 / 60.0, 1e-9);
+  EXPECT_NEAR(FleetGpuHours(), 4 * 50 / 60.0, 1e-9);
+
+  const std::set<v1::AlertKind> kinds = AlertKinds();
+  EXPECT_TRUE(kinds.contains(v1::ALERT_KIND_DATA_QUALITY));
+  EXPECT_FALSE(kinds.contains(v1::ALERT_KIND_REGRESSION_IN_JOB));
+  EXPECT_FALSE(kinds.contains(v1::ALERT_KIND_REGRESSION_VS_WORKLOAD));
+  EXPECT_FALSE(kinds.contains(v1::ALERT_KIND_IDLE_GPUS));
+}
+
+}  // namespace
+}  // namespace goodput::ofu
