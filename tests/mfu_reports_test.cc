@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "goodput/v1/mfu.grpc.pb.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/postgres_server.h"
 #include "tests/support/sdk_python.h"
@@ -21,6 +22,8 @@ namespace goodput::testing {
 namespace {
 
 namespace v1 = ::goodput::v1;
+
+using ::testing::HasSubstr;
 
 constexpr int64_t kT0 = 1'780'000'000;
 
@@ -127,6 +130,57 @@ TEST_F(MfuReports, ARetriedReportIsAcknowledgedAsDuplicateAndStoredOnce) {
   EXPECT_EQ(response.duplicate_count(), 3);
   EXPECT_EQ(response.refused_count(), 0);
   EXPECT_EQ(Count("WHERE job_id = '101'"), "2");
+}
+
+// Report ids are chosen by clients: one cluster's id must not make another cluster's real
+// report a "duplicate" that is acknowledged with nothing stored.
+TEST_F(MfuReports, TheSameReportIdInTwoClustersIsTwoReports) {
+  RegisterJob("102", kH100, 8);
+  v1::MfuReport eos = MakeReport("step-1000", "102", kT0, 350.0);
+  v1::MfuReport selene = eos;
+  selene.mutable_job()->set_cluster("selene");
+  v1::ReportMfuResponse first, second;
+  ASSERT_TRUE(Report(eos, &first).ok());
+  ASSERT_TRUE(Report(selene, &second).ok());
+  EXPECT_FALSE(first.duplicate());
+  EXPECT_FALSE(second.duplicate());
+  EXPECT_EQ(Count("WHERE report_id = 'step-1000'"), "2");
+}
+
+// Job timestamps from a clock that was never set, or a typo'd year, are refused by field.
+TEST_F(MfuReports, AReportFromYear1970Or3000IsRefusedNamingTheField) {
+  v1::ReportMfuResponse response;
+  grpc::Status status = Report(MakeReport("epoch-1", "103", 1, 350.0), &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("interval.start_time"));
+  EXPECT_THAT(status.error_message(), HasSubstr("before 2000-01-01"));
+  status = Report(MakeReport("y3000-1", "103", 32503680000, 350.0), &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("after 2100-01-01"));
+  EXPECT_EQ(Count(""), "0");
+}
+
+// One catalog for every service: a model the operator added under gpu_catalog.overrides has
+// its peak in goodput-mfu too (it used to answer NOT_FOUND there while ofu knew it).
+TEST_F(MfuReports, AnOperatorAddedGpuModelHasItsPeakInMfu) {
+  mfu_.reset();
+  ASSERT_NO_FATAL_FAILURE(StartService(
+      {.binary = BuiltBinary("services/mfu/goodput-mfu"),
+       .config_yaml = absl::StrCat(PostgresConfigYaml(*pg_),
+                                   "gpu_catalog:\n  overrides:\n"
+                                   "    - name: \"NVIDIA Imaginary X1\"\n"
+                                   "      base_model: \"NVIDIA H100 80GB HBM3\"\n"
+                                   "      tensor_max_clock_mhz: 915\n"),
+       .extra_args = MigrateArgs()},
+      &mfu_));
+  stub_ = v1::MfuService::NewStub(mfu_->Channel());
+  RegisterJob("104", "NVIDIA Imaginary X1", 8);
+  v1::ReportMfuResponse response;
+  grpc::Status status = Report(MakeReport("x1-1", "104", kT0, 247.35744), &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  ASSERT_TRUE(response.has_app_mfu());
+  EXPECT_NEAR(response.peak_tflops(), kH100Bf16PeakTflops / 2, 1e-6);  // half the clock
+  EXPECT_NEAR(response.app_mfu(), 0.5, 1e-6);
 }
 
 TEST_F(MfuReports, AMalformedUnaryReportIsRefusedNamingFieldAndValue) {

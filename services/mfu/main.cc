@@ -11,6 +11,7 @@
 #include "services/mfu/mfu_store.h"
 #include "services/mfu/reconciler.h"
 #include "services/mfu/reconciliation_store.h"
+#include "services/platform/gpu_catalog_config.h"
 #include "services/platform/ordered_forwarder.h"
 #include "services/platform/service_main.h"
 
@@ -18,6 +19,7 @@ namespace {
 
 // Everything goodput-mfu keeps alive while serving.
 struct MfuRuntime {
+  std::unique_ptr<goodput::core::GpuCatalog> catalog;  // built-in + gpu_catalog.overrides
   std::unique_ptr<goodput::mfu::MfuStore> store;
   std::unique_ptr<goodput::mfu::ReconciliationStore> reconciliations;
   std::unique_ptr<goodput::platform::OrderedForwarder> forwarder;
@@ -91,9 +93,13 @@ absl::StatusOr<std::shared_ptr<void>> Setup(goodput::platform::ServiceContext& c
   reconcile.divergence.min_gpu_coverage = *min_gpu_coverage;
 
   auto rt = std::make_shared<MfuRuntime>();
-  rt->store = std::make_unique<goodput::mfu::MfuStore>(ctx.pg);
-  rt->reconciliations =
-      std::make_unique<goodput::mfu::ReconciliationStore>(ctx.pg, *producer_id, reconcile);
+  // The catalog ofu and ingest use too, so an operator-added model has one peak everywhere.
+  absl::StatusOr<goodput::core::GpuCatalog> catalog = goodput::platform::LoadGpuCatalog(cfg);
+  if (!catalog.ok()) return catalog.status();
+  rt->catalog = std::make_unique<goodput::core::GpuCatalog>(*std::move(catalog));
+  rt->store = std::make_unique<goodput::mfu::MfuStore>(ctx.pg, rt->catalog.get());
+  rt->reconciliations = std::make_unique<goodput::mfu::ReconciliationStore>(
+      ctx.pg, *producer_id, reconcile, rt->catalog.get());
   std::vector<goodput::platform::OrderedTarget> targets;
   if (!alerting_address->empty()) {
     targets.push_back(goodput::mfu::AlertingTarget(
@@ -131,7 +137,7 @@ int main(int argc, char** argv) {
   return goodput::platform::RunServiceMain(
       argc, argv,
       {.name = "goodput-mfu",
-       .config_sections = {"mfu"},
+       .config_sections = {"mfu", "gpu_catalog"},
        .needs_redis = false,  // reports and reconciliations live in PostgreSQL only
        .setup = Setup});
 }

@@ -97,7 +97,7 @@ absl::StatusOr<std::vector<StoreOutcome>> MfuStore::Store(
           outcome.job_registered = job.registered;
           outcome.precision_assumed = PrecisionAssumed(report);
           absl::StatusOr<AppMfu> app =
-              ComputeAppMfu(report, job.gpu_model, job.allocated_gpu_count);
+              ComputeAppMfu(report, job.gpu_model, job.allocated_gpu_count, *catalog_);
           if (app.ok()) outcome.app_mfu = *app;
           std::optional<double> app_mfu, tflops, peak;
           std::optional<std::string> model;
@@ -208,7 +208,7 @@ absl::StatusOr<v1::ListMfuReportsResponse> MfuStore::List(
           // Attach lazily: the job registered (or got its GPU model) after the report came.
           if (registered && !job_model.empty() && (!app_mfu || computed_for != job_model)) {
             absl::StatusOr<AppMfu> app =
-                ComputeAppMfu(stored->report(), job_model, row[10].as<int64_t>());
+                ComputeAppMfu(stored->report(), job_model, row[10].as<int64_t>(), *catalog_);
             if (app.ok()) {
               app_mfu = app->app_mfu;
               tflops = app->model_tflops_per_gpu;

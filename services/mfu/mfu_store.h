@@ -29,7 +29,10 @@ struct StoreOutcome {
 class MfuStore {
  public:
   // `pool` must outlive the store.
-  explicit MfuStore(platform::PgPool* pool) : pool_(pool) {}
+  // `catalog` (the service's, with its overrides) must outlive the store.
+  explicit MfuStore(platform::PgPool* pool,
+                    const core::GpuCatalog* catalog = &core::GpuCatalog::BuiltIn())
+      : pool_(pool), catalog_(catalog) {}
 
   // Stores `reports` (each already passed CheckReport) in one transaction; one outcome per
   // report, in order. A report whose id appears earlier in the same call is a duplicate.
@@ -43,6 +46,7 @@ class MfuStore {
 
  private:
   platform::PgPool* pool_;
+  const core::GpuCatalog* catalog_;
 };
 
 }  // namespace goodput::mfu

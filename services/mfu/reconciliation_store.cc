@@ -555,7 +555,7 @@ absl::StatusOr<int> ReconciliationStore::ReconcileJob(const std::string& cluster
       std::optional<double> peak = OptionalDouble(r[3]);
       const std::string computed_for = r[4].as<std::string>();
       if (!gpu_model.empty() && (!app_mfu || computed_for != gpu_model)) {
-        absl::StatusOr<AppMfu> app = ComputeAppMfu(report, gpu_model, allocated);
+        absl::StatusOr<AppMfu> app = ComputeAppMfu(report, gpu_model, allocated, *catalog_);
         if (app.ok()) {
           app_mfu = app->app_mfu;
           peak = app->peak_tflops;

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "services/core/gpu_catalog.h"
 #include "absl/status/statusor.h"
 #include "goodput/v1/alert.pb.h"
 #include "goodput/v1/mfu.pb.h"
@@ -37,8 +38,10 @@ struct FleetData {
 class ReconciliationStore {
  public:
   // `pool` must outlive the store. `producer_id` names this replica in the events it sends.
-  ReconciliationStore(platform::PgPool* pool, std::string producer_id, ReconcileOptions options)
-      : pool_(pool), producer_id_(std::move(producer_id)), options_(options) {}
+  // `catalog` (the service's, with its overrides) must outlive the store.
+  ReconciliationStore(platform::PgPool* pool, std::string producer_id, ReconcileOptions options,
+                      const core::GpuCatalog* catalog = &core::GpuCatalog::BuiltIn())
+      : pool_(pool), producer_id_(std::move(producer_id)), options_(options), catalog_(catalog) {}
 
   const std::string& producer_id() const { return producer_id_; }
 
@@ -77,6 +80,7 @@ class ReconciliationStore {
   platform::PgPool* pool_;
   std::string producer_id_;
   ReconcileOptions options_;
+  const core::GpuCatalog* catalog_;
 };
 
 // API forms of the domain enums.

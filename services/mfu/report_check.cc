@@ -232,7 +232,8 @@ std::optional<v1::Refusal> CheckReport(const v1::MfuReport& report) {
 }
 
 absl::StatusOr<AppMfu> ComputeAppMfu(const v1::MfuReport& report, const std::string& gpu_model,
-                                     int64_t allocated_gpu_count) {
+                                     int64_t allocated_gpu_count,
+                                     const core::GpuCatalog& catalog) {
   if (gpu_model.empty()) {
     if (report.measurement_case() == v1::MfuReport::kMfu) {
       return AppMfu{.app_mfu = report.mfu(), .model_tflops_per_gpu = {}, .peak_tflops = {}};
@@ -241,7 +242,7 @@ absl::StatusOr<AppMfu> ComputeAppMfu(const v1::MfuReport& report, const std::str
         absl::StrCat("job ", report.job().cluster(), "/", report.job().job_id(),
                      " has no GPU model yet"));
   }
-  absl::StatusOr<const core::GpuSpec*> spec = core::GpuCatalog::BuiltIn().Find(gpu_model);
+  absl::StatusOr<const core::GpuSpec*> spec = catalog.Find(gpu_model);
   if (!spec.ok()) return spec.status();
 
   core::MfuReport in;

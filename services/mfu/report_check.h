@@ -51,7 +51,9 @@ struct AppMfu {
 // catalog, FAILED_PRECONDITION when a per-step report has no GPU count and the job's
 // allocation is unknown, INVALID_ARGUMENT from the core library (e.g. a precision the model
 // lacks). A report in `mfu` form without a known model yields the framework's MFU as is.
-absl::StatusOr<AppMfu> ComputeAppMfu(const v1::MfuReport& report, const std::string& gpu_model,
-                                     int64_t allocated_gpu_count);
+// `catalog` is the service's (built-in models plus gpu_catalog.overrides).
+absl::StatusOr<AppMfu> ComputeAppMfu(
+    const v1::MfuReport& report, const std::string& gpu_model, int64_t allocated_gpu_count,
+    const core::GpuCatalog& catalog = core::GpuCatalog::BuiltIn());
 
 }  // namespace goodput::mfu
