@@ -73,8 +73,13 @@ std::optional<int64_t> Attributor::Attribute(const Sample& sample) const {
     }
   }
   if (sample.gpu.gpu_index.has_value()) {
-    GpuIdentity gpu = sample.gpu;
-    gpu.host = CanonicalHost(gpu.host, rules_);
+    // Samples from IngestPipeline are canonical already: copy the identity only if not.
+    std::optional<GpuIdentity> canonical;
+    if (std::string host = CanonicalHost(sample.gpu.host, rules_); host != sample.gpu.host) {
+      canonical = sample.gpu;
+      canonical->host = std::move(host);
+    }
+    const GpuIdentity& gpu = canonical ? *canonical : sample.gpu;
     if (auto it = by_host_.find(gpu.host); it != by_host_.end()) {
       for (const AllocationRecord& a : it->second) {
         if (SameGpu(a, gpu) && Covers(a, sample.time_unix_ms)) return a.job_row_id;

@@ -3,8 +3,11 @@
 #include <utility>
 
 #include "absl/cleanup/cleanup.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "services/api/api_convert.h"
 #include "services/ingest/exposition.h"
 #include "services/ingest/proto_convert.h"
@@ -88,30 +91,12 @@ ValidationOptions IngestPipeline::validation_options() const {
 
 namespace {
 
-absl::string_view RefusalReasonLabel(RefusalCode code) {
-  switch (code) {
-    case RefusalCode::kMalformed:
-      return "malformed";
-    case RefusalCode::kMissingField:
-      return "missing_field";
-    case RefusalCode::kNotFinite:
-      return "not_finite";
-    case RefusalCode::kOutOfRange:
-      return "out_of_range";
-    case RefusalCode::kUnknownGpuModel:
-      return "unknown_gpu_model";
-    case RefusalCode::kUnknownValue:
-      return "unknown_value";
-    case RefusalCode::kFutureTimestamp:
-      return "future_timestamp";
-    case RefusalCode::kTooOld:
-      return "too_old";
-    case RefusalCode::kDuplicate:
-      return "duplicate";
-    case RefusalCode::kInconsistent:
-      return "inconsistent";
-  }
-  return "other";
+// The `reason` label of a refusal: the API's code name, short ("REFUSAL_CODE_OUT_OF_RANGE"
+// -> "out_of_range"), so metrics, replies and docs name a reason the same way.
+std::string RefusalReasonLabel(RefusalCode code) {
+  const std::string& name = v1::RefusalCode_Name(static_cast<v1::RefusalCode>(code));
+  return name.empty() ? "other"
+                      : absl::AsciiStrToLower(absl::StripPrefix(name, "REFUSAL_CODE_"));
 }
 
 }  // namespace
@@ -144,9 +129,10 @@ absl::StatusOr<BatchOutcome> IngestPipeline::Ingest(
 
   // One name per machine, whichever form the exporter printed; the printed form is kept.
   for (Sample& s : samples) {
-    if (CheckText(s.gpu.host, api::kMaxHostBytes).has_value()) continue;  // refused below
     std::string canonical = CanonicalHost(s.gpu.host, options_.identity);
-    if (canonical != s.gpu.host) {
+    if (canonical == s.gpu.host) continue;
+    // A host that cannot be stored keeps its form: validation refuses it by name below.
+    if (!CheckText(s.gpu.host, api::kMaxHostBytes).has_value()) {
       s.labels.try_emplace("hostname_as_reported", std::move(s.gpu.host));
       s.gpu.host = std::move(canonical);
     }
@@ -212,10 +198,13 @@ absl::StatusOr<BatchOutcome> IngestPipeline::Ingest(
         static_cast<double>(result->unattributed_count));
     // By reason where the refusals are listed; the rest (parsers count more than they list
     // when a body is huge) as "other".
+    absl::flat_hash_map<RefusalCode, int64_t> by_code;
+    for (const Refusal& r : outcome.refusals) ++by_code[r.code];
     int64_t by_reason = 0;
-    for (const Refusal& r : outcome.refusals) {
-      refused_->WithLabels({source, RefusalReasonLabel(r.code)}).Increment();
-      ++by_reason;
+    for (const auto& [code, count] : by_code) {
+      refused_->WithLabels({source, RefusalReasonLabel(code)})
+          .Increment(static_cast<double>(count));
+      by_reason += count;
     }
     if (result->refused_count > by_reason) {
       refused_->WithLabels({source, "other"})

@@ -1,6 +1,7 @@
 #include "services/ingest/job_store.h"
 
 #include "services/api/api_convert.h"
+#include "services/ingest/job_checks.h"
 
 // GCC 12 reports a false maybe-uninitialized inside libpqxx's handling of std::optional
 // statement parameters (type_utils.hxx) at -O2; the optional is always engaged there.
@@ -203,12 +204,6 @@ absl::StatusOr<std::pair<v1::Job, int64_t>> LoadJob(pqxx::work& txn, const v1::J
   return std::make_pair(std::move(job), id);
 }
 
-absl::Status CheckKey(const v1::JobKey& key) {
-  if (key.cluster().empty()) return absl::InvalidArgumentError("job.key.cluster is empty");
-  if (key.job_id().empty()) return absl::InvalidArgumentError("job.key.job_id is empty");
-  return absl::OkStatus();
-}
-
 absl::Status CheckAllocations(const v1::Job& job) {
   for (int i = 0; i < job.allocations_size(); ++i) {
     const v1::GpuAllocation& a = job.allocations(i);
@@ -298,7 +293,7 @@ absl::StatusOr<std::string> Merged(absl::string_view field, const std::string& s
 }  // namespace
 
 absl::StatusOr<RegisterJobResult> JobStore::Register(const v1::Job& job, int64_t now_unix_ms) {
-  if (absl::Status s = CheckKey(job.key()); !s.ok()) return s;
+  if (absl::Status s = CheckJobKey(job.key()); !s.ok()) return s;
   if (!job.has_start_time() && job.state() != v1::JOB_STATE_PENDING) {
     return absl::InvalidArgumentError(
         "job.start_time is unset: a registered job needs a start time unless its state is "
@@ -424,7 +419,7 @@ absl::StatusOr<RegisterJobResult> JobStore::Register(const v1::Job& job, int64_t
 
 absl::StatusOr<v1::Job> JobStore::Update(const v1::Job& job, const std::vector<std::string>& paths,
                                          int64_t now_unix_ms) {
-  if (absl::Status s = CheckKey(job.key()); !s.ok()) return s;
+  if (absl::Status s = CheckJobKey(job.key()); !s.ok()) return s;
   if (paths.empty()) {
     return absl::InvalidArgumentError("update_mask is empty: name the fields to change");
   }
@@ -495,7 +490,7 @@ absl::StatusOr<v1::Job> JobStore::Update(const v1::Job& job, const std::vector<s
 
 absl::StatusOr<v1::Job> JobStore::End(const v1::JobKey& key, std::optional<int64_t> end_unix_ms,
                                       v1::JobState final_state, int64_t now_unix_ms) {
-  if (absl::Status s = CheckKey(key); !s.ok()) return s;
+  if (absl::Status s = CheckJobKey(key); !s.ok()) return s;
   if (final_state == v1::JOB_STATE_UNSPECIFIED) final_state = v1::JOB_STATE_ENDED;
   if (final_state == v1::JOB_STATE_PENDING || final_state == v1::JOB_STATE_RUNNING) {
     return absl::InvalidArgumentError(
@@ -529,7 +524,7 @@ absl::StatusOr<v1::Job> JobStore::End(const v1::JobKey& key, std::optional<int64
 }
 
 absl::StatusOr<v1::Job> JobStore::Get(const v1::JobKey& key) {
-  if (absl::Status s = CheckKey(key); !s.ok()) return s;
+  if (absl::Status s = CheckJobKey(key); !s.ok()) return s;
   return pool_->RunTransactionFor<v1::Job>([&](pqxx::work& txn) -> absl::StatusOr<v1::Job> {
     absl::StatusOr<std::pair<v1::Job, int64_t>> loaded = LoadJob(txn, key, false);
     if (!loaded.ok()) return loaded.status();

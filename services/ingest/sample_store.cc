@@ -147,7 +147,7 @@ absl::StatusOr<Attributor> SampleStore::LoadAttributor(const std::string& cluste
   int64_t min_ms = samples.front()->time_unix_ms;
   int64_t max_ms = min_ms;
   for (const Sample* s : samples) {
-    hosts.insert(CanonicalHost(s->gpu.host, rules));
+    hosts.insert(s->gpu.host);  // canonical: IngestPipeline made it so
     if (!s->gpu.uuid.empty()) uuids.insert(s->gpu.uuid);
     min_ms = std::min(min_ms, s->time_unix_ms);
     max_ms = std::max(max_ms, s->time_unix_ms);
@@ -259,15 +259,15 @@ absl::StatusOr<BatchWriteResult> SampleStore::WriteBatch(const BatchWrite& batch
   }
   return pool_->RunTransactionFor<BatchWriteResult>(
       [&](pqxx::work& txn) -> absl::StatusOr<BatchWriteResult> {
-        if (std::optional<BatchWriteResult> first =
-                FirstDelivery(txn, batch.cluster, batch.source, batch.batch_id)) {
-          return *first;
-        }
-        // Two concurrent deliveries of one id serialize on the primary key: the second waits
-        // for the first to commit, then inserts nothing and reads its outcome.
+        // Claims the id unless it is taken, by this cluster or by a row stored before ids were
+        // scoped by cluster (cluster ''). Two concurrent deliveries of one id serialize on the
+        // primary key: the second waits for the first to commit, then inserts nothing and
+        // reads its outcome.
         pqxx::result claimed = txn.exec_params(
             "INSERT INTO ingest_batches (cluster, batch_id, source, sample_count, stored_count, "
-            "refused_count, unattributed_count) VALUES ($1, $2, $3, $4, $5, $6, $7) "
+            "refused_count, unattributed_count) SELECT $1, $2, $3, $4, $5, $6, $7 "
+            "WHERE NOT EXISTS (SELECT 1 FROM ingest_batches WHERE cluster = '' AND "
+            "source = $3 AND batch_id = $2) "
             "ON CONFLICT (cluster, source, batch_id) DO NOTHING RETURNING batch_id",
             batch.cluster, batch.batch_id, batch.source, result.stored_count + result.refused_count,
             result.stored_count, result.refused_count, result.unattributed_count);

@@ -55,7 +55,8 @@ class SampleStore {
 
   // The allocations of `cluster` covering the samples' hosts and time span, and the jobs
   // their labels name, ready to attribute them.
-  // Hosts are matched as CanonicalHost names under `rules`.
+  // Hosts are matched as CanonicalHost names under `rules`; the samples' hosts are canonical
+  // already (IngestPipeline::Ingest).
   absl::StatusOr<Attributor> LoadAttributor(const std::string& cluster,
                                             const std::vector<const Sample*>& samples,
                                             const IdentityRules& rules = IdentityRules());
