@@ -21,7 +21,8 @@ struct Rate {
 
 GpuSpec MakeSpec(std::string name, std::vector<std::string> model_names, int sm_count,
                  std::vector<Rate> rates, double tensor_max_clock_mhz, double sm_boost_clock_mhz,
-                 double hbm_capacity_gib, double hbm_bandwidth_gb_per_s, std::string note) {
+                 double hbm_capacity_gib, double hbm_bandwidth_gb_per_s,
+                 std::optional<double> board_power_w, std::string note) {
   GpuSpec spec;
   spec.name = std::move(name);
   spec.model_names = std::move(model_names);
@@ -33,6 +34,7 @@ GpuSpec MakeSpec(std::string name, std::vector<std::string> model_names, int sm_
   spec.sm_boost_clock_mhz = sm_boost_clock_mhz;
   spec.hbm_capacity_gib = hbm_capacity_gib;
   spec.hbm_bandwidth_gb_per_s = hbm_bandwidth_gb_per_s;
+  spec.board_power_w = board_power_w;
   spec.source_note = std::move(note);
   return spec;
 }
@@ -110,71 +112,92 @@ GpuCatalog MakeBuiltIn() {
       // (domain eq. 6: 132 x 4096 x 1830 MHz = 989.4 TFLOP/s).
       MakeSpec("H100 SXM",
                {"NVIDIA H100 80GB HBM3", "H100 SXM5", "H100-SXM5-80GB", "NVIDIA H100 SXM5 80GB"},
-               132, HopperRates(true), 1830, 1980, 80, 3350,
+               132, HopperRates(true), 1830, 1980, 80, 3350, 700,
                "NVIDIA H100 Tensor Core GPU datasheet and Hopper whitepaper: 132 SMs, dense "
-               "BF16 989.4 TFLOP/s at 1830 MHz tensor clock, SM boost 1980 MHz; HBM3 3.35 TB/s"),
+               "BF16 989.4 TFLOP/s at 1830 MHz tensor clock, SM boost 1980 MHz; HBM3 3.35 TB/s"
+               "; board power 700 W (datasheet: max TDP up to 700 W, configurable)"),
       MakeSpec("H100 PCIe", {"NVIDIA H100 PCIe", "H100-PCIE-80GB"}, 114, HopperRates(true), 1620,
-               1755, 80, 2000,
+               1755, 80, 2000, 350,
                "H100 datasheet (PCIe): 114 SMs, dense BF16 756 TFLOP/s = 114 x 4096 x 1620 MHz, "
-               "FP8 1513, TF32 378; SM boost 1755 MHz; HBM2e 2.0 TB/s"),
+               "FP8 1513, TF32 378; SM boost 1755 MHz; HBM2e 2.0 TB/s"
+               "; board power 350 W (H100 PCIe product brief PB-11133: max TDP 350 W)"),
       // Tensor clock derived from the datasheet's sparse BF16 1,671 TFLOP/s / 2 / (132 x 4096).
-      MakeSpec("H100 NVL", {"NVIDIA H100 NVL"}, 132, HopperRates(true), 1545, 1785, 94, 3900,
+      MakeSpec("H100 NVL", {"NVIDIA H100 NVL"}, 132, HopperRates(true), 1545, 1785, 94, 3900, 400,
                "H100 NVL datasheet: BF16 1,671 TFLOP/s sparse (835.5 dense) -> tensor clock "
-               "1545 MHz derived; SM boost 1785 MHz; 94 GB HBM3, 3.9 TB/s"),
+               "1545 MHz derived; SM boost 1785 MHz; 94 GB HBM3, 3.9 TB/s"
+               "; board power 400 W (datasheet: max TDP 350-400 W, configurable)"),
       // H800 SXM: the H100 SXM die with reduced NVLink and FP64 cut to ~1 TFLOP/s; the FP64
       // rate is therefore not catalogued.
       MakeSpec("H800 SXM", {"NVIDIA H800", "NVIDIA H800 80GB HBM3", "H800"}, 132,
-               HopperRates(false), 1830, 1980, 80, 3350,
+               HopperRates(false), 1830, 1980, 80, 3350, std::nullopt,
                "H800 SXM5 = H100 SXM compute for tensor formats (domain: 989.4 TFLOP/s BF16); "
-               "FP64 restricted, omitted"),
+               "FP64 restricted, omitted"
+               "; board power not set: no NVIDIA datasheet figure found"),
       MakeSpec("H800 PCIe", {"NVIDIA H800 PCIe"}, 114, HopperRates(false), 1620, 1755, 80, 2000,
+               std::nullopt,
                "domain table: H800 PCIe = H100 PCIe (114 SMs, 1620 MHz, 756.5 TFLOP/s BF16); "
-               "FP64 restricted, omitted"),
+               "FP64 restricted, omitted"
+               "; board power not set: no NVIDIA datasheet figure found"),
       MakeSpec("H200", {"NVIDIA H200", "NVIDIA H200 141GB HBM3e", "H200 SXM"}, 132,
-               HopperRates(true), 1830, 1980, 141, 4800,
+               HopperRates(true), 1830, 1980, 141, 4800, 700,
                "H200 datasheet: H100 SXM compute (989.4 TFLOP/s BF16 dense), 141 GB HBM3e, "
-               "4.8 TB/s"),
+               "4.8 TB/s"
+               "; board power 700 W (datasheet: max TDP up to 700 W, configurable)"),
       MakeSpec("GH200", {"NVIDIA GH200 480GB", "GH200 480GB"}, 132, HopperRates(true), 1830, 1980,
-               96, 4000,
+               96, 4000, std::nullopt,
                "GH200 Grace Hopper datasheet: H100 SXM compute per domain table, 96 GB HBM3 at "
-               "4.0 TB/s (480 GB is the Grace LPDDR5X)"),
+               "4.0 TB/s (480 GB is the Grace LPDDR5X)"
+               "; board power not set: the datasheet's 450-1000 W module power covers CPU, GPU and "
+               "memory together"),
       MakeSpec("GH200 144GB", {"NVIDIA GH200 144G HBM3e", "GH200 144G HBM3e"}, 132,
-               HopperRates(true), 1830, 1980, 144, 4900,
-               "GH200 HBM3e variant: H100 SXM compute, 144 GB HBM3e at 4.9 TB/s"),
+               HopperRates(true), 1830, 1980, 144, 4900, std::nullopt,
+               "GH200 HBM3e variant: H100 SXM compute, 144 GB HBM3e at 4.9 TB/s"
+               "; board power not set: the datasheet's module power covers CPU, GPU and memory "
+               "together"),
       MakeSpec("A100 SXM 40GB", {"NVIDIA A100-SXM4-40GB", "A100-SXM4-40GB"}, 108, AmpereA100Rates(),
-               1410, 1410, 40, 1555,
+               1410, 1410, 40, 1555, 400,
                "A100 datasheet/Ampere whitepaper: 108 SMs at 1410 MHz boost (one clock for "
                "tensor and SM), BF16 312, TF32 156, INT8 624 TOPS dense, FP64 tensor 19.5; "
-               "HBM2 1555 GB/s"),
+               "HBM2 1555 GB/s"
+               "; board power 400 W (datasheet: max TDP 400 W)"),
       MakeSpec("A100 SXM 80GB", {"NVIDIA A100-SXM4-80GB", "A100-SXM4-80GB"}, 108, AmpereA100Rates(),
-               1410, 1410, 80, 2039, "A100 80GB SXM datasheet: as A100 40GB; HBM2e 2039 GB/s"),
+               1410, 1410, 80, 2039, 400,
+               "A100 80GB SXM datasheet: as A100 40GB; HBM2e 2039 GB/s"
+               "; board power 400 W (datasheet: max TDP 400 W)"),
       MakeSpec("A100 PCIe 40GB", {"NVIDIA A100-PCIE-40GB", "A100-PCIE-40GB"}, 108,
-               AmpereA100Rates(), 1410, 1410, 40, 1555,
+               AmpereA100Rates(), 1410, 1410, 40, 1555, 250,
                "A100 PCIe datasheet: 108 SMs at 1410 MHz, BF16 312 TFLOP/s dense; HBM2 1555 "
-               "GB/s"),
+               "GB/s"
+               "; board power 250 W (datasheet: max TDP 250 W)"),
       MakeSpec("A100 PCIe 80GB", {"NVIDIA A100 80GB PCIe", "A100 80GB PCIe"}, 108,
-               AmpereA100Rates(), 1410, 1410, 80, 1935,
+               AmpereA100Rates(), 1410, 1410, 80, 1935, 300,
                "A100 80GB PCIe datasheet: 108 SMs at 1410 MHz, BF16 312 TFLOP/s dense; HBM2e "
-               "1935 GB/s"),
+               "1935 GB/s"
+               "; board power 300 W (datasheet: max TDP 300 W)"),
       // No separate tensor clock is published for GB200: the 2062 MHz SM boost is f_max.
       MakeSpec("GB200", {"NVIDIA GB200", "GB200 NVL72"}, 148, BlackwellRates(), 2062, 2062, 186,
-               8000,
+               8000, std::nullopt,
                "GB200 NVL72 per GPU (domain eq. 7): 148 SMs x 8192 x 2062 MHz = 2500.0 TFLOP/s "
                "BF16 dense, FP8 2x, NVFP4 4x; 186 GB HBM3e, 8 TB/s. FP64 omitted: its "
-               "published 45 TFLOP/s does not follow from these SM and clock figures"),
+               "published 45 TFLOP/s does not follow from these SM and clock figures"
+               "; board power not set: the NVL72 datasheet gives no per-GPU figure"),
       // Tensor clock derived from the HGX B200 datasheet: 2.25 PFLOP/s BF16 dense.
       MakeSpec("B200", {"NVIDIA B200", "B200 SXM"}, 148, BlackwellRates(), 1856, 1965, 180, 8000,
+               1000,
                "HGX B200 datasheet per GPU: BF16 2.25, FP8 4.5, FP4 9 PFLOP/s dense -> tensor "
                "clock 2.25e15 / (148 x 8192) = 1856 MHz derived; SM boost 1965 MHz; 180 GB "
-               "HBM3e, 8 TB/s. FP64 omitted (as GB200)"),
+               "HBM3e, 8 TB/s. FP64 omitted (as GB200)"
+               "; board power 1000 W (HGX B200 datasheet: figures at up to 1,000 W per GPU)"),
       // The datasheet's 362.05 TFLOP/s dense BF16 is half its 733 sparse figure rounded at a
       // lower clock; 142 x 1024 x 2520 MHz = 366.4 is consistent with the sparse and FP8 rows.
-      MakeSpec("L40S", {"NVIDIA L40S"}, 142, AdaRates(), 2520, 2520, 48, 864,
+      MakeSpec("L40S", {"NVIDIA L40S"}, 142, AdaRates(), 2520, 2520, 48, 864, 350,
                "L40S datasheet: 142 SMs, boost 2520 MHz, FP8 733 / BF16 366 TFLOP/s dense "
-               "(sparse 1466 / 733), TF32 183; 48 GB GDDR6, 864 GB/s; no FP64 tensor path"),
-      MakeSpec("L4", {"NVIDIA L4"}, 58, AdaRates(), 2040, 2040, 24, 300,
+               "(sparse 1466 / 733), TF32 183; 48 GB GDDR6, 864 GB/s; no FP64 tensor path"
+               "; board power 350 W (datasheet: max power consumption 350 W)"),
+      MakeSpec("L4", {"NVIDIA L4"}, 58, AdaRates(), 2040, 2040, 24, 300, 72,
                "L4 datasheet: 58 SMs, boost 2040 MHz, BF16 121, FP8 242.5 TFLOP/s dense, "
-               "TF32 60; 24 GB GDDR6, 300 GB/s; no FP64 tensor path"),
+               "TF32 60; 24 GB GDDR6, 300 GB/s; no FP64 tensor path"
+               "; board power 72 W (datasheet: max thermal design power 72 W)"),
 
       // Volta. Its tensor cores run at the SM clock, so f_max is the boost clock. The datasheet
       // prints rounded-down tensor peaks (SXM2 125, PCIe 112 = 8x its rounded FP32 14, V100S
@@ -188,55 +211,70 @@ GpuCatalog MakeBuiltIn() {
       // coreCount 80); "Tesla V100-PCIE-32GB" in `nvidia-smi -q` output; "Tesla V100S-PCIE-32GB"
       // in TensorFlow device listings.
       MakeSpec("V100 SXM2 16GB", {"Tesla V100-SXM2-16GB"}, 80, VoltaRates(), 1530, 1530, 16, 900,
+               300,
                "V100 datasheet and Volta whitepaper: 80 SMs, 640 tensor cores (8/SM x 64 FP16 "
                "FMA/clk = 1024 FLOPs/clk/SM), boost 1530 MHz -> FP16 tensor 125.3 TFLOP/s "
-               "(printed 125); FP16 inputs only, no BF16; 16 GB HBM2, 900 GB/s"),
+               "(printed 125); FP16 inputs only, no BF16; 16 GB HBM2, 900 GB/s"
+               "; board power 300 W (datasheet: max power consumption 300 W)"),
       MakeSpec("V100 SXM2 32GB", {"Tesla V100-SXM2-32GB"}, 80, VoltaRates(), 1530, 1530, 32, 900,
+               300,
                "V100 datasheet: as V100 SXM2 16GB with 32 GB HBM2, 900 GB/s; FP16 tensor "
-               "125.3 TFLOP/s at 1530 MHz (printed 125)"),
+               "125.3 TFLOP/s at 1530 MHz (printed 125)"
+               "; board power 300 W (datasheet: max power consumption 300 W)"),
       MakeSpec("V100 PCIe 16GB", {"Tesla V100-PCIE-16GB"}, 80, VoltaRates(), 1380, 1380, 16, 900,
+               250,
                "V100 datasheet (PCIe): 80 SMs, boost 1380 MHz -> FP16 tensor 80 x 1024 x 1380 "
                "MHz = 113.0 TFLOP/s; the datasheet prints 112 (8x its rounded FP32 14); 16 GB "
-               "HBM2, 900 GB/s"),
+               "HBM2, 900 GB/s"
+               "; board power 250 W (datasheet: max power consumption 250 W)"),
       MakeSpec("V100 PCIe 32GB", {"Tesla V100-PCIE-32GB"}, 80, VoltaRates(), 1380, 1380, 32, 900,
+               250,
                "V100 datasheet (PCIe): as V100 PCIe 16GB with 32 GB HBM2; FP16 tensor 113.0 "
-               "TFLOP/s at 1380 MHz (printed 112)"),
-      MakeSpec("V100S PCIe", {"Tesla V100S-PCIE-32GB"}, 80, VoltaRates(), 1597, 1597, 32, 1134,
+               "TFLOP/s at 1380 MHz (printed 112)"
+               "; board power 250 W (datasheet: max power consumption 250 W)"),
+      MakeSpec("V100S PCIe", {"Tesla V100S-PCIE-32GB"}, 80, VoltaRates(), 1597, 1597, 32, 1134, 250,
                "V100S datasheet: 80 SMs, boost 1597 MHz -> FP16 tensor 130.8 TFLOP/s (printed "
-               "130); 32 GB HBM2, 1134 GB/s"),
+               "130); 32 GB HBM2, 1134 GB/s"
+               "; board power 250 W (datasheet: max power consumption 250 W)"),
       // "Tesla T4" is the device name JAX/XLA match T4 hosts by.
-      MakeSpec("T4", {"Tesla T4"}, 40, TuringRates(), 1590, 1590, 16, 320,
+      MakeSpec("T4", {"Tesla T4"}, 40, TuringRates(), 1590, 1590, 16, 320, 70,
                "T4 datasheet: 40 SMs (320 tensor cores), boost 1590 MHz, mixed-precision "
                "FP16/FP32 65 TFLOP/s (exact 65.1), INT8 130 TOPS; no BF16/TF32; 16 GB GDDR6, "
-               "320 GB/s"),
+               "320 GB/s"
+               "; board power 70 W (datasheet: max power consumption 70 W)"),
       // Ampere GA100 at A100's per-SM rates. "NVIDIA A30": dcgm-exporter modelName in public
       // KEDA/Prometheus queries (DCGM_FI_PROF_GR_ENGINE_ACTIVE{modelName="NVIDIA A30"}).
-      MakeSpec("A30", {"NVIDIA A30"}, 56, AmpereA100Rates(), 1440, 1440, 24, 933,
+      MakeSpec("A30", {"NVIDIA A30"}, 56, AmpereA100Rates(), 1440, 1440, 24, 933, 165,
                "A30 datasheet: 56 SMs at 1440 MHz boost (one clock for tensor and SM), BF16 "
                "165 TFLOP/s dense (exact 165.2), TF32 82 (exact 82.6), FP64 tensor 10.3, INT8 "
-               "330 TOPS; 24 GB HBM2, 933 GB/s"),
+               "330 TOPS; 24 GB HBM2, 933 GB/s"
+               "; board power 165 W (datasheet: max thermal design power 165 W)"),
       // Ampere GA102: half of GA100's per-SM tensor rate. "NVIDIA A10" and "NVIDIA A40" as
       // nvidia-smi prints them (A40 in public nvidia-smi captures, A10 in JAX's device table).
-      MakeSpec("A10", {"NVIDIA A10"}, 72, AmpereGa102Rates(), 1695, 1695, 24, 600,
+      MakeSpec("A10", {"NVIDIA A10"}, 72, AmpereGa102Rates(), 1695, 1695, 24, 600, 150,
                "A10 datasheet: 72 SMs, boost 1695 MHz, BF16/FP16 125 TFLOP/s dense (exact "
-               "124.97), TF32 62.5, INT8 250 TOPS; no FP64 tensor path; 24 GB GDDR6, 600 GB/s"),
-      MakeSpec("A40", {"NVIDIA A40"}, 84, AmpereGa102Rates(), 1740, 1740, 48, 696,
+               "124.97), TF32 62.5, INT8 250 TOPS; no FP64 tensor path; 24 GB GDDR6, 600 GB/s"
+               "; board power 150 W (datasheet: max thermal design power 150 W)"),
+      MakeSpec("A40", {"NVIDIA A40"}, 84, AmpereGa102Rates(), 1740, 1740, 48, 696, 300,
                "A40 datasheet: 84 SMs, boost 1740 MHz, BF16/FP16 149.7 TFLOP/s dense, TF32 "
-               "74.8, INT8 299.3 TOPS; no FP64 tensor path; 48 GB GDDR6, 696 GB/s"),
+               "74.8, INT8 299.3 TOPS; no FP64 tensor path; 48 GB GDDR6, 696 GB/s"
+               "; board power 300 W (datasheet: max power consumption 300 W)"),
       // Ada AD102 at half the L40S/RTX 6000 Ada per-SM rate for FP32-accumulate formats: the
       // L40 datasheet lists BF16 181.05 and FP8 362 dense where the L40S lists 362 and 733.
       // "NVIDIA L40" as JAX's device table spells it.
-      MakeSpec("L40", {"NVIDIA L40"}, 142, Scaled(AdaRates(), 0.5), 2490, 2490, 48, 864,
+      MakeSpec("L40", {"NVIDIA L40"}, 142, Scaled(AdaRates(), 0.5), 2490, 2490, 48, 864, 300,
                "L40 datasheet: 142 SMs, boost 2490 MHz, BF16/FP16 (FP32 accumulate) 181.05, FP8 "
                "362, TF32 90.5 TFLOP/s dense, INT8 362 TOPS; no FP64 tensor path; 48 GB GDDR6, "
-               "864 GB/s"),
+               "864 GB/s"
+               "; board power 300 W (datasheet: max power consumption 300 W)"),
       // "NVIDIA RTX 6000 Ada Generation": cudaGetDeviceProperties name in public device dumps
       // (142 multiprocessors).
       MakeSpec("RTX 6000 Ada", {"NVIDIA RTX 6000 Ada Generation"}, 142, AdaRates(), 2505, 2505, 48,
-               960,
+               960, 300,
                "RTX 6000 Ada datasheet: 142 SMs, boost 2505 MHz, tensor performance 1457 TFLOP/s "
                "(FP8 sparse) -> FP8 728.5 dense, BF16 half of that (364.2) as on L40S; 48 GB "
-               "GDDR6, 960 GB/s; no FP64 tensor path"),
+               "GDDR6, 960 GB/s; no FP64 tensor path"
+               "; board power 300 W (datasheet: max power consumption 300 W)"),
       // GH100 cut for export: 78 SMs (a Geekbench device report), dense BF16 148, FP8 296, TF32
       // 74 TFLOP/s.
       // NVIDIA publishes no per-SM rate or tensor clock for it. The tensor path is taken as a
@@ -245,17 +283,21 @@ GpuCatalog MakeBuiltIn() {
       // which no GH100 part runs at. The SM boost clock is assumed equal to H100 SXM's. Confirm
       // both with tools/calibration on an H20 before trusting H20 OFU to a few percent.
       // "NVIDIA H20": dcgm-exporter modelName in a public exposition fixture.
-      MakeSpec("H20", {"NVIDIA H20"}, 78, Scaled(HopperRates(false), 0.25), 1853, 1980, 96, 4000,
-               "H20 (GH100, 78 SMs): BF16 148, FP8 296, TF32 74 TFLOP/s dense, INT8 296 TOPS, "
-               "FP64 1 TFLOP/s (not catalogued); per-SM tensor rate taken as 1/4 of H100 -> "
-               "tensor clock 1853 MHz derived; SM boost 1980 MHz assumed; 96 GB HBM3, 4.0 TB/s"),
+      MakeSpec(
+          "H20", {"NVIDIA H20"}, 78, Scaled(HopperRates(false), 0.25), 1853, 1980, 96, 4000,
+          std::nullopt,
+          "H20 (GH100, 78 SMs): BF16 148, FP8 296, TF32 74 TFLOP/s dense, INT8 296 TOPS, "
+          "FP64 1 TFLOP/s (not catalogued); per-SM tensor rate taken as 1/4 of H100 -> "
+          "tensor clock 1853 MHz derived; SM boost 1980 MHz assumed; 96 GB HBM3, 4.0 TB/s"
+          "; board power not set: the 400 W in press reports has no NVIDIA datasheet behind it"),
       // Tensor clock derived as for H100 NVL: the datasheet's sparse BF16 1,671 TFLOP/s / 2 /
       // (132 x 4096). "NVIDIA H200 NVL" in public nvidia-smi/PyTorch logs, reported with 132 SMs
       // and a 1785 MHz max SM clock.
-      MakeSpec("H200 NVL", {"NVIDIA H200 NVL"}, 132, HopperRates(true), 1545, 1785, 141, 4800,
+      MakeSpec("H200 NVL", {"NVIDIA H200 NVL"}, 132, HopperRates(true), 1545, 1785, 141, 4800, 600,
                "H200 NVL datasheet: BF16 1,671 TFLOP/s sparse (835.5 dense) -> tensor clock "
                "1545 MHz derived; SM boost 1785 MHz; FP64 tensor 60 TFLOP/s; 141 GB HBM3e, "
-               "4.8 TB/s"),
+               "4.8 TB/s"
+               "; board power 600 W (datasheet: max TDP up to 600 W, configurable)"),
       // Blackwell Ultra. B300 devices report 148 SMs (cudaGetDeviceProperties in public
       // benchmark reports) and a 2032 MHz default boost; the full die has 160 (Blackwell Ultra
       // architecture blog). Tensor clock derived from the HGX B300 datasheet: BF16 36 PFLOP/s
@@ -266,16 +308,20 @@ GpuCatalog MakeBuiltIn() {
       // 1856 MHz. modelName "NVIDIA B300 SXM6 AC": torch.cuda.get_device_name() on HGX B300
       // (NVIDIA/cosmos-framework#114, kokkos/kokkos#8791).
       MakeSpec("B300", {"NVIDIA B300 SXM6 AC"}, 148, BlackwellUltraRates(), 1856, 2032, 288, 8000,
+               std::nullopt,
                "HGX B300 datasheet per GPU: BF16 2.25, FP8 4.5 PFLOP/s dense -> tensor clock "
                "2.25e15 / (148 x 8192) = 1856 MHz derived; 148 SMs as devices report them; SM "
                "boost 2032 MHz; FP4 at the Blackwell Ultra rate 6x BF16 (13.5); 288 GB HBM3e, "
-               "8 TB/s. INT8 and FP64 cut, omitted"),
+               "8 TB/s. INT8 and FP64 cut, omitted"
+               "; board power not set: the HGX B300 datasheet gives no per-GPU figure"),
       // GB300 devices report 152 SMs and a 2070 MHz clock (OpenXLA's GB300 device description,
       // xla/backends/gpu/target_config/specs/gb300.txtpb, name "NVIDIA GB300").
       MakeSpec("GB300", {"NVIDIA GB300"}, 152, BlackwellUltraRates(), 2008, 2070, 288, 8000,
+               std::nullopt,
                "GB300 NVL72 datasheet per GPU (/72): BF16 2.5, FP8 5, NVFP4 15 PFLOP/s dense -> "
                "tensor clock 2.5e15 / (152 x 8192) = 2008 MHz derived; 152 SMs and 2070 MHz SM "
-               "boost as devices report them; 288 GB HBM3e, 8 TB/s. INT8 and FP64 cut, omitted"),
+               "boost as devices report them; 288 GB HBM3e, 8 TB/s. INT8 and FP64 cut, omitted"
+               "; board power not set: the GB300 NVL72 datasheet gives no per-GPU figure"),
       // GB202 with 188 SMs. NVIDIA publishes one tensor figure for the RTX PRO 6000 family,
       // 4,000 AI TOPS (FP4 with sparsity) -> 2,000 TFLOP/s dense FP4 -> tensor clock
       // 2e15 / (188 x 4096) = 2597 MHz; the per-SM rates are Ada's (FP32 accumulate at full rate,
@@ -284,10 +330,11 @@ GpuCatalog MakeBuiltIn() {
       // clock, so the sm_clock_above_boost flag can fire on this family. modelName: the device
       // name in public benchmark reports (antirez/ds4#256).
       MakeSpec("RTX PRO 6000 Blackwell Server", {"NVIDIA RTX PRO 6000 Blackwell Server Edition"},
-               188, BlackwellRtxProRates(), 2597, 2617, 96, 1600,
+               188, BlackwellRtxProRates(), 2597, 2617, 96, 1600, 600,
                "RTX PRO 6000 Blackwell datasheet: 188 SMs (752 tensor cores), 4000 AI TOPS FP4 "
                "sparse -> FP4 2000, FP8 1000, BF16 500 TFLOP/s dense at a derived 2597 MHz tensor "
-               "clock; boost 2617 MHz; Server Edition 96 GB GDDR7, 1.6 TB/s"),
+               "clock; boost 2617 MHz; Server Edition 96 GB GDDR7, 1.6 TB/s"
+               "; board power 600 W (datasheet: max power consumption up to 600 W, configurable)"),
   };
   GpuCatalog catalog;
   for (GpuSpec& spec : specs) {
@@ -409,6 +456,9 @@ absl::Status GpuCatalog::Validate(const GpuSpec& spec, int replacing_index) cons
     return absl::InvalidArgumentError(absl::StrCat(
         where, "hbm_bandwidth_gb_per_s=", spec.hbm_bandwidth_gb_per_s, " must be >= 0"));
   }
+  if (spec.board_power_w.has_value()) {
+    if (auto s = positive("board_power_w", *spec.board_power_w); !s.ok()) return s;
+  }
   bool any = false;
   for (Precision p : kAllPrecisions) {
     std::optional<double> rate = spec.FlopsPerCyclePerSm(p);
@@ -506,6 +556,7 @@ absl::Status GpuCatalog::ApplyOverrides(const std::vector<GpuSpecOverride>& over
     if (o.sm_boost_clock_mhz) spec.sm_boost_clock_mhz = *o.sm_boost_clock_mhz;
     if (o.hbm_capacity_gib) spec.hbm_capacity_gib = *o.hbm_capacity_gib;
     if (o.hbm_bandwidth_gb_per_s) spec.hbm_bandwidth_gb_per_s = *o.hbm_bandwidth_gb_per_s;
+    if (o.board_power_w) spec.board_power_w = *o.board_power_w;
     if (o.source_note) spec.source_note = *o.source_note;
     if (spec.source_note.empty()) spec.source_note = "operator override";
     if (absl::Status s = next.Upsert(std::move(spec)); !s.ok()) {

@@ -3,9 +3,10 @@
 // For each GPU model the catalog holds the SM count, the dense tensor-core FLOPs per cycle
 // per SM for each precision the model has, the tensor-core maximum clock and the SM boost
 // clock (two separate fields: they differ on Hopper), device memory capacity and bandwidth,
-// and a note citing where the numbers come from. Models are looked up by the `modelName`
-// label dcgm-exporter emits ("NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB", ...), after
-// normalization (case, spaces, dashes, underscores and the "NVIDIA" prefix are ignored).
+// the board power limit where a datasheet gives one, and a note citing where the numbers come
+// from. Models are looked up by the `modelName` label dcgm-exporter emits ("NVIDIA H100 80GB
+// HBM3", "NVIDIA A100-SXM4-80GB", ...), after normalization (case, spaces, dashes,
+// underscores and the "NVIDIA" prefix are ignored).
 // An unknown model is NOT_FOUND naming the model; there is no default model.
 //
 //   const GpuCatalog& catalog = GpuCatalog::BuiltIn();
@@ -68,6 +69,10 @@ struct GpuSpec {
   // peak bandwidth in GB/s.
   double hbm_capacity_gib = 0;
   double hbm_bandwidth_gb_per_s = 0;
+  // Board power limit in W: the datasheet's maximum TDP/TGP (the top of a configurable range).
+  // What a GPU at work draws near: the profiling-counter-stuck check compares power with it.
+  // Unset where no datasheet gives a figure for the GPU alone (the check is then skipped).
+  std::optional<double> board_power_w;
   // Where the numbers come from (datasheet, whitepaper, derivation).
   std::string source_note;
 
@@ -106,6 +111,7 @@ struct GpuSpecOverride {
   std::optional<double> sm_boost_clock_mhz;
   std::optional<double> hbm_capacity_gib;
   std::optional<double> hbm_bandwidth_gb_per_s;
+  std::optional<double> board_power_w;
   std::optional<std::string> source_note;
 };
 
@@ -123,8 +129,8 @@ class GpuCatalog {
   absl::StatusOr<const GpuSpec*> Find(absl::string_view model_name) const;
 
   // Adds `spec`, or replaces the entry with the same normalized name. INVALID_ARGUMENT if
-  // the spec is incomplete (no name, sm_count <= 0, clocks <= 0, no precision) or one of its
-  // model names already resolves to a different entry.
+  // the spec is incomplete (no name, sm_count <= 0, clocks <= 0, no precision), a board power
+  // is set but not > 0, or one of its model names already resolves to a different entry.
   absl::Status Upsert(GpuSpec spec);
 
   // Applies operator overrides in order; all-or-nothing: on error the catalog is unchanged

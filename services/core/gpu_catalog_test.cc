@@ -1,7 +1,11 @@
 #include "services/core/gpu_catalog.h"
 
 #include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -213,6 +217,57 @@ TEST(GpuCatalog, EveryBuiltInEntryIsCompleteAndCited) {
   }
 }
 
+TEST(GpuCatalog, BoardPowerIsTheDatasheetMaximumAndCitedWhereKnown) {
+  // Datasheet maxima (the top of a configurable range): the profiling-counter-stuck check
+  // compares a GPU's power with these.
+  const std::vector<std::pair<std::string, double>> known = {
+      {"NVIDIA H100 80GB HBM3", 700},
+      {"NVIDIA H100 PCIe", 350},
+      {"NVIDIA H100 NVL", 400},
+      {"NVIDIA H200", 700},
+      {"NVIDIA H200 NVL", 600},
+      {"NVIDIA A100-SXM4-40GB", 400},
+      {"NVIDIA A100-SXM4-80GB", 400},
+      {"NVIDIA A100-PCIE-40GB", 250},
+      {"NVIDIA A100 80GB PCIe", 300},
+      {"NVIDIA B200", 1000},
+      {"NVIDIA L40S", 350},
+      {"NVIDIA L40", 300},
+      {"NVIDIA L4", 72},
+      {"Tesla T4", 70},
+      {"Tesla V100-SXM2-16GB", 300},
+      {"Tesla V100-SXM2-32GB", 300},
+      {"Tesla V100-PCIE-16GB", 250},
+      {"Tesla V100-PCIE-32GB", 250},
+      {"Tesla V100S-PCIE-32GB", 250},
+      {"NVIDIA A30", 165},
+      {"NVIDIA A10", 150},
+      {"NVIDIA A40", 300},
+      {"NVIDIA RTX 6000 Ada Generation", 300},
+      {"NVIDIA RTX PRO 6000 Blackwell Server Edition", 600}};
+  for (const auto& [model, watts] : known) {
+    const GpuSpec& spec = Spec(model);
+    ASSERT_TRUE(spec.board_power_w.has_value()) << model;
+    EXPECT_EQ(*spec.board_power_w, watts) << model;
+  }
+  // Where no datasheet gives the GPU's own figure (a module power that includes the CPU, a
+  // rack-level datasheet, press reports only) it stays unset, and the stuck check is skipped.
+  for (const char* model :
+       {"NVIDIA H800", "NVIDIA H800 PCIe", "NVIDIA GH200 480GB", "NVIDIA GH200 144G HBM3e",
+        "NVIDIA GB200", "NVIDIA H20", "NVIDIA B300 SXM6 AC", "NVIDIA GB300"}) {
+    EXPECT_FALSE(Spec(model).board_power_w.has_value()) << model;
+  }
+  // Every entry says where its board power comes from, or why it has none.
+  for (const GpuSpec& spec : GpuCatalog::BuiltIn().specs()) {
+    EXPECT_THAT(spec.source_note, HasSubstr("board power")) << spec.name;
+    if (spec.board_power_w.has_value()) {
+      EXPECT_THAT(spec.source_note,
+                  HasSubstr(absl::StrCat("board power ", *spec.board_power_w, " W")))
+          << spec.name;
+    }
+  }
+}
+
 TEST(GpuCatalog, FindsEveryDcgmExporterModelName) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"NVIDIA H100 80GB HBM3", "H100 SXM"},
@@ -302,11 +357,13 @@ TEST(GpuCatalog, OverrideChangesAnExistingModel) {
   GpuSpecOverride o;
   o.name = "NVIDIA H100 80GB HBM3";
   o.tensor_max_clock_mhz = 1755;
+  o.board_power_w = 500;
   o.model_names = {"NVIDIA H100 80GB HBM3 (capped)"};
   ASSERT_TRUE(catalog.ApplyOverrides({o}).ok());
   const GpuSpec* spec = *catalog.Find("nvidia h100 80gb hbm3 (capped)");
   EXPECT_EQ(spec->name, "H100 SXM");
   EXPECT_EQ(spec->tensor_max_clock_mhz, 1755);
+  EXPECT_EQ(spec->board_power_w, 500);
   EXPECT_EQ(spec->sm_count, 132);  // untouched fields keep their value
   EXPECT_EQ(catalog.specs().size(), GpuCatalog::BuiltIn().specs().size());
   // The built-in catalog is not changed.
@@ -366,6 +423,13 @@ TEST(GpuCatalog, InvalidOverrideIsRefusedAndLeavesCatalogUnchanged) {
   bad_sm.sm_count = 0;
   s = catalog.ApplyOverrides({bad_sm});
   EXPECT_THAT(s.message(), HasSubstr("sm_count=0"));
+
+  GpuSpecOverride bad_power;
+  bad_power.name = "H100 SXM";
+  bad_power.board_power_w = -700;
+  s = catalog.ApplyOverrides({bad_power});
+  EXPECT_THAT(s.message(), HasSubstr("board_power_w=-700"));
+  EXPECT_EQ((*catalog.Find("H100 SXM"))->board_power_w, 700);
 
   GpuSpecOverride bad_base;
   bad_base.name = "New";

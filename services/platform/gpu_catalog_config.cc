@@ -42,6 +42,7 @@ absl::StatusOr<core::GpuSpecOverride> ParseEntry(const YAML::Node& entry, size_t
                                                   "sm_boost_clock_mhz",
                                                   "hbm_capacity_gib",
                                                   "hbm_bandwidth_gb_per_s",
+                                                  "board_power_w",
                                                   "source_note"};
   for (const auto& kv : entry) {
     std::string key = kv.first.as<std::string>();
@@ -76,7 +77,7 @@ absl::StatusOr<core::GpuSpecOverride> ParseEntry(const YAML::Node& entry, size_t
     out.sm_count = value;
   }
   for (const char* field : {"tensor_max_clock_mhz", "sm_boost_clock_mhz", "hbm_capacity_gib",
-                            "hbm_bandwidth_gb_per_s"}) {
+                            "hbm_bandwidth_gb_per_s", "board_power_w"}) {
     absl::StatusOr<std::optional<double>> value = PositiveNumber(entry, index, field);
     if (!value.ok()) return value.status();
     if (!value->has_value()) continue;
@@ -85,6 +86,7 @@ absl::StatusOr<core::GpuSpecOverride> ParseEntry(const YAML::Node& entry, size_t
     if (f == "sm_boost_clock_mhz") out.sm_boost_clock_mhz = **value;
     if (f == "hbm_capacity_gib") out.hbm_capacity_gib = **value;
     if (f == "hbm_bandwidth_gb_per_s") out.hbm_bandwidth_gb_per_s = **value;
+    if (f == "board_power_w") out.board_power_w = **value;
   }
   if (const YAML::Node flops = entry["dense_flops_per_cycle_per_sm"]) {
     if (!flops.IsMap()) {

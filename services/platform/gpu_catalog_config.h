@@ -11,6 +11,7 @@
 //         sm_count: 108
 //         dense_flops_per_cycle_per_sm: {fp16: 2048, bf16: 2048}
 //         hbm_capacity_gib: 80
+//         board_power_w: 400                     # max TDP, for the stuck-counter check
 //         source_note: "A800 datasheet: A100 compute, NVLink 400 GB/s"
 //
 // A bad entry stops start-up with a message naming the entry and the field.

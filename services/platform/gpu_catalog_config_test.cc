@@ -30,6 +30,24 @@ TEST(GpuCatalogConfig, OverridesAKnownModelsClock) {
   EXPECT_EQ((*h100)->sm_count, 132);
 }
 
+TEST(GpuCatalogConfig, SetsABoardPowerTheBuiltInCatalogLacks) {
+  absl::StatusOr<core::GpuCatalog> catalog = Load(
+      "gpu_catalog:\n  overrides:\n    - name: \"NVIDIA H800\"\n"
+      "      board_power_w: 700\n      source_note: \"site: vendor's H800 SXM5 sheet, 700 W\"\n");
+  ASSERT_TRUE(catalog.ok()) << catalog.status();
+  absl::StatusOr<const core::GpuSpec*> h800 = catalog->Find("NVIDIA H800");
+  ASSERT_TRUE(h800.ok());
+  ASSERT_TRUE((*h800)->board_power_w.has_value());
+  EXPECT_DOUBLE_EQ(*(*h800)->board_power_w, 700);
+
+  catalog =
+      Load("gpu_catalog:\n  overrides:\n    - name: \"NVIDIA H800\"\n      board_power_w: 0\n");
+  ASSERT_FALSE(catalog.ok());
+  EXPECT_NE(catalog.status().message().find("gpu_catalog.overrides[0].board_power_w"),
+            std::string::npos)
+      << catalog.status();
+}
+
 TEST(GpuCatalogConfig, AddsANewModelCopiedFromABaseModel) {
   absl::StatusOr<core::GpuCatalog> catalog = Load(
       "gpu_catalog:\n  overrides:\n    - name: \"Site GH100 78SM\"\n"
