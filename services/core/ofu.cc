@@ -209,6 +209,10 @@ absl::StatusOr<GpuOfuWindow> ComputeGpuOfuWindow(const GpuSpec& spec, const GpuO
       continue;
     }
     sent_ts.push_back(s->timestamp_ms);
+    if (!s->counters_usable) {
+      ++out.excluded_sample_count;
+      continue;
+    }
     if (!std::isfinite(s->tensor_active) || !std::isfinite(s->sm_clock_mhz) ||
         s->sm_clock_mhz < 0) {
       out.flags |= kOfuFlagInvalidValue;

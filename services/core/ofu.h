@@ -34,6 +34,10 @@ struct OfuSample {
   int64_t timestamp_ms = 0;  // the sample's own time, unix epoch ms
   double tensor_active = 0;  // DCGM_FI_PROF_PIPE_TENSOR_ACTIVE, fraction 0..1
   double sm_clock_mhz = 0;   // DCGM_FI_DEV_SM_CLOCK, MHz, point sample
+  // False when the caller found the sample's profiling counters unusable (DCGM profiling
+  // paused, a counter stuck at 0 under load; the caller flags why): it gives no OFU, but its
+  // time counts for the GPU's sampling, since the GPU did report.
+  bool counters_usable = true;
 };
 
 // Per-sample OFU (eq. 1) as a fraction. INVALID_ARGUMENT naming the field and value for a
@@ -133,7 +137,8 @@ struct GpuOfuWindow {
   std::string gpu_id;
   OfuStats stats;
   uint32_t flags = kOfuFlagNone;
-  int64_t excluded_sample_count = 0;  // invalid, out-of-range or duplicate samples dropped
+  // Invalid, out-of-range, duplicate or unusable (!counters_usable) samples dropped.
+  int64_t excluded_sample_count = 0;
 };
 
 // Computes one GPU's window over samples in [window_start_ms, window_end_ms); sparse sampling

@@ -295,6 +295,33 @@ TEST(OfuWindow, OneSamplePerWindowAtAMinuteScrapeIsCoarseAcrossWindows) {
   EXPECT_EQ(ComputeGpuOfuWindow(H100(), s, kT0, kT0 + 60'000)->flags, kOfuFlagNone);
 }
 
+TEST(OfuWindow, UnusableSamplesGiveNoOfuButTheirTimesAreNotAGap) {
+  // Sampled every 10 s before the window; in it, profiling is paused (tensor activity
+  // missing) or stuck: the caller marks those samples unusable.
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  GpuOfuSeries s = Series("a", {});
+  s.sampling = EveryBefore(10'000);
+  for (int64_t t = 0; t < 120'000; t += 10'000) {
+    s.samples.push_back({.timestamp_ms = kT0 + t,
+                         .tensor_active = t < 60'000 ? nan : 0.0,
+                         .sm_clock_mhz = 1980,
+                         .counters_usable = false});
+  }
+  absl::StatusOr<GpuOfuWindow> w = ComputeGpuOfuWindow(H100(), s, kT0, kT0 + 120'000);
+  ASSERT_TRUE(w.ok());
+  EXPECT_FALSE(w->stats.mean_ofu.has_value());
+  EXPECT_EQ(w->excluded_sample_count, 12);
+  // No OFU, but the GPU did report every 10 s: neither silent nor invalid.
+  EXPECT_THAT(OfuQualityFlagNames(w->flags), ElementsAre("no_samples"));
+
+  // Usable samples next to them give the OFU alone.
+  s.samples.push_back({kT0 + 125'000, 0.5, 1830});
+  w = ComputeGpuOfuWindow(H100(), s, kT0, kT0 + 130'000);
+  ASSERT_TRUE(w.ok());
+  EXPECT_EQ(w->stats.sample_count, 1);
+  EXPECT_NEAR(*w->stats.mean_ofu, 0.5, 1e-12);
+}
+
 TEST(OfuWindow, FlagsAGapAgainstTheGpusOwnIntervalAcrossWindows) {
   // Sampled every 10 s until kT0 - 10 s, silent until kT0 + 600 s.
   GpuOfuSeries silent = Series("a", {});
