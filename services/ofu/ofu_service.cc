@@ -247,8 +247,10 @@ absl::Status OfuServiceImpl::DoGetJobSummary(const v1::GetJobSummaryRequest& req
   if (f.energy_kwh_per_gpu_hour.has_value()) {
     s->set_energy_kwh_per_gpu_hour(*f.energy_kwh_per_gpu_hour);
   }
-  for (int n = 1; n <= 10; ++n) {
-    if (f.flags & (1u << n)) s->add_flags(static_cast<v1::DataQualityFlag>(n));
+  for (int n = 1; n < 32; ++n) {
+    if ((f.flags & (1u << n)) && v1::DataQualityFlag_IsValid(n)) {
+      s->add_flags(static_cast<v1::DataQualityFlag>(n));
+    }
   }
   s->set_late_sample_count(job->late_sample_count);
   return absl::OkStatus();

@@ -46,8 +46,10 @@ v1::OfuWindow WindowToProto(const WindowResult& w, int32_t window_s, int32_t rev
   p.set_gpu_ofu_max(w.gpu_ofu_max.value_or(0));
   p.set_tensor_active_mean(w.tensor_active_mean.value_or(0));
   p.set_sm_clock_mhz_mean(w.sm_clock_mhz_mean.value_or(0));
-  for (int n = 1; n <= 10; ++n) {
-    if (w.flags & (1u << n)) p.add_flags(static_cast<v1::DataQualityFlag>(n));
+  for (int n = 1; n < 32; ++n) {
+    if ((w.flags & (1u << n)) && v1::DataQualityFlag_IsValid(n)) {
+      p.add_flags(static_cast<v1::DataQualityFlag>(n));
+    }
   }
   if (w.spatial_imbalance.has_value()) p.set_spatial_imbalance(*w.spatial_imbalance);
   if (w.temporal_imbalance.has_value()) p.set_temporal_imbalance(*w.temporal_imbalance);

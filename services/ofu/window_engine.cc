@@ -5,6 +5,8 @@
 #include <cmath>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
+
 namespace goodput::ofu {
 namespace {
 
@@ -18,10 +20,37 @@ int64_t FloorDiv(int64_t a, int64_t b) {
 
 double Finite(float v) { return std::isfinite(v) ? static_cast<double>(v) : kNoValue; }
 
-// Whether a sample carries both OFU counters (missing ones are NaN): the samples whose times
-// judge a GPU's sampling.
+// Whether a sample carries both OFU counters (missing ones are NaN).
 bool CarriesOfu(const WindowInput::Packed& p) {
   return !std::isnan(p.tensor_active) && !std::isnan(p.sm_clock_mhz);
+}
+
+// DCGM profiling fields all missing while the GPU still reports clock, power or memory:
+// profiling paused (Nsight holds the counters, `dcgmi profile --pause`) or not loaded.
+bool ProfilingUnavailable(const WindowInput::Packed& p) {
+  return std::isnan(p.tensor_active) && std::isnan(p.gr_engine_active) &&
+         std::isnan(p.dram_active) &&
+         (!std::isnan(p.sm_clock_mhz) || !std::isnan(p.power_w) || !std::isnan(p.fb_used_mib));
+}
+
+// The samples whose times judge a GPU's sampling: those with the OFU counters, and those
+// whose profiling fields are unavailable (the GPU reported; it was not silent).
+bool CountsForSampling(const WindowInput::Packed& p) {
+  return CarriesOfu(p) || ProfilingUnavailable(p);
+}
+
+// Tensor and GR-engine activity exactly 0, DRAM activity 0 or missing (the counters do not
+// move), while the GPU draws near its board power at boost clock: a busy GPU whose profiling
+// counters are stuck, a known dcgm-exporter failure. A model without a board power is never
+// judged stuck.
+bool ProfilingCounterStuck(const WindowInput::Packed& p, const core::GpuSpec* spec,
+                           const EngineOptions& options) {
+  if (spec == nullptr || !spec->board_power_w.has_value()) return false;
+  const auto zero_or_missing = [](float v) { return std::isnan(v) || v == 0; };
+  return p.tensor_active == 0 && zero_or_missing(p.gr_engine_active) &&
+         zero_or_missing(p.dram_active) &&
+         p.power_w >= options.stuck_min_power_fraction * *spec->board_power_w &&
+         p.sm_clock_mhz >= options.stuck_min_clock_fraction * spec->sm_boost_clock_mhz;
 }
 
 uint32_t MapCoreFlags(uint32_t core_flags) {
@@ -90,6 +119,8 @@ std::vector<WindowResult> ComputeWindow(const WindowInput& input, const EngineOp
   std::vector<core::GpuOfuSeries> ofu_series;
   std::vector<core::GpuTelemetrySeries> telemetry;
   std::vector<uint32_t> gpu_of_series;
+  // Per series: samples whose profiling counters were unavailable, and stuck.
+  std::vector<int64_t> unavailable, stuck;
   bool any_gr_engine = false;
   for (size_t g = 0; g < gpu_count; ++g) {
     if (begin[g] == begin[g + 1]) continue;
@@ -100,19 +131,28 @@ std::vector<WindowResult> ComputeWindow(const WindowInput& input, const EngineOp
     core::GpuTelemetrySeries ts{.gpu_id = input.gpu_names[g], .samples = {}};
     os.samples.reserve(begin[g + 1] - begin[g]);
     ts.samples.reserve(begin[g + 1] - begin[g]);
+    int64_t gpu_unavailable = 0, gpu_stuck = 0;
     for (uint32_t i = begin[g]; i < begin[g + 1]; ++i) {
       const Packed& p = *ordered[i];
       const int64_t t = input.start_ms + p.offset_ms;
-      if (CarriesOfu(p)) {
-        os.samples.push_back(
-            {.timestamp_ms = t, .tensor_active = p.tensor_active, .sm_clock_mhz = p.sm_clock_mhz});
+      const bool is_unavailable = ProfilingUnavailable(p);
+      const bool is_stuck = !is_unavailable && ProfilingCounterStuck(p, input.spec, options);
+      gpu_unavailable += is_unavailable;
+      gpu_stuck += is_stuck;
+      const bool usable = !is_unavailable && !is_stuck;
+      if (!usable || CarriesOfu(p)) {
+        os.samples.push_back({.timestamp_ms = t,
+                              .tensor_active = p.tensor_active,
+                              .sm_clock_mhz = p.sm_clock_mhz,
+                              .counters_usable = usable});
       }
       core::GpuTelemetrySample s;
       s.timestamp_ms = t;
-      s.tensor_active = Finite(p.tensor_active);
       s.sm_clock_mhz = Finite(p.sm_clock_mhz);
-      s.dram_active = Finite(p.dram_active);
-      s.gr_engine_active = Finite(p.gr_engine_active);
+      // Stuck counters read 0 on a busy GPU: no activity figure, idle or not, comes from them.
+      s.tensor_active = usable ? Finite(p.tensor_active) : kNoValue;
+      s.dram_active = usable ? Finite(p.dram_active) : kNoValue;
+      s.gr_engine_active = usable ? Finite(p.gr_engine_active) : kNoValue;
       s.fb_used_mib = Finite(p.fb_used_mib);
       s.total_energy_mj = std::isfinite(p.energy_mj) ? p.energy_mj : kNoValue;
       if (std::isfinite(s.gr_engine_active)) any_gr_engine = true;
@@ -121,6 +161,8 @@ std::vector<WindowResult> ComputeWindow(const WindowInput& input, const EngineOp
     ofu_series.push_back(std::move(os));
     telemetry.push_back(std::move(ts));
     gpu_of_series.push_back(static_cast<uint32_t>(g));
+    unavailable.push_back(gpu_unavailable);
+    stuck.push_back(gpu_stuck);
   }
   // GPUs of the job without a sample here but with samples around it are judged too: a
   // silent GPU is a gap (and counts as allocated).
@@ -197,6 +239,7 @@ std::vector<WindowResult> ComputeWindow(const WindowInput& input, const EngineOp
     double energy_sum = 0;
     bool any_energy = false;
     std::vector<std::pair<std::string, double>> gpu_means;
+    absl::flat_hash_set<std::string> untrusted_gpus;  // unavailable or stuck counters seen
     for (size_t k = 0; k < telemetry.size(); ++k) {
       WindowResult& r = per_gpu[k];
       r.job = input.job;
@@ -214,7 +257,16 @@ std::vector<WindowResult> ComputeWindow(const WindowInput& input, const EngineOp
       r.flags = MapCoreFlags(gpu_ofu[k].flags);
       if (input.spec == nullptr) r.flags |= kFlagUnknownGpuModel;
       if (r.sample_count == 1) r.flags |= kFlagSingleSample;
-      if (r.ofu.has_value()) gpu_means.emplace_back(r.gpu, *r.ofu);
+      if (unavailable[k] > 0) r.flags |= kFlagProfilingUnavailable;
+      if (stuck[k] > 0) r.flags |= kFlagProfilingCounterStuck;
+      job.flags |= r.flags & (kFlagProfilingUnavailable | kFlagProfilingCounterStuck);
+      // A GPU whose counters could not be trusted for part of the window is not compared with
+      // the others: its OFU covers only the rest.
+      if (unavailable[k] > 0 || stuck[k] > 0) {
+        untrusted_gpus.insert(r.gpu);
+      } else if (r.ofu.has_value()) {
+        gpu_means.emplace_back(r.gpu, *r.ofu);
+      }
       for (const core::GpuTelemetrySample& s : telemetry[k].samples) {
         if (std::isfinite(s.tensor_active)) {
           tensor_sum += s.tensor_active;
@@ -293,6 +345,8 @@ std::vector<WindowResult> ComputeWindow(const WindowInput& input, const EngineOp
                                        any_gr_engine ? core::ActivityCounter::kGrEngineActive
                                                      : core::ActivityCounter::kTensorActive,
                                        options.idle_threshold);
+    // A GPU with unavailable or stuck counters in the window is not known to be idle.
+    std::erase_if(job.idle_gpus, [&](const std::string& g) { return untrusted_gpus.contains(g); });
     if (input.spec != nullptr) {
       job.roofline = MapRoofline(
           core::SummarizeRoofline(*input.spec, options.roofline_precision, telemetry).job_class);
@@ -445,10 +499,10 @@ AddOutcome WindowEngine::Add(const JobInfo& info, const Sample& sample, int64_t 
 }
 
 void WindowEngine::FoldIntoFinal(JobState& job, uint32_t gpu, int64_t timestamp_ms,
-                                 bool carries_ofu, double energy_mj) {
+                                 bool counts_for_sampling, double energy_mj) {
   std::pair<int64_t, double>& last = job.last_energy[gpu];
   if (std::isfinite(energy_mj) && timestamp_ms >= last.first) last = {timestamp_ms, energy_mj};
-  if (carries_ofu) job.final_times[gpu].Add(timestamp_ms);
+  if (counts_for_sampling) job.final_times[gpu].Add(timestamp_ms);
   job.final_sample_max_ms = std::max(job.final_sample_max_ms, timestamp_ms);
 }
 
@@ -459,7 +513,7 @@ void WindowEngine::Restore(const JobInfo& info, const Sample& sample) {
   const WindowInput::Packed packed = Pack(sample, ws, gpu);
   if (ws < job.final_before_ms) {
     // A final window: only what the next windows need of it (energy, sampling history).
-    FoldIntoFinal(job, gpu, sample.timestamp_ms, CarriesOfu(packed), sample.energy_mj);
+    FoldIntoFinal(job, gpu, sample.timestamp_ms, CountsForSampling(packed), sample.energy_mj);
     return;
   }
   OpenWindow& w = job.windows[ws];
@@ -507,7 +561,7 @@ void WindowEngine::Emit(JobState& job, OpenWindow& window, bool finalize) {
   for (const auto& [start, other] : job.windows) {
     if (start == window.start_ms) continue;
     for (const WindowInput::Packed& p : other.samples) {
-      if (!CarriesOfu(p)) continue;
+      if (!CountsForSampling(p)) continue;
       const int64_t t = start + p.offset_ms;
       if (start < window.start_ms) {
         earlier[p.gpu].Add(t);
@@ -577,7 +631,7 @@ void WindowEngine::CloseAndFinalize(JobState& job, bool everything) {
     if (final_now) {
       Emit(job, w, /*finalize=*/true);
       for (const WindowInput::Packed& p : w.samples) {
-        FoldIntoFinal(job, p.gpu, w.start_ms + p.offset_ms, CarriesOfu(p), p.energy_mj);
+        FoldIntoFinal(job, p.gpu, w.start_ms + p.offset_ms, CountsForSampling(p), p.energy_mj);
       }
       it = job.windows.erase(it);
       continue;

@@ -17,6 +17,13 @@
 // A job that sends nothing for `idle_flush_ms` of arrival time has all its windows closed
 // and finalized and its memory released.
 //
+// Profiling counters that cannot be trusted: a sample whose DCGM profiling fields are all
+// missing while the GPU reports clock, power or memory (profiling paused or unavailable), or
+// whose tensor and GR-engine activity read 0 while the GPU draws near its board power at
+// boost clock (counters stuck), gives no OFU and is flagged; a GPU with such samples in a
+// window is neither idle nor a straggler there, and the job's OFU comes from its other GPUs.
+// Such samples still show that the GPU reports, so they count for its sampling (no gap).
+//
 // Memory: only the samples of windows that are not final are kept, packed (40 bytes per
 // sample, one GPU name per GPU); everything else lives in the results. With 10 s sampling,
 // 60 s windows and 120 s lateness that is about 1.4 KiB per active GPU (see MemoryBytes()).
@@ -60,6 +67,14 @@ enum WindowFlag : uint32_t {
   kFlagEnergyCounterReset = 1u << 8,
   kFlagUnknownGpuModel = 1u << 9,
   kFlagSingleSample = 1u << 10,
+  // DCGM profiling fields (tensor, GR-engine and DRAM activity) all missing while the GPU
+  // still reports clock, power or memory: profiling paused (Nsight holds the counters) or
+  // its module not loaded. Those samples give no OFU; the GPU is not judged idle.
+  kFlagProfilingUnavailable = 1u << 11,
+  // Tensor and GR-engine activity read exactly 0 while the GPU drew near its board power at
+  // boost clock (EngineOptions::stuck_*): counters stuck, not an idle GPU. Those samples give
+  // no OFU; the GPU is not judged idle.
+  kFlagProfilingCounterStuck = 1u << 12,
 };
 
 // Roofline classes, numbered as goodput.v1.RooflineClass.
@@ -80,6 +95,12 @@ struct EngineOptions {
   double idle_threshold = 0.01;        // GR engine (else tensor) activity of an idle GPU
   double straggler_threshold = 0.2;    // score (median - ofu) / median at or above
   double low_coverage_fraction = 0.9;  // coverage below this sets kFlagLowGpuCoverage
+  // A sample with tensor and GR-engine activity exactly 0 (DRAM activity 0 or missing) while
+  // the GPU draws at least this share of its board power (GpuSpec::board_power_w) at this
+  // share of its SM boost clock or more has stuck counters (kFlagProfilingCounterStuck).
+  // Models without a board power are never judged stuck.
+  double stuck_min_power_fraction = 0.6;
+  double stuck_min_clock_fraction = 0.9;
   core::Precision roofline_precision = core::Precision::kBf16;
 };
 
@@ -207,7 +228,7 @@ class WindowEngine {
   JobState& StateFor(const JobInfo& info);
   void Emit(JobState& job, OpenWindow& window, bool finalize);
   void FillGaps(JobState& job);
-  void FoldIntoFinal(JobState& job, uint32_t gpu, int64_t timestamp_ms, bool carries_ofu,
+  void FoldIntoFinal(JobState& job, uint32_t gpu, int64_t timestamp_ms, bool counts_for_sampling,
                      double energy_mj);
   void CloseAndFinalize(JobState& job, bool everything);
 

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -428,6 +429,154 @@ TEST(WindowEngine, RestoringKeepsTheSamplingHistoryAndTheGapWindows) {
       ASSERT_TRUE(restored.contains(key)) << (key.first - kT0) << " cut " << cut;
       EXPECT_EQ(restored.at(key).flags, r.flags) << (key.first - kT0) << " cut " << cut;
       EXPECT_EQ(restored.at(key).sample_count, r.sample_count);
+    }
+  }
+}
+
+// A GPU whose DCGM profiling is paused (a user runs Nsight): the profiling fields vanish
+// while clock, power and memory go on.
+Sample Paused(std::string gpu, int64_t t_ms) {
+  Sample s;
+  s.gpu = std::move(gpu);
+  s.timestamp_ms = t_ms;
+  s.sm_clock_mhz = 1980;
+  s.power_w = 650;
+  s.fb_used_mib = 60'000;
+  return s;
+}
+
+// Tensor and GR-engine activity 0 at `power_w` and `clock_mhz`.
+Sample Zero(std::string gpu, int64_t t_ms, double power_w, double clock_mhz = 1980) {
+  Sample s = S(std::move(gpu), t_ms, 0.0, clock_mhz);
+  s.power_w = power_w;
+  return s;
+}
+
+TEST(WindowEngine, PausedProfilingIsFlaggedGivesNoOfuAndIsNotIdle) {
+  // Two H100s computing; from minute 3 on, g1's profiling is paused for 5 minutes.
+  WindowEngine engine(&core::GpuCatalog::BuiltIn(), {});
+  for (int i = 0; i < 60; ++i) {
+    const int64_t t = kT0 + i * 10'000;
+    engine.Add(Job(2), S("g0", t, 0.5), 0);
+    const bool paused = t >= kT0 + 180'000 && t < kT0 + 480'000;
+    engine.Add(Job(2), paused ? Paused("g1", t) : S("g1", t, 0.5), 0);
+    engine.Advance();
+  }
+  engine.FlushJob(7);
+  const auto finals = Finals(engine.TakeResults());
+  ASSERT_EQ(finals.size(), 30u);  // 10 windows x (job, g0, g1)
+  for (const auto& [key, r] : finals) {
+    const auto& [start, gpu] = key;
+    const bool paused = start >= kT0 + 180'000 && start < kT0 + 480'000;
+    SCOPED_TRACE(absl::StrCat(start - kT0, " ", gpu));
+    // g1 kept reporting: not a gap, not sparse.
+    EXPECT_FALSE(r.flags & (kFlagGap | kFlagSparseSampling));
+    if (gpu == "g0") {
+      EXPECT_FALSE(r.flags & kFlagProfilingUnavailable);
+      continue;
+    }
+    EXPECT_EQ(static_cast<bool>(r.flags & kFlagProfilingUnavailable), paused);
+    EXPECT_FALSE(r.flags & kFlagProfilingCounterStuck);
+    if (gpu == "g1") {
+      EXPECT_EQ(r.ofu.has_value(), !paused);
+      continue;
+    }
+    // The job: OFU from g0 alone while g1 is paused; g1 is neither idle nor a straggler.
+    ASSERT_TRUE(r.ofu.has_value());
+    EXPECT_NEAR(*r.ofu, 0.5, 1e-6);
+    EXPECT_EQ(r.gpus_reporting, paused ? 1 : 2);
+    EXPECT_THAT(r.idle_gpus, SizeIs(0));
+    EXPECT_THAT(r.stragglers, SizeIs(0));
+    EXPECT_NE(r.roofline, Roofline::kIdle);
+  }
+}
+
+TEST(WindowEngine, AJobWhoseProfilingIsPausedOnEveryGpuHasNoOfuAndNoIdleGpus) {
+  WindowEngine engine(&core::GpuCatalog::BuiltIn(), {});
+  for (int i = 0; i < 6; ++i) {
+    engine.Add(Job(2), Paused("g0", kT0 + i * 10'000), 0);
+    Sample blank;  // as tests/data/dcgm/h100_profiling_blank.prom: power and memory only
+    blank.gpu = "g1";
+    blank.timestamp_ms = kT0 + i * 10'000;
+    blank.power_w = 69.437;
+    blank.fb_used_mib = 0;
+    engine.Add(Job(2), blank, 0);
+  }
+  engine.FlushJob(7);
+  std::vector<WindowResult> w = JobLevel(engine.TakeResults());
+  ASSERT_THAT(w, SizeIs(1));
+  EXPECT_FALSE(w[0].ofu.has_value());
+  EXPECT_EQ(w[0].gpus_reporting, 0);
+  EXPECT_TRUE(w[0].flags & kFlagProfilingUnavailable);
+  EXPECT_THAT(w[0].idle_gpus, SizeIs(0));
+  EXPECT_THAT(w[0].stragglers, SizeIs(0));
+}
+
+TEST(WindowEngine, ZeroCountersAtNearTdpAndBoostClockAreStuckNotIdle) {
+  // H100 SXM: 700 W board power, 1980 MHz boost. g1 reads 0 at 650 W and 1980 MHz.
+  WindowEngine engine(&core::GpuCatalog::BuiltIn(), {});
+  for (int i = 0; i < 6; ++i) {
+    engine.Add(Job(2), S("g0", kT0 + i * 10'000, 0.5), 0);
+    engine.Add(Job(2), Zero("g1", kT0 + i * 10'000, 650), 0);
+  }
+  engine.FlushJob(7);
+  const auto finals = Finals(engine.TakeResults());
+  ASSERT_EQ(finals.size(), 3u);
+  const WindowResult& job = finals.at({kT0, ""});
+  const WindowResult& g1 = finals.at({kT0, "g1"});
+  EXPECT_TRUE(job.flags & kFlagProfilingCounterStuck);
+  EXPECT_FALSE(job.flags & kFlagProfilingUnavailable);
+  EXPECT_TRUE(g1.flags & kFlagProfilingCounterStuck);
+  EXPECT_FALSE(finals.at({kT0, "g0"}).flags & kFlagProfilingCounterStuck);
+  // No OFU from the stuck samples: the job's is g0's, not (0.5 + 0) / 2.
+  EXPECT_FALSE(g1.ofu.has_value());
+  ASSERT_TRUE(job.ofu.has_value());
+  EXPECT_NEAR(*job.ofu, 0.5, 1e-6);
+  EXPECT_THAT(job.idle_gpus, SizeIs(0));
+  EXPECT_THAT(job.stragglers, SizeIs(0));
+  EXPECT_NE(g1.roofline, Roofline::kIdle);
+  EXPECT_FALSE(job.flags & (kFlagGap | kFlagSparseSampling));
+}
+
+TEST(WindowEngine, AnIdleGpuIsStillIdleAndNotStuck) {
+  // Each case: power and clock of a GPU reading 0, whether it is judged stuck.
+  struct Case {
+    const char* what;
+    std::string model;
+    double power_w, clock_mhz;
+    EngineOptions options;
+    bool stuck;
+  };
+  EngineOptions strict;
+  strict.stuck_min_power_fraction = 0.95;
+  const std::vector<Case> cases = {
+      {"idle at 70 W", kH100, 70, 1980, {}, false},
+      {"at boost clock, power below 60% of 700 W", kH100, 419, 1980, {}, false},
+      {"at 650 W below 90% of the 1980 MHz boost", kH100, 650, 1781, {}, false},
+      {"at 650 W with a stricter power share", kH100, 650, 1980, strict, false},
+      {"a model without a board power", "NVIDIA H800", 650, 1980, {}, false},
+      {"at 60% of board power and 90% of boost", kH100, 420, 1782, {}, true},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    WindowEngine engine(&core::GpuCatalog::BuiltIn(), c.options);
+    JobInfo info = Job(2);
+    info.gpu_model = c.model;
+    for (int i = 0; i < 6; ++i) {
+      engine.Add(info, S("g0", kT0 + i * 10'000, 0.5), 0);
+      engine.Add(info, Zero("idle", kT0 + i * 10'000, c.power_w, c.clock_mhz), 0);
+    }
+    engine.FlushJob(7);
+    std::vector<WindowResult> w = JobLevel(engine.TakeResults());
+    ASSERT_THAT(w, SizeIs(1));
+    EXPECT_EQ(static_cast<bool>(w[0].flags & kFlagProfilingCounterStuck), c.stuck);
+    EXPECT_FALSE(w[0].flags & kFlagProfilingUnavailable);
+    if (c.stuck) {
+      EXPECT_THAT(w[0].idle_gpus, SizeIs(0));
+    } else {
+      EXPECT_THAT(w[0].idle_gpus, ElementsAre("idle"));
+      ASSERT_TRUE(w[0].ofu.has_value());
+      EXPECT_NEAR(*w[0].ofu, 0.25, 1e-6);  // the idle GPU's zeros count
     }
   }
 }
