@@ -633,6 +633,7 @@ JobWindow ToJobWindow(const v1::OfuWindow& w) {
   for (int f : w.flags()) {
     if (f > 0 && f < 32) j.flags |= 1u << f;
   }
+  j.power_w_mean = w.power_w_mean();
   return j;
 }
 

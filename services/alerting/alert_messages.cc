@@ -1,5 +1,6 @@
 #include "services/alerting/alert_messages.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -36,7 +37,9 @@ std::string FlagNames(uint32_t flags) {
                                            "late samples dropped",
                                            "energy counter reset",
                                            "unknown GPU model",
-                                           "single samples"};
+                                           "single samples",
+                                           "DCGM profiling paused or unavailable",
+                                           "profiling counters stuck at 0"};
   std::vector<std::string> out;
   for (uint32_t i = 1; i < std::size(kNames); ++i) {
     if (flags & (1u << i)) out.push_back(kNames[i]);
@@ -172,11 +175,44 @@ Message TelemetryStoppedMessage(const Finding& f, const MessageContext& c) {
 Message DataQualityMessage(const Finding& f, const MessageContext& c) {
   Message m;
   m.summary = absl::StrCat("Telemetry unreliable: ", FlagNames(f.flags));
-  m.description = absl::StrCat(
-      f.flagged_windows, " of the last ", f.recent_windows, " windows of ", JobName(c),
-      " carry data-quality problems (", FlagNames(f.flags),
-      "), so its OFU is less certain than shown. Look first at the exporter's sampling "
-      "interval and at GPUs that do not report.");
+  m.description = absl::StrCat(f.flagged_windows, " of the last ", f.recent_windows, " windows of ",
+                               JobName(c), " carry data-quality problems (", FlagNames(f.flags),
+                               "), so its OFU is less certain than shown.");
+  // The profiling causes, in words: their windows lack OFU, and neither a regression nor
+  // idle GPUs are concluded from them.
+  const bool unavailable = f.flags & (1u << 11);
+  const bool stuck = f.flags & (1u << 12);
+  if (unavailable) {
+    const int n = std::max(1, f.profiling_unavailable_gpus);
+    absl::StrAppend(&m.description, " DCGM profiling paused or unavailable on ", n,
+                    n == 1 ? " GPU" : " GPUs",
+                    " — e.g. Nsight holds the counters (dcgmi profile --pause) or the profiling "
+                    "module is not loaded; those GPUs give no OFU meanwhile.");
+  }
+  if (stuck) {
+    absl::StrAppend(&m.description, " Profiling counters stuck at 0 while GPUs draw ",
+                    f.stuck_power_w_per_gpu.has_value()
+                        ? absl::StrFormat("%.0f W", *f.stuck_power_w_per_gpu)
+                        : std::string("near their board power"),
+                    " at boost clock — a known dcgm-exporter failure; those samples give no OFU.");
+  }
+  if (unavailable || stuck) {
+    std::vector<std::string> look;
+    if (unavailable) look.push_back("for Nsight attached to the job or a paused DCGM profiler");
+    if (stuck) {
+      look.push_back(
+          "at dcgm-exporter on the job's nodes (`dcgmi dmon -e 1001 -c 1` there, or restarting "
+          "the exporter, revives stuck counters)");
+    }
+    absl::StrAppend(&m.description,
+                    " Neither a regression nor idle GPUs are concluded from those windows. Look "
+                    "first ",
+                    absl::StrJoin(look, "; then "), ".");
+  } else {
+    absl::StrAppend(&m.description,
+                    " Look first at the exporter's sampling interval and at GPUs that do not "
+                    "report.");
+  }
   return m;
 }
 

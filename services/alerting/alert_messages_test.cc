@@ -57,6 +57,33 @@ TEST(Messages, EveryKindHasASummaryAndAdvice) {
   }
 }
 
+TEST(Messages, DataQualityNamesPausedAndStuckProfilingInPlainWords) {
+  Finding f;
+  f.kind = Kind::kDataQuality;
+  f.flags = 1u << 11;
+  f.flagged_windows = 10;
+  f.recent_windows = 10;
+  f.profiling_unavailable_gpus = 2;
+  Message m = Describe(f, {.cluster = "eos", .job_id = "4711", .now_s = kNow});
+  EXPECT_EQ(m.summary, "Telemetry unreliable: DCGM profiling paused or unavailable");
+  EXPECT_NE(m.description.find("DCGM profiling paused or unavailable on 2 GPUs — e.g. Nsight "
+                               "holds the counters"),
+            std::string::npos)
+      << m.description;
+  EXPECT_NE(m.description.find("Neither a regression nor idle GPUs"), std::string::npos);
+  EXPECT_EQ(m.description.find("sampling interval"), std::string::npos) << m.description;
+
+  f.flags = (1u << 12) | (1u << 6);
+  f.stuck_power_w_per_gpu = 651.4;
+  m = Describe(f, {.cluster = "eos", .job_id = "4711", .now_s = kNow});
+  EXPECT_EQ(m.summary, "Telemetry unreliable: GPUs not reporting, profiling counters stuck at 0");
+  EXPECT_NE(m.description.find("Profiling counters stuck at 0 while GPUs draw 651 W at boost "
+                               "clock"),
+            std::string::npos)
+      << m.description;
+  EXPECT_NE(m.description.find("restart"), std::string::npos) << m.description;
+}
+
 TEST(Messages, TimesAndAgesReadNaturally) {
   EXPECT_EQ(Percent(0.58), "58%");
   EXPECT_EQ(Percent(0.004), "0.4%");

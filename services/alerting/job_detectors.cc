@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <utility>
 
@@ -50,9 +51,16 @@ std::vector<PrecisionSwitchObs> SwitchesNear(const std::vector<PrecisionSwitchOb
   return out;
 }
 
+// Whether a window's OFU is no evidence of how the job runs (profiling paused or stuck).
+bool Untrusted(const JobWindow& w, const DetectorOptions& options) {
+  return (w.flags & options.untrusted_ofu_flags) != 0;
+}
+
 // The windows as the detectors take them, with the effective peak of the precision mix
-// that was in force at each window's start (the detectors only use its ratios).
-std::vector<detect::OfuWindow> DetectorWindows(const JobInput& input) {
+// that was in force at each window's start (the detectors only use its ratios). Untrusted
+// windows carry no OFU: the detectors skip them as missing data.
+std::vector<detect::OfuWindow> DetectorWindows(const JobInput& input,
+                                               const DetectorOptions& options) {
   std::vector<detect::OfuWindow> out;
   out.reserve(input.windows.size());
   size_t next = 0;
@@ -66,6 +74,7 @@ std::vector<detect::OfuWindow> DetectorWindows(const JobInput& input) {
     }
     detect::OfuWindow w = jw.window;
     if (w.effective_peak_tflops <= 0) w.effective_peak_tflops = peak;
+    if (Untrusted(jw, options)) w.ofu = std::numeric_limits<double>::quiet_NaN();
     out.push_back(w);
   }
   return out;
@@ -159,7 +168,10 @@ void WorkloadRegression(const JobInput& input, const std::vector<detect::OfuWind
        it != input.windows.rend() &&
        static_cast<int>(recent.size()) < options.baseline.first_steady_windows;
        ++it) {
-    if (it->warmup || it->window.gpu_coverage < options.regression.min_coverage) continue;
+    if (it->warmup || it->window.gpu_coverage < options.regression.min_coverage ||
+        Untrusted(*it, options)) {
+      continue;
+    }
     if (it->window.ofu < options.baseline.dip_fraction * found->baseline_ofu) continue;
     recent.push_back(it->window.ofu);
   }
@@ -201,6 +213,7 @@ void GpuFindings(const JobInput& input, const DetectorOptions& options, JobEvalu
   int allocated = 0;
   for (const JobWindow& w : input.windows) {
     allocated = std::max(allocated, w.gpus_allocated);
+    if (Untrusted(w, options)) continue;
     auto name = [&](const std::string& g) {
       if (index.emplace(g, static_cast<int>(names.size())).second) names.push_back(g);
     };
@@ -212,6 +225,8 @@ void GpuFindings(const JobInput& input, const DetectorOptions& options, JobEvalu
   detect::GpuFindingsTracker tracker(gpu_count, options.findings);
   std::vector<detect::GpuWindowValue> values(static_cast<size_t>(gpu_count));
   for (const JobWindow& w : input.windows) {
+    // Which GPUs idle or lag is unknown while the profiling counters cannot be trusted.
+    if (Untrusted(w, options)) continue;
     const double median = w.gpu_ofu_median > 0 ? w.gpu_ofu_median : w.window.ofu;
     std::vector<bool> named(names.size(), false);
     for (size_t i = 0; i < names.size(); ++i) values[i] = {median, 1.0, true};
@@ -270,13 +285,26 @@ void DataQuality(const JobInput& input, const DetectorOptions& options, JobEvalu
   f.kind = Kind::kDataQuality;
   f.detector = "data_quality/flag_share";
   f.recent_windows = n;
+  double stuck_power_sum = 0;
+  int stuck_power_n = 0;
   for (size_t i = input.windows.size() - static_cast<size_t>(n); i < input.windows.size(); ++i) {
-    const uint32_t bad = input.windows[i].flags & options.data_quality_flags;
+    const JobWindow& w = input.windows[i];
+    const uint32_t bad = w.flags & options.data_quality_flags;
     if (bad == 0) continue;
-    if (f.flagged_windows == 0) f.onset_s = input.windows[i].window.start_s;
+    if (f.flagged_windows == 0) f.onset_s = w.window.start_s;
     ++f.flagged_windows;
     f.flags |= bad;
+    // A window has no per-GPU detail here: the GPUs it got no OFU from are the paused ones.
+    if (bad & (1u << 11)) {
+      f.profiling_unavailable_gpus =
+          std::max({f.profiling_unavailable_gpus, 1, w.gpus_allocated - w.gpus_reporting});
+    }
+    if ((bad & (1u << 12)) && w.power_w_mean > 0 && w.gpus_allocated > 0) {
+      stuck_power_sum += w.power_w_mean / w.gpus_allocated;
+      ++stuck_power_n;
+    }
   }
+  if (stuck_power_n > 0) f.stuck_power_w_per_gpu = stuck_power_sum / stuck_power_n;
   const double share = static_cast<double>(f.flagged_windows) / n;
   if (f.flagged_windows == 0 || share < options.data_quality_share) return;
   f.confidence = share;
@@ -311,7 +339,7 @@ double SeparationConfidence(double factor, double min_factor) {
 
 JobEvaluation EvaluateJob(const JobInput& input, const DetectorOptions& options) {
   JobEvaluation out;
-  const std::vector<detect::OfuWindow> windows = DetectorWindows(input);
+  const std::vector<detect::OfuWindow> windows = DetectorWindows(input, options);
   InJobRegression(input, windows, options, out);
   WorkloadRegression(input, windows, options, out);
   GpuFindings(input, options, out);

@@ -39,7 +39,8 @@ struct JobWindow {
   double gpu_ofu_median = 0;
   std::vector<StragglerObs> stragglers;
   std::vector<std::string> idle_gpus;
-  uint32_t flags = 0;  // bit n set: goodput.v1.DataQualityFlag n was seen
+  uint32_t flags = 0;       // bit n set: goodput.v1.DataQualityFlag n was seen
+  double power_w_mean = 0;  // board power summed over the GPUs; 0 when unknown
 };
 
 // The framework's precision mix changed at `time_s` (from mfu).
@@ -76,9 +77,15 @@ struct JobInput {
   std::vector<EarlierJob> earlier_jobs;  // most recent first
 };
 
+// DataQualityFlag numbers whose windows are no evidence of a regression or of idle GPUs:
+// DCGM profiling paused or unavailable (11) and profiling counters stuck at 0 (12). Their
+// low or missing OFU says nothing of the job, so those detectors take them as missing data.
+inline constexpr uint32_t kProfilingDataQualityFlags = (1u << 11) | (1u << 12);
+
 // DataQualityFlag numbers that make telemetry unreliable enough to say so.
-inline constexpr uint32_t kSeriousDataQualityFlags =
-    (1u << 1) | (1u << 2) | (1u << 3) | (1u << 4) | (1u << 5) | (1u << 6) | (1u << 9);
+inline constexpr uint32_t kSeriousDataQualityFlags = (1u << 1) | (1u << 2) | (1u << 3) | (1u << 4) |
+                                                     (1u << 5) | (1u << 6) | (1u << 9) |
+                                                     kProfilingDataQualityFlags;
 
 struct DetectorOptions {
   detect::RegressionOptions regression;
@@ -91,6 +98,9 @@ struct DetectorOptions {
   int data_quality_windows = 10;
   double data_quality_share = 0.5;
   uint32_t data_quality_flags = kSeriousDataQualityFlags;
+  // Windows with any of these flags confirm neither a regression (in the job or against its
+  // workload) nor idle GPUs or stragglers: those detectors skip them.
+  uint32_t untrusted_ofu_flags = kProfilingDataQualityFlags;
   // Divergence verdicts below this confidence do not alert.
   double divergence_min_confidence = 0.8;
   // A running job whose newest window ended longer ago than this has stopped reporting.
@@ -119,6 +129,10 @@ struct Finding {
   uint32_t flags = 0;
   int flagged_windows = 0;
   int recent_windows = 0;
+  // Data quality: the most GPUs without OFU in a window flagged profiling-unavailable (11),
+  // and the mean board power per GPU over the windows flagged counter-stuck (12).
+  int profiling_unavailable_gpus = 0;
+  std::optional<double> stuck_power_w_per_gpu;
   int64_t last_sample_s = 0;
   std::optional<DivergenceObs> divergence;
   std::vector<PrecisionSwitchObs> precision_switches;  // near the onset: annotations

@@ -2,7 +2,10 @@
 
 #include <cmath>
 #include <functional>
+#include <string>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
 namespace goodput::alerting {
@@ -148,6 +151,70 @@ TEST(JobDetectors, DataQualityNeedsMostRecentWindowsFlagged) {
   EXPECT_TRUE(EvaluateJob(in, {}).findings.empty());
   in.windows[25].flags = 1u << 7;  // late samples dropped: not serious
   EXPECT_TRUE(EvaluateJob(in, {}).findings.empty());
+}
+
+TEST(JobDetectors, ProfilingPausedForFifteenWindowsIsDataQualityNotARegressionOrIdleGpus) {
+  // A 16-GPU job on two nodes; a user runs Nsight on node 1 for 15 minutes. DCGM pauses
+  // profiling there, so node 1's GPUs give no OFU, and the profiler slows every rank, so
+  // node 2's OFU falls 3x: the job's OFU collapses while its GPUs keep reporting.
+  JobInput in = Job(60, 0.4);
+  std::vector<std::string> node1;
+  for (int g = 0; g < 8; ++g) node1.push_back(absl::StrCat("n1/", g, "/"));
+  for (JobWindow& w : in.windows) w.gpus_allocated = w.gpus_reporting = 16;
+  for (int m = 45; m < 60; ++m) {
+    JobWindow& w = in.windows[m];
+    w.flags = (1u << 11) | (1u << 6);  // profiling unavailable, low GPU coverage
+    w.window.ofu /= 3;
+    w.gpu_ofu_median = w.window.ofu;
+    w.gpus_reporting = 8;
+    w.window.gpu_coverage = 0.5;
+    w.idle_gpus = node1;  // what ofu said before it told paused GPUs from idle ones
+  }
+  JobEvaluation e = EvaluateJob(in, {});
+  ASSERT_EQ(Kinds(e), std::vector<Kind>{Kind::kDataQuality});
+  EXPECT_TRUE(e.findings[0].flags & (1u << 11));
+  EXPECT_EQ(e.findings[0].profiling_unavailable_gpus, 8);
+  EXPECT_EQ(e.findings[0].flagged_windows, 10);
+
+  // Unflagged, the same windows are a regression.
+  for (int m = 45; m < 60; ++m) in.windows[m].flags = 1u << 6;
+  EXPECT_EQ(Kinds(EvaluateJob(in, {})),
+            (std::vector<Kind>{Kind::kRegressionInJob, Kind::kDataQuality}));
+}
+
+TEST(JobDetectors, GpusWhoseProfilingIsPausedThroughoutAreNotIdle) {
+  // Two of 8 GPUs profiled under Nsight for the whole job: the others give its OFU.
+  JobInput in = Job(30, 0.4);
+  for (JobWindow& w : in.windows) {
+    w.flags = 1u << 11;
+    w.gpus_reporting = 6;
+    w.idle_gpus = {"n1/6/", "n1/7/"};
+  }
+  JobEvaluation e = EvaluateJob(in, {});
+  ASSERT_EQ(Kinds(e), std::vector<Kind>{Kind::kDataQuality});
+  EXPECT_EQ(e.findings[0].profiling_unavailable_gpus, 2);
+  for (JobWindow& w : in.windows) w.flags = 0;
+  EXPECT_EQ(Kinds(EvaluateJob(in, {})), std::vector<Kind>{Kind::kIdleGpus});
+}
+
+TEST(JobDetectors, StuckCountersAtLoadAreDataQualityNotARegression) {
+  // From minute 40 the counters of every GPU read 0 at 650 W: the only samples ofu still
+  // takes (drawing less, between steps) read 0 too, so the job's OFU drops 20x.
+  JobInput in = Job(60, 0.4);
+  for (int m = 40; m < 60; ++m) {
+    JobWindow& w = in.windows[m];
+    w.flags = 1u << 12;
+    w.window.ofu = 0.02;
+    w.gpu_ofu_median = 0.02;
+    w.power_w_mean = 8 * 650;
+  }
+  JobEvaluation e = EvaluateJob(in, {});
+  ASSERT_EQ(Kinds(e), std::vector<Kind>{Kind::kDataQuality});
+  EXPECT_TRUE(e.findings[0].flags & (1u << 12));
+  ASSERT_TRUE(e.findings[0].stuck_power_w_per_gpu.has_value());
+  EXPECT_NEAR(*e.findings[0].stuck_power_w_per_gpu, 650, 1e-9);
+  for (int m = 40; m < 60; ++m) in.windows[m].flags = 0;
+  EXPECT_EQ(Kinds(EvaluateJob(in, {})), std::vector<Kind>{Kind::kRegressionInJob});
 }
 
 TEST(JobDetectors, ConfidentOvercountVerdictIsADivergence) {
