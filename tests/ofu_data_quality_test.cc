@@ -3,7 +3,8 @@
 // committed windows to a real alert engine over gRPC. A one-minute scrape (one sample per
 // GPU per window) and a ten-minute telemetry gap each show in the job summary's flags and
 // raise a data-quality alert, not a regression; the gap leaves windows with coverage 0, and
-// the job's and the fleet's GPU-hours still count the time it lasted.
+// the job's and the fleet's GPU-hours still count the time it lasted. GPUs whose DCGM
+// profiling is paused are flagged, give no OFU and are not idle.
 
 #include <algorithm>
 #include <memory>
@@ -192,6 +193,66 @@ TEST_F(OfuDataQuality, ATenMinuteGapLeavesGapWindowsKeepsGpuHoursAndRaisesADataQ
   EXPECT_FALSE(kinds.contains(v1::ALERT_KIND_REGRESSION_IN_JOB));
   EXPECT_FALSE(kinds.contains(v1::ALERT_KIND_REGRESSION_VS_WORKLOAD));
   EXPECT_FALSE(kinds.contains(v1::ALERT_KIND_IDLE_GPUS));
+}
+
+TEST_F(OfuDataQuality, PausedProfilingIsFlaggedNotIdleAndRaisesADataQualityAlert) {
+  // GPUs 0 and 1 compute. GPU 2 reports power and memory but blank DCGM profiling fields,
+  // the values of tests/data/dcgm/h100_profiling_blank.prom (ingest stores DCGM blanks as
+  // NULL: DcgmBlankValuesAreStoredAsMissingAndOtherExportersKept); GPU 3 is busy at boost
+  // clock while Nsight holds its counters.
+  std::vector<std::string> values;
+  for (int t = 0; t < 20 * 60; t += 10) {
+    const std::string at = absl::StrCat("timestamptz 'epoch' + ", kOfuJobStartMs + t * 1000,
+                                        " * interval '1 millisecond', 'c1', 'n1', ");
+    for (int g = 0; g < 2; ++g) {
+      values.push_back(absl::StrCat("(", at, g, ", (SELECT id FROM jobs), ", 0.3 + 0.01 * (t % 7),
+                                    ", 1500, 0.9, 0.4, 650, 60000)"));
+    }
+    values.push_back(absl::StrCat("(", at,
+                                  "2, (SELECT id FROM jobs), NULL, NULL, NULL, NULL, "
+                                  "69.437, 0)"));
+    values.push_back(absl::StrCat("(", at,
+                                  "3, (SELECT id FROM jobs), NULL, 1980, NULL, NULL, "
+                                  "650, 60000)"));
+  }
+  Sql(
+      absl::StrCat("INSERT INTO samples (sample_time, cluster, host, gpu_index, job, "
+                   "tensor_active, sm_clock_mhz, gr_engine_active, dram_active, power_w, "
+                   "fb_used_mib) VALUES ",
+                   absl::StrJoin(values, ",")));
+  CatchUp();
+  EndJob();
+
+  const std::vector<v1::OfuWindow> windows = JobWindows();
+  ASSERT_EQ(windows.size(), 20u);
+  for (size_t m = 0; m < windows.size(); ++m) {
+    const v1::OfuWindow& w = windows[m];
+    SCOPED_TRACE(m);
+    EXPECT_TRUE(Has(w.flags(), v1::DATA_QUALITY_FLAG_PROFILING_UNAVAILABLE));
+    EXPECT_FALSE(Has(w.flags(), v1::DATA_QUALITY_FLAG_PROFILING_COUNTER_STUCK));
+    // GPUs 2 and 3 kept reporting: no gap, and they are not idle.
+    EXPECT_FALSE(Has(w.flags(), v1::DATA_QUALITY_FLAG_GAP));
+    EXPECT_EQ(w.idle_gpus_size(), 0);
+    EXPECT_EQ(w.stragglers_size(), 0);
+    // The job's OFU is GPUs 0 and 1's.
+    EXPECT_EQ(w.gpus_reporting(), 2);
+    EXPECT_EQ(w.gpus_allocated(), 4);
+    EXPECT_EQ(w.sample_count(), 12);
+    EXPECT_GT(w.ofu(), 0.3 * 1500 / 1830.0 - 1e-6);
+  }
+  const v1::JobOfuSummary s = Summary();
+  EXPECT_TRUE(Has(s.flags(), v1::DATA_QUALITY_FLAG_PROFILING_UNAVAILABLE));
+  EXPECT_EQ(s.idle_gpus_size(), 0);
+
+  std::vector<v1::Alert> alerts;
+  EXPECT_EQ(AlertKinds(&alerts), std::set<v1::AlertKind>{v1::ALERT_KIND_DATA_QUALITY});
+  for (const v1::Alert& a : alerts) {
+    EXPECT_TRUE(
+        Has(a.evidence().data_quality_flags(), v1::DATA_QUALITY_FLAG_PROFILING_UNAVAILABLE));
+    EXPECT_NE(a.description().find("DCGM profiling paused or unavailable on 2 GPUs"),
+              std::string::npos)
+        << a.description();
+  }
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 // A fixture for tests of what ofu does with the windows it commits: a migrated goodput
 // database with sample partitions for the day from kOfuJobStartMs, one H100 job c1/j1, an
 // OfuStore and an OfuConsumer on it whose clock the test sets (`now_`), and Feed() to add
-// samples and let the consumer catch up.
+// samples and let the consumer catch up (CatchUp() alone after samples stored otherwise).
 #pragma once
 
 #include <atomic>
@@ -67,6 +67,11 @@ class OfuJobFixture : public ::testing::Test {
                        "tensor_active, sm_clock_mhz) VALUES ",
                        absl::StrJoin(values, ",")));
     }
+    CatchUp();
+  }
+
+  // Lets the consumer take in the samples stored so far.
+  void CatchUp() {
     for (int i = 0; i < 100; ++i) {
       auto done = consumer_->StepOnce();
       ASSERT_TRUE(done.ok()) << done.status();
