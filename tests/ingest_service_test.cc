@@ -71,6 +71,19 @@ class IngestServiceIntegration : public ::testing::Test {
     return testing::RegisterJob(*jobs_, job, response);
   }
 
+  // Pushes an exposition body of cluster eos scraped at `scrape_ms`.
+  grpc::Status PushBody(const std::string& batch_id, const std::string& body, int64_t scrape_ms,
+                        v1::PushExpositionResponse* response) {
+    v1::PushExpositionRequest request;
+    request.set_batch_id(batch_id);
+    request.set_cluster("eos");
+    request.set_scrape_time_unix_ms(scrape_ms);
+    request.set_body(body);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    return ingest_stub_->PushExposition(&ctx, request, response);
+  }
+
   grpc::Status Push(const std::vector<v1::PushSamplesRequest>& batches,
                     v1::PushSamplesResponse* response) {
     grpc::ClientContext ctx;
@@ -506,14 +519,8 @@ TEST_F(IngestServiceIntegration, MigInstancesOfOneGpuAreAllocatedToTwoJobsAndAtt
   EXPECT_EQ(Register(mig_job("mig-a2", 3), &whole).error_code(),
             grpc::StatusCode::FAILED_PRECONDITION);
 
-  v1::PushExpositionRequest request;
-  request.set_batch_id("scrape-a30-1");
-  request.set_cluster("eos");
-  request.set_scrape_time_unix_ms(now - 2000);
-  request.set_body(ReadDcgmData("a30_mig_1g6gb.prom"));
-  grpc::ClientContext ctx;
   v1::PushExpositionResponse response;
-  grpc::Status status = ingest_stub_->PushExposition(&ctx, request, &response);
+  grpc::Status status = PushBody("scrape-a30-1", ReadDcgmData("a30_mig_1g6gb.prom"), now - 2000, &response);
   ASSERT_TRUE(status.ok()) << status.error_message();
   EXPECT_EQ(response.stored_count(), 4);
   EXPECT_EQ(response.refused_count(), 0);
@@ -552,14 +559,8 @@ TEST_F(IngestServiceIntegration, TimeSlicedGpuSeriesPerPodAreKeptAndAttributedTo
     v1::RegisterJobResponse registered;
     ASSERT_TRUE(Register(job, &registered).ok()) << id;
   }
-  v1::PushExpositionRequest request;
-  request.set_batch_id("scrape-worker1-1");
-  request.set_cluster("eos");
-  request.set_scrape_time_unix_ms(now - 2000);
-  request.set_body(ReadDcgmData("rtx4090_time_sliced_pods.prom"));
-  grpc::ClientContext ctx;
   v1::PushExpositionResponse response;
-  grpc::Status status = ingest_stub_->PushExposition(&ctx, request, &response);
+  grpc::Status status = PushBody("scrape-worker1-1", ReadDcgmData("rtx4090_time_sliced_pods.prom"), now - 2000, &response);
   ASSERT_TRUE(status.ok()) << status.error_message();
   EXPECT_EQ(response.stored_count(), 3);  // before: 1 stored, 2 refused as duplicates
   EXPECT_EQ(response.refused_count(), 0);
