@@ -33,6 +33,7 @@ namespace {
 using ::goodput::testing::PollUntil;
 using ::goodput::testing::PostgresServer;
 using ::goodput::testing::ServiceProcess;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 constexpr char kH100[] = "NVIDIA H100 80GB HBM3";
@@ -68,6 +69,19 @@ class IngestServiceIntegration : public ::testing::Test {
 
   grpc::Status Register(const v1::Job& job, v1::RegisterJobResponse* response) {
     return testing::RegisterJob(*jobs_, job, response);
+  }
+
+  // Pushes an exposition body of cluster eos scraped at `scrape_ms`.
+  grpc::Status PushBody(const std::string& batch_id, const std::string& body, int64_t scrape_ms,
+                        v1::PushExpositionResponse* response) {
+    v1::PushExpositionRequest request;
+    request.set_batch_id(batch_id);
+    request.set_cluster("eos");
+    request.set_scrape_time_unix_ms(scrape_ms);
+    request.set_body(body);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    return ingest_stub_->PushExposition(&ctx, request, response);
   }
 
   grpc::Status Push(const std::vector<v1::PushSamplesRequest>& batches,
@@ -422,15 +436,18 @@ TEST_F(IngestServiceIntegration, BatchIdsOfTwoClustersDoNotCollide) {
             "eos:1,selene:2");
 }
 
+// Real exporter output (tests/data/dcgm/README.md names the sources).
+std::string ReadDcgmData(const std::string& name) {
+  std::ifstream in(absl::StrCat(GOODPUT_SOURCE_DIR, "/tests/data/dcgm/", name));
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
 TEST_F(IngestServiceIntegration, DcgmBlankValuesAreStoredAsMissingAndOtherExportersKept) {
   // Real exporter output (tests/data/dcgm/README.md names the sources): an H100 whose
   // profiling fields are all DCGM blanks, and a V100.
-  auto read = [](const std::string& name) {
-    std::ifstream in(absl::StrCat(GOODPUT_SOURCE_DIR, "/tests/data/dcgm/", name));
-    std::stringstream text;
-    text << in.rdbuf();
-    return text.str();
-  };
+  auto read = ReadDcgmData;
   const std::string h100 = read("h100_profiling_blank.prom");
   ASSERT_FALSE(h100.empty());
   v1::PushExpositionRequest request;
@@ -470,6 +487,87 @@ TEST_F(IngestServiceIntegration, DcgmBlankValuesAreStoredAsMissingAndOtherExport
               HasSubstr("goodput_ingest_dcgm_blank_values_total{source=\"exposition\"} 11"));
   EXPECT_THAT(metrics->body,
               HasSubstr("goodput_ingest_lines_ignored_total{source=\"exposition\"} 4"));
+}
+
+TEST_F(IngestServiceIntegration, MigInstancesOfOneGpuAreAllocatedToTwoJobsAndAttributed) {
+  // An A30 in four 1g.6gb instances; the exporter prints the host with its domain.
+  const std::string host = "yg-data-k8s-gpu-a30-node-test-test0003";
+  const std::string uuid = "GPU-265c9814-6156-355b-e589-ff2064894f16";
+  const int64_t now = NowMs();
+  auto mig_job = [&](const std::string& id, std::optional<int> instance) {
+    v1::Job job = SlurmJob(id, host, {}, now - 600'000);
+    job.set_gpu_model("NVIDIA A30");
+    v1::GpuRef* gpu = job.add_allocations()->mutable_gpu();
+    gpu->set_host(host);
+    gpu->set_uuid(uuid);
+    if (instance.has_value()) {
+      gpu->mutable_mig()->set_gpu_instance_id(*instance);
+      gpu->mutable_mig()->set_profile("1g.6gb");
+    }
+    return job;
+  };
+  v1::RegisterJobResponse a, b, whole;
+  ASSERT_TRUE(Register(mig_job("mig-a", 3), &a).ok());
+  ASSERT_TRUE(Register(mig_job("mig-b", 4), &b).ok());
+  EXPECT_EQ(a.job().allocations(0).gpu().mig().gpu_instance_id(), 3);
+  EXPECT_EQ(a.job().allocations(0).gpu().mig().profile(), "1g.6gb");
+  // The whole GPU overlaps every instance: refused, naming the job holding one.
+  grpc::Status refused = Register(mig_job("whole", std::nullopt), &whole);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(refused.error_message(), HasSubstr("overlaps job mig-"));
+  // So does a second job on instance 3.
+  EXPECT_EQ(Register(mig_job("mig-a2", 3), &whole).error_code(),
+            grpc::StatusCode::FAILED_PRECONDITION);
+
+  v1::PushExpositionResponse response;
+  grpc::Status status = PushBody("scrape-a30-1", ReadDcgmData("a30_mig_1g6gb.prom"), now - 2000, &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(response.stored_count(), 4);
+  EXPECT_EQ(response.refused_count(), 0);
+  EXPECT_EQ(Query("SELECT string_agg(s.mig_instance_id || '=' || coalesce(j.job_id, '-') || ' ' "
+                  "|| s.mig_profile || ' ' || s.host, ',' ORDER BY s.mig_instance_id) "
+                  "FROM samples s LEFT JOIN jobs j ON j.id = s.job"),
+            absl::StrCat("3=mig-a 1g.6gb ", host, ",4=mig-b 1g.6gb ", host, ",5=- 1g.6gb ", host,
+                         ",6=- 1g.6gb ", host));
+
+  // The job shows the host name as the exporter printed it.
+  v1::GetJobRequest get;
+  get.mutable_key()->set_cluster("eos");
+  get.mutable_key()->set_job_id("mig-a");
+  grpc::ClientContext get_ctx;
+  v1::GetJobResponse got;
+  ASSERT_TRUE(jobs_->GetJob(&get_ctx, get, &got).ok());
+  ASSERT_EQ(got.job().hosts_seen_size(), 1);
+  EXPECT_EQ(got.job().hosts_seen(0).host(), host);
+  EXPECT_THAT(got.job().hosts_seen(0).reported_as(), ElementsAre(host + ".mt"));
+  EXPECT_EQ(got.job().gpu_count(), 1);
+
+  // Registered after its samples arrived: instance 5's sample is attached, 6's is not.
+  v1::RegisterJobResponse late;
+  ASSERT_TRUE(Register(mig_job("mig-c", 5), &late).ok());
+  EXPECT_EQ(late.attached_sample_count(), 1);
+}
+
+TEST_F(IngestServiceIntegration, TimeSlicedGpuSeriesPerPodAreKeptAndAttributedToTheirPods) {
+  // One GPU shared by three pods: dcgm-exporter prints it once per pod.
+  const int64_t now = NowMs();
+  for (const char* id : {"default/pod1", "default/pod2"}) {
+    v1::Job job = SlurmJob(id, "x", {}, now - 600'000);
+    job.set_scheduler(v1::SCHEDULER_KIND_KUBERNETES);
+    job.set_gpu_model("");
+    job.set_gpu_count(1);
+    v1::RegisterJobResponse registered;
+    ASSERT_TRUE(Register(job, &registered).ok()) << id;
+  }
+  v1::PushExpositionResponse response;
+  grpc::Status status = PushBody("scrape-worker1-1", ReadDcgmData("rtx4090_time_sliced_pods.prom"), now - 2000, &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(response.stored_count(), 3);  // before: 1 stored, 2 refused as duplicates
+  EXPECT_EQ(response.refused_count(), 0);
+  EXPECT_EQ(Query("SELECT string_agg(s.labels ->> 'exported_pod' || '=' || coalesce(j.job_id, "
+                  "'-') || ' shared by ' || (s.labels ->> 'gpu_shared_by'), ',' ORDER BY "
+                  "s.labels ->> 'exported_pod') FROM samples s LEFT JOIN jobs j ON j.id = s.job"),
+            "pod1=default/pod1 shared by 3,pod2=default/pod2 shared by 3,pod3=- shared by 3");
 }
 
 TEST_F(IngestServiceIntegration, RegisterJobRefusesIdentitiesItCannotStoreExactly) {

@@ -37,7 +37,9 @@ TEST(IngestStorageIntegration, PartitionsAreCreatedAheadAndDroppedByRetention) {
                    .cluster = "c",
                    .source = "grpc",
                    .samples = {&old},
-                   .job_row_ids = {std::nullopt}};
+                   .job_row_ids = {std::nullopt},
+                   .refused_count = 0,
+                   .hosts_seen = {}};
   ASSERT_TRUE(store.WriteBatch(write).ok());
 
   auto dropped = store.DropPartitionsBefore(now - 30 * kDayMs);

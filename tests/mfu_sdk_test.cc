@@ -2,6 +2,7 @@
 // client or the Python package lands and shows up in the job's reconciliation next to the
 // OFU of the same windows.
 #include <chrono>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "tests/support/postgres_server.h"
 #include "tests/support/sdk_python.h"
 #include "tests/support/service_process.h"
+#include "tests/support/temp_dir.h"
 #include "tests/support/test_steps.h"
 
 namespace goodput::testing {
@@ -154,6 +156,66 @@ sys.exit(0 if ok and reporter.stats().sent == 30 else 1)
   EXPECT_GE(reports, 30);
   EXPECT_GE(with_mfu, 1);
   EXPECT_EQ(rec.framework(), "py-sdk-test");
+}
+
+TEST_F(MfuSdk, TheWheelInstallsIntoAFreshVenvAndReports) {
+  // What a new user does: pip-install the wheel the build made, offline, into a clean venv
+  // that sees the system's grpcio and protobuf, and report from a job.
+  const std::string python = SdkPython();
+  ASSERT_FALSE(python.empty())
+      << "no python3 with grpc and protobuf was found by CMake; run scripts/install-deps.sh";
+  const std::filesystem::path dist = BuiltBinary("sdk/dist");
+  std::string wheel;
+  if (std::filesystem::is_directory(dist)) {
+    for (const auto& entry : std::filesystem::directory_iterator(dist)) {
+      if (entry.path().extension() == ".whl") wheel = entry.path().string();
+    }
+  }
+  ASSERT_FALSE(wheel.empty()) << "no wheel in " << dist
+                              << ": the build makes it (target goodput_sdk_wheel; needs "
+                                 "python3-pip python3-setuptools python3-wheel)";
+  absl::StatusOr<TempDir> dir = TempDir::Create("goodput-venv");
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  const std::string venv = (dir->path() / "venv").string();
+  absl::StatusOr<ProgramResult> made =
+      RunProgram({python, "-m", "venv", "--system-site-packages", venv}, {}, absl::Seconds(120));
+  ASSERT_TRUE(made.ok()) << made.status();
+  ASSERT_EQ(made->exit.exit_code, 0) << made->output;
+  absl::StatusOr<ProgramResult> installed = RunProgram(
+      {venv + "/bin/python", "-m", "pip", "install", "--no-index", "--no-cache-dir", wheel},
+      {{"PIP_DISABLE_PIP_VERSION_CHECK", "1"}}, absl::Seconds(120));
+  ASSERT_TRUE(installed.ok()) << installed.status();
+  ASSERT_EQ(installed->exit.exit_code, 0) << installed->output;
+
+  const int64_t now_s = absl::ToUnixSeconds(absl::Now());
+  JobWithWindows("py-wheel", now_s - now_s % 60 - 600, 20);
+  // Rank 0 of a torchrun job reports; rank 1 of the same job stays silent by default.
+  const std::string script = R"(
+import os, sys
+import goodput_sdk
+from goodput_sdk import Reporter
+assert "/venv/" in goodput_sdk.__file__, goodput_sdk.__file__
+rank1 = Reporter(endpoint=sys.argv[1], job="py-wheel", cluster="eos",
+                 environ={"RANK": "1", "WORLD_SIZE": "2"})
+assert not rank1.enabled
+reporter = Reporter(endpoint=sys.argv[1], job="py-wheel", cluster="eos", framework="wheel-test",
+                    flush_interval_s=0.05, environ={"RANK": "0", "WORLD_SIZE": "2"})
+for step in range(10):
+    reporter.report(tflops_per_gpu=400.0, step=step, precision="bf16", interval_s=1.0)
+ok = reporter.flush(30)
+reporter.close(5)
+sys.exit(0 if ok and reporter.stats().sent == 10 else 1)
+)";
+  absl::StatusOr<ProgramResult> result =
+      RunProgram({venv + "/bin/python", "-c", script, mfu_->grpc_address()},
+                 {{"PYTHONDONTWRITEBYTECODE", "1"}}, absl::Seconds(120));
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_EQ(result->exit.exit_code, 0) << result->output;
+  v1::GetReconciliationResponse rec = Reconciliation("py-wheel");
+  int reports = 0;
+  for (const v1::ReconciliationPoint& p : rec.points()) reports += p.report_count();
+  EXPECT_GE(reports, 10);
+  EXPECT_EQ(rec.framework(), "wheel-test");
 }
 
 }  // namespace

@@ -20,6 +20,10 @@ const std::string* FindLabel(const Sample& sample, const char* name) {
 }  // namespace
 
 bool SameGpu(const AllocationRecord& allocation, const GpuIdentity& gpu) {
+  if (allocation.mig_instance.has_value() &&
+      (!gpu.mig.has_value() || gpu.mig->gpu_instance_id != *allocation.mig_instance)) {
+    return false;
+  }
   if (!allocation.uuid.empty() && !gpu.uuid.empty()) return allocation.uuid == gpu.uuid;
   return allocation.host == gpu.host && allocation.gpu_index.has_value() &&
          gpu.gpu_index.has_value() && *allocation.gpu_index == *gpu.gpu_index;
@@ -68,7 +72,7 @@ std::optional<int64_t> Attributor::Attribute(const Sample& sample) const {
   if (!sample.gpu.uuid.empty()) {
     if (auto it = by_uuid_.find(sample.gpu.uuid); it != by_uuid_.end()) {
       for (const AllocationRecord& a : it->second) {
-        if (Covers(a, sample.time_unix_ms)) return a.job_row_id;
+        if (SameGpu(a, sample.gpu) && Covers(a, sample.time_unix_ms)) return a.job_row_id;
       }
     }
   }

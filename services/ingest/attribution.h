@@ -35,11 +35,14 @@ struct AllocationRecord {
   std::string uuid = {};
   int64_t start_unix_ms = 0;
   std::optional<int64_t> end_unix_ms = {};
+  // Set when the job holds one MIG instance (GPU_I_ID) rather than the whole GPU.
+  std::optional<int> mig_instance = {};
 };
 
 // True when an allocation of `gpu` covers `sample_gpu`: equal UUIDs when both carry one
 // (different UUIDs never match), otherwise the same host and index. An allocation of a
-// whole GPU covers its MIG slices.
+// whole GPU covers its MIG slices; an allocation of a MIG instance covers only the samples
+// of that instance (GPU_I_ID), never those of the whole GPU or of another instance.
 bool SameGpu(const AllocationRecord& allocation, const GpuIdentity& sample_gpu);
 
 // The job ids a sample's labels name, most specific first (see the file comment).

@@ -43,6 +43,24 @@ TEST(Attributor, CoversMigSlicesOfAnAllocatedGpu) {
   EXPECT_EQ(a.Attribute(s), 3);
 }
 
+TEST(Attributor, AMigInstanceAllocationCoversOnlyThatInstance) {
+  Attributor a({{.job_row_id = 4, .host = "n1", .gpu_index = 0, .uuid = "GPU-a",
+                 .start_unix_ms = 0, .mig_instance = 3},
+                {.job_row_id = 5, .host = "n1", .gpu_index = 0, .uuid = "GPU-a",
+                 .start_unix_ms = 0, .mig_instance = 4}},
+               {});
+  auto slice = [](std::string uuid, int instance) {
+    Sample s = At("n1", 0, std::move(uuid), 10);
+    s.gpu.mig = MigSlice{.gpu_instance_id = instance, .profile = "1g.6gb"};
+    return s;
+  };
+  EXPECT_EQ(a.Attribute(slice("GPU-a", 3)), 4);
+  EXPECT_EQ(a.Attribute(slice("GPU-a", 4)), 5);
+  EXPECT_EQ(a.Attribute(slice("", 4)), 5);  // by host and index
+  EXPECT_EQ(a.Attribute(slice("GPU-a", 5)), std::nullopt);
+  EXPECT_EQ(a.Attribute(At("n1", 0, "GPU-a", 10)), std::nullopt);  // the whole GPU is not theirs
+}
+
 TEST(Attributor, FallsBackToHpcJobOsmoAndPodLabels) {
   Attributor a({}, {{"4211873", 11}, {"wm-train-17", 12}, {"research/llm-pretrain", 13}});
   Sample slurm = At("n", 0, "", 1);

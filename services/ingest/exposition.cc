@@ -373,7 +373,8 @@ ExpositionResult ParseDcgmExposition(absl::string_view body, const ExpositionOpt
     }
 
     const int64_t time_ms = parsed->timestamp_ms.value_or(options.scrape_time_unix_ms);
-    auto key = std::make_pair(GpuKey(proto_sample.gpu), time_ms);
+    // One pod's series of a time-sliced GPU is not a duplicate of another pod's.
+    auto key = std::make_pair(SeriesKey(proto_sample), time_ms);
     auto [it, inserted] = by_gpu_time.try_emplace(std::move(key), pending.size());
     if (inserted) {
       Pending p;

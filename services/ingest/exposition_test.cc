@@ -277,5 +277,32 @@ TEST(HostFromEndpoint, TakesTheHostOfAUrl) {
   EXPECT_EQ(HostFromEndpoint("http://[::1]:9400/metrics"), "::1");
 }
 
+TEST(ParseDcgmExposition, KeepsOneSeriesPerPodOfATimeSlicedGpu) {
+  // One GPU shared by two pods: dcgm-exporter prints each line once per pod.
+  const std::string labels =
+      R"(gpu="0",UUID="GPU-1",modelName="NVIDIA H100 80GB HBM3",Hostname="n1",namespace="ml",)";
+  ExpositionResult r = ParseDcgmExposition(
+      absl::StrCat("DCGM_FI_DEV_SM_CLOCK{", labels, R"(pod="a"} 1755)", "\n",
+                   "DCGM_FI_DEV_SM_CLOCK{", labels, R"(pod="b"} 1755)", "\n",
+                   "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{", labels, R"(pod="a"} 0.5)", "\n",
+                   "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{", labels, R"(pod="b"} 0.5)", "\n",
+                   "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{", labels, R"(pod="b"} 0.6)", "\n"),
+      Options());
+  ASSERT_EQ(r.samples.size(), 2u);
+  EXPECT_EQ(r.samples[0].sample.labels.at("pod"), "a");
+  EXPECT_EQ(r.samples[1].sample.labels.at("pod"), "b");
+  EXPECT_EQ(*r.samples[1].sample.get(SampleField::kTensorActive), 0.5);
+  // Only the repeat within one pod's series is a duplicate.
+  ASSERT_EQ(r.refusals.size(), 1u);
+  EXPECT_EQ(r.refusals[0].code, RefusalCode::kDuplicate);
+
+  std::vector<Sample> samples;
+  for (ExpositionSample& s : r.samples) samples.push_back(std::move(s.sample));
+  EXPECT_EQ(MarkSharedGpus(samples), 2);
+  EXPECT_EQ(samples[0].labels.at(kSharedByLabel), "2");
+  EXPECT_NE(SeriesKey(samples[0]), SeriesKey(samples[1]));
+  EXPECT_EQ(GpuKey(samples[0].gpu), GpuKey(samples[1].gpu));
+}
+
 }  // namespace
 }  // namespace goodput::ingest

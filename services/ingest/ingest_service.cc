@@ -101,6 +101,22 @@ std::string RefusalReasonLabel(RefusalCode code) {
 
 }  // namespace
 
+void IngestPipeline::NewHostForms(BatchWrite& write) {
+  absl::MutexLock lock(&hosts_seen_mu_);
+  absl::flat_hash_set<std::string> in_batch;
+  for (size_t i = 0; i < write.samples.size(); ++i) {
+    if (!write.job_row_ids[i].has_value()) continue;
+    const auto form = write.samples[i]->labels.find("hostname_as_reported");
+    if (form == write.samples[i]->labels.end()) continue;
+    std::string key =
+        absl::StrCat(*write.job_row_ids[i], "|", write.samples[i]->gpu.host, "|", form->second);
+    if (hosts_seen_.contains(key) || !in_batch.insert(std::move(key)).second) continue;
+    write.hosts_seen.push_back({.job_row_id = *write.job_row_ids[i],
+                                .host = write.samples[i]->gpu.host,
+                                .reported_as = form->second});
+  }
+}
+
 absl::StatusOr<BatchOutcome> IngestPipeline::Ingest(
     const std::string& cluster, const std::string& batch_id, const std::string& source,
     std::vector<Sample> samples, bool already_validated, std::vector<Refusal> pre_refusals,
@@ -138,6 +154,10 @@ absl::StatusOr<BatchOutcome> IngestPipeline::Ingest(
     }
   }
 
+  // Time-sliced GPUs: samples several pods reported for one GPU at one time are marked, so
+  // that fleet figures count the GPU once.
+  MarkSharedGpus(samples);
+
   BatchOutcome outcome;
   outcome.batch_id = batch_id;
   outcome.refusals = std::move(pre_refusals);
@@ -171,6 +191,7 @@ absl::StatusOr<BatchOutcome> IngestPipeline::Ingest(
       for (const Sample* s : kept) write.job_row_ids.push_back(attributor->Attribute(*s));
     }
     write.samples = std::move(kept);
+    NewHostForms(write);
     return store_->WriteBatch(write);
   }();
   if (!result.ok()) {
@@ -188,6 +209,13 @@ absl::StatusOr<BatchOutcome> IngestPipeline::Ingest(
                                    "log)"));
   }
   outcome.result = *result;
+  if (!result->duplicate && !write.hosts_seen.empty()) {
+    absl::MutexLock lock(&hosts_seen_mu_);
+    if (hosts_seen_.size() > kMaxHostFormsCached) hosts_seen_.clear();
+    for (const BatchWrite::HostSeen& h : write.hosts_seen) {
+      hosts_seen_.insert(absl::StrCat(h.job_row_id, "|", h.host, "|", h.reported_as));
+    }
+  }
   if (result->duplicate) {
     // The first delivery's refusals were already reported to the sender.
     outcome.refusals.clear();

@@ -15,7 +15,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "goodput/v1/ingest.grpc.pb.h"
 #include "services/core/gpu_catalog.h"
 #include "services/ingest/exposition.h"
@@ -92,6 +94,10 @@ class IngestPipeline {
   InflightLimiter& limiter() { return limiter_; }
 
  private:
+  static constexpr size_t kMaxHostFormsCached = 100'000;
+  // Adds to `write.hosts_seen` the printed host names of its attributed samples that are not
+  // recorded yet.
+  void NewHostForms(BatchWrite& write);
   void LogFailure(absl::string_view source, absl::string_view batch_id,
                   const absl::Status& status);
 
@@ -114,6 +120,9 @@ class IngestPipeline {
   // Storage failures are logged at most once per 10 s, with how many were not logged.
   std::atomic<int64_t> last_failure_log_ms_{0};
   std::atomic<int64_t> unlogged_failures_{0};
+  // "job|host|form" already recorded in job_hosts_seen (bounded: cleared when full).
+  absl::Mutex hosts_seen_mu_;
+  absl::flat_hash_set<std::string> hosts_seen_ ABSL_GUARDED_BY(hosts_seen_mu_);
 };
 
 // Trailing metadata of a PushSamples stream that fails after some of its batches were

@@ -1,5 +1,6 @@
 #include "services/ingest/job_store.h"
 
+#include "services/api/api_checks.h"
 #include "services/api/api_convert.h"
 #include "services/ingest/job_checks.h"
 
@@ -35,8 +36,21 @@ constexpr char kJobColumns[] =
 constexpr char kSelectAllocations[] =
     "SELECT host, gpu_index, gpu_uuid, (extract(epoch FROM lower(valid)) * 1000)::bigint, "
     "CASE WHEN upper_inf(valid) THEN NULL "
-    "ELSE (extract(epoch FROM upper(valid)) * 1000)::bigint END "
-    "FROM job_gpus WHERE job = $1 ORDER BY host, gpu_index, gpu_uuid, lower(valid)";
+    "ELSE (extract(epoch FROM upper(valid)) * 1000)::bigint END, mig_instance, mig_profile "
+    "FROM job_gpus WHERE job = $1 ORDER BY host, gpu_index, gpu_uuid, mig_instance, lower(valid)";
+
+constexpr char kSelectHostsSeen[] =
+    "SELECT host, reported_as FROM job_hosts_seen WHERE job = $1 ORDER BY host, reported_as";
+
+// The part of a GPU an allocation holds (migrations/0052): MIG instance `param` or, when it
+// is NULL, the whole GPU, which overlaps each of its instances.
+#define GOODPUT_SLOTS_OVERLAP(alias, param)                                         \
+  alias "slots && CASE WHEN " param "::integer IS NULL THEN int4range(0, NULL) "   \
+        "ELSE int4range(" param "::integer, " param "::integer + 1) END"
+// Samples of the allocated part: any sample of the GPU for a whole-GPU allocation, the
+// instance's samples for a MIG allocation.
+#define GOODPUT_SAMPLES_OF_SLOTS(param) \
+  "(" param "::integer IS NULL OR mig_instance_id = " param "::integer)"
 
 constexpr char kInsertJob[] =
     "INSERT INTO jobs (cluster, job_id, scheduler, user_name, team, name, "
@@ -46,7 +60,8 @@ constexpr char kInsertJob[] =
 
 constexpr char kSameJobOverlap[] =
     "SELECT 1 FROM job_gpus WHERE job = $1 AND host = $2 "
-    "AND (gpu_index = $3 OR gpu_uuid = $4) "
+    "AND (gpu_index = $3 OR gpu_uuid = $4) AND "
+    GOODPUT_SLOTS_OVERLAP("", "$7") " "
     "AND valid && tstzrange(to_timestamp($5::bigint / 1000.0), "
     "to_timestamp($6::bigint / 1000.0), '[)') LIMIT 1";
 
@@ -54,6 +69,7 @@ constexpr char kOtherJobOverlap[] =
     "SELECT j.job_id, (extract(epoch FROM lower(g.valid)) * 1000)::bigint FROM job_gpus g "
     "JOIN jobs j ON j.id = g.job WHERE g.job <> $1 "
     "AND ((g.cluster = $2 AND g.host = $3 AND g.gpu_index = $4) OR g.gpu_uuid = $5) "
+    "AND " GOODPUT_SLOTS_OVERLAP("g.", "$8") " "
     "AND g.valid && tstzrange(to_timestamp($6::bigint / 1000.0), "
     "to_timestamp($7::bigint / 1000.0), '[)') LIMIT 1";
 
@@ -68,14 +84,15 @@ constexpr char kCloseStaleAllocations[] =
     "to_timestamp($6::bigint / 1000.0), '[)') "
     "WHERE g.job <> $1 AND upper_inf(g.valid) AND lower(g.valid) < to_timestamp($6::bigint / "
     "1000.0) AND ((g.cluster = $2 AND g.host = $3 AND g.gpu_index = $4) OR g.gpu_uuid = $5) "
-    "RETURNING g.job";
+    "AND " GOODPUT_SLOTS_OVERLAP("g.", "$7") " RETURNING g.job";
 
 constexpr char kTakeOverSamples[] =
     "UPDATE samples SET job = $1, seq = nextval('samples_seq'), ingest_xid = pg_current_xact_id() "
     "WHERE job = $7 AND cluster = $2 AND host = $3 "
     "AND sample_time >= to_timestamp($6::bigint / 1000.0) "
     "AND (($5::text IS NOT NULL AND gpu_uuid = $5) OR "
-    "($4::integer IS NOT NULL AND gpu_index = $4 AND (gpu_uuid IS NULL OR $5::text IS NULL)))";
+    "($4::integer IS NOT NULL AND gpu_index = $4 AND (gpu_uuid IS NULL OR $5::text IS NULL))) "
+    "AND " GOODPUT_SAMPLES_OF_SLOTS("$8");
 
 constexpr char kEndAbandonedJob[] =
     "UPDATE jobs j SET end_time = GREATEST(to_timestamp($2::bigint / 1000.0), j.start_time), "
@@ -83,9 +100,9 @@ constexpr char kEndAbandonedJob[] =
     "AND NOT EXISTS (SELECT 1 FROM job_gpus g WHERE g.job = $1 AND upper_inf(g.valid))";
 
 constexpr char kInsertAllocation[] =
-    "INSERT INTO job_gpus (job, cluster, host, gpu_index, gpu_uuid, valid) VALUES "
-    "($1, $2, $3, $4, $5, tstzrange(to_timestamp($6::bigint / 1000.0), "
-    "to_timestamp($7::bigint / 1000.0), '[)'))";
+    "INSERT INTO job_gpus (job, cluster, host, gpu_index, gpu_uuid, valid, mig_instance, "
+    "mig_profile) VALUES ($1, $2, $3, $4, $5, tstzrange(to_timestamp($6::bigint / 1000.0), "
+    "to_timestamp($7::bigint / 1000.0), '[)'), $8, $9)";
 
 // Samples of the allocated GPU within the allocation that no job has yet. Attaching one
 // gives it a new seq and transaction id, so that readers following the samples watermark
@@ -96,7 +113,8 @@ constexpr char kAttachByAllocation[] =
     "AND sample_time >= to_timestamp($6::bigint / 1000.0) "
     "AND ($7::bigint IS NULL OR sample_time < to_timestamp($7::bigint / 1000.0)) "
     "AND (($5::text IS NOT NULL AND gpu_uuid = $5) OR "
-    "($4::integer IS NOT NULL AND gpu_index = $4 AND (gpu_uuid IS NULL OR $5::text IS NULL)))";
+    "($4::integer IS NOT NULL AND gpu_index = $4 AND (gpu_uuid IS NULL OR $5::text IS NULL))) "
+    "AND " GOODPUT_SAMPLES_OF_SLOTS("$8");
 
 // Samples whose dcgm-exporter hpc_job or Osmo workflow label names the job.
 constexpr char kAttachByLabel[] =
@@ -180,9 +198,24 @@ v1::Job ReadJob(pqxx::work& txn, const pqxx::row& row, int64_t* row_id) {
     if (!a[2].is_null()) alloc->mutable_gpu()->set_uuid(a[2].as<std::string>());
     SetMs(a[3].as<int64_t>(), alloc->mutable_start_time());
     if (!a[4].is_null()) SetMs(a[4].as<int64_t>(), alloc->mutable_end_time());
-    distinct.push_back(!alloc->gpu().uuid().empty()
-                           ? alloc->gpu().uuid()
-                           : absl::StrCat(alloc->gpu().host(), "#", alloc->gpu().gpu_index()));
+    std::string gpu = !alloc->gpu().uuid().empty()
+                          ? alloc->gpu().uuid()
+                          : absl::StrCat(alloc->gpu().host(), "#", alloc->gpu().gpu_index());
+    if (!a[5].is_null()) {
+      v1::MigInstance* mig = alloc->mutable_gpu()->mutable_mig();
+      mig->set_gpu_instance_id(a[5].as<int>());
+      mig->set_profile(a[6].as<std::string>());
+      absl::StrAppend(&gpu, "|mig", mig->gpu_instance_id());
+    }
+    distinct.push_back(std::move(gpu));
+  }
+  v1::HostSeen* seen = nullptr;
+  for (const auto& h : txn.exec_params(kSelectHostsSeen, *row_id)) {
+    if (seen == nullptr || seen->host() != h[0].c_str()) {
+      seen = job.add_hosts_seen();
+      seen->set_host(h[0].as<std::string>());
+    }
+    seen->add_reported_as(h[1].as<std::string>());
   }
   std::sort(distinct.begin(), distinct.end());
   distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
@@ -224,6 +257,18 @@ absl::Status CheckAllocations(const v1::Job& job) {
       return absl::InvalidArgumentError(
           absl::StrCat("job.allocations[", i, "].end_time is not after its start_time"));
     }
+    if (a.gpu().has_mig()) {
+      if (a.gpu().mig().gpu_instance_id() < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("job.allocations[", i, "].gpu.mig.gpu_instance_id=",
+                         a.gpu().mig().gpu_instance_id(), " is negative"));
+      }
+      if (auto reason = api::CheckText(a.gpu().mig().profile(), api::kMaxMigProfileBytes)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "job.allocations[", i, "].gpu.mig.profile=\"",
+            api::Sanitize(a.gpu().mig().profile()), "\" ", *reason));
+      }
+    }
   }
   return absl::OkStatus();
 }
@@ -232,6 +277,7 @@ std::string DescribeGpu(const v1::GpuRef& gpu) {
   std::string s = gpu.host();
   if (gpu.has_gpu_index()) absl::StrAppend(&s, " GPU ", gpu.gpu_index());
   if (!gpu.uuid().empty()) absl::StrAppend(&s, " (", gpu.uuid(), ")");
+  if (gpu.has_mig()) absl::StrAppend(&s, " MIG instance ", gpu.mig().gpu_instance_id());
   return s;
 }
 
@@ -251,31 +297,34 @@ absl::StatusOr<int64_t> MergeAllocations(pqxx::work& txn, int64_t row_id, const 
         a.gpu().has_gpu_index() ? std::optional<int>(a.gpu().gpu_index()) : std::nullopt;
     const std::optional<std::string> uuid =
         a.gpu().uuid().empty() ? std::nullopt : std::optional<std::string>(a.gpu().uuid());
-    if (!txn.exec_params(kSameJobOverlap, row_id, a.gpu().host(), index, uuid, start, end)
+    const std::optional<int> mig = a.gpu().has_mig()
+                                       ? std::optional<int>(a.gpu().mig().gpu_instance_id())
+                                       : std::nullopt;
+    if (!txn.exec_params(kSameJobOverlap, row_id, a.gpu().host(), index, uuid, start, end, mig)
              .empty()) {
       continue;  // already held by this job (a retry or another node's prolog)
     }
     for (const pqxx::row& stale : txn.exec_params(kCloseStaleAllocations, row_id,
                                                   job.key().cluster(), a.gpu().host(), index,
-                                                  uuid, start)) {
+                                                  uuid, start, mig)) {
       const int64_t old_job = stale[0].as<int64_t>();
       attached += txn.exec_params(kTakeOverSamples, row_id, job.key().cluster(), a.gpu().host(),
-                                  index, uuid, start, old_job)
+                                  index, uuid, start, old_job, mig)
                       .affected_rows();
       txn.exec_params(kEndAbandonedJob, old_job, start);
     }
     pqxx::result other = txn.exec_params(kOtherJobOverlap, row_id, job.key().cluster(),
-                                         a.gpu().host(), index, uuid, start, end);
+                                         a.gpu().host(), index, uuid, start, end, mig);
     if (!other.empty()) {
       return absl::FailedPreconditionError(
           absl::StrCat("job ", job.key().job_id(), " in cluster ", job.key().cluster(),
                        ": allocation of ", DescribeGpu(a.gpu()), " overlaps job ",
-                       other[0][0].as<std::string>(), ", which holds that GPU"));
+                       other[0][0].as<std::string>(), ", which holds that GPU", a.gpu().has_mig() ? " or instance" : ""));
     }
     txn.exec_params(kInsertAllocation, row_id, job.key().cluster(), a.gpu().host(), index, uuid,
-                    start, end);
+                    start, end, mig, a.gpu().has_mig() ? a.gpu().mig().profile() : std::string());
     attached += txn.exec_params(kAttachByAllocation, row_id, job.key().cluster(), a.gpu().host(),
-                                index, uuid, start, end)
+                                index, uuid, start, end, mig)
                     .affected_rows();
   }
   return attached;

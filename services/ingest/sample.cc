@@ -1,5 +1,7 @@
 #include "services/ingest/sample.h"
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "services/api/api_checks.h"
 
@@ -74,6 +76,38 @@ std::string GpuKey(const GpuIdentity& gpu) {
   }
   if (gpu.mig.has_value()) absl::StrAppend(&key, "|mig", gpu.mig->gpu_instance_id);
   return key;
+}
+
+std::string SeriesKey(const Sample& sample) {
+  std::string key = GpuKey(sample.gpu);
+  for (const char* name : kWorkloadLabels) {
+    if (auto it = sample.labels.find(name); it != sample.labels.end() && !it->second.empty()) {
+      absl::StrAppend(&key, "|", name, "=", it->second);
+    }
+  }
+  return key;
+}
+
+int64_t MarkSharedGpus(std::vector<Sample>& samples) {
+  // Nearly every (GPU, time) holds one sample: workload labels are compared only where it
+  // holds several.
+  absl::flat_hash_map<std::pair<std::string, int64_t>, std::vector<size_t>> at;
+  at.reserve(samples.size());
+  for (size_t i = 0; i < samples.size(); ++i) {
+    at[{GpuKey(samples[i].gpu), samples[i].time_unix_ms}].push_back(i);
+  }
+  int64_t marked = 0;
+  for (const auto& [gpu_time, indexes] : at) {
+    if (indexes.size() < 2) continue;
+    absl::flat_hash_set<std::string> series;
+    for (size_t i : indexes) series.insert(SeriesKey(samples[i]));
+    if (series.size() < 2) continue;
+    for (size_t i : indexes) {
+      samples[i].labels[kSharedByLabel] = absl::StrCat(series.size());
+      ++marked;
+    }
+  }
+  return marked;
 }
 
 bool Sample::HasAnyValue() const {

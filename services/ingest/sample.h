@@ -13,6 +13,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <vector>
 #include <optional>
 #include <string>
 
@@ -87,6 +88,27 @@ struct Sample {
   // True when at least one measurement is present.
   bool HasAnyValue() const;
 };
+
+// Labels that name the workload a series belongs to: the Kubernetes pod, namespace and
+// container in each spelling dcgm-exporter and Prometheus use (`pod`, `exported_pod`,
+// `pod_name`, ...). With GPU time-slicing dcgm-exporter prints one series per pod for one
+// GPU (with `--kubernetes-virtual-gpus`, also a `vgpu` replica label); those are distinct
+// series, not duplicates.
+inline constexpr std::array<const char*, 10> kWorkloadLabels = {
+    "exported_namespace", "exported_pod", "exported_container", "namespace", "pod",
+    "container",          "pod_namespace", "pod_name",          "container_name", "vgpu"};
+
+// GpuKey plus the workload labels present: the key under which samples of one GPU at one
+// instant are duplicates of each other.
+std::string SeriesKey(const Sample& sample);
+
+// The label ingest sets on samples of a GPU that several workloads (pods) reported at the
+// same instant (time-slicing): the number of workloads, e.g. "2".
+inline constexpr char kSharedByLabel[] = "gpu_shared_by";
+
+// Sets kSharedByLabel on every sample whose GPU and timestamp occur under more than one
+// SeriesKey among `samples`, to that count. Returns the samples marked.
+int64_t MarkSharedGpus(std::vector<Sample>& samples);
 
 // Why an item was refused; mirrors goodput.v1.RefusalCode.
 enum class RefusalCode {

@@ -162,7 +162,7 @@ absl::StatusOr<Attributor> SampleStore::LoadAttributor(const std::string& cluste
         "SELECT job, host, gpu_index, gpu_uuid, "
         "(extract(epoch FROM lower(valid)) * 1000)::bigint, "
         "CASE WHEN upper_inf(valid) THEN NULL "
-        "ELSE (extract(epoch FROM upper(valid)) * 1000)::bigint END "
+        "ELSE (extract(epoch FROM upper(valid)) * 1000)::bigint END, mig_instance "
         // Allocations registered before hosts were canonical at registration: compared by
         // their short lower-case name too (the Attributor canonicalizes them).
         "FROM job_gpus WHERE cluster = $1 AND (host = ANY($2::text[]) OR "
@@ -179,6 +179,7 @@ absl::StatusOr<Attributor> SampleStore::LoadAttributor(const std::string& cluste
       if (!r[3].is_null()) a.uuid = r[3].as<std::string>();
       a.start_unix_ms = r[4].as<int64_t>();
       if (!r[5].is_null()) a.end_unix_ms = r[5].as<int64_t>();
+      if (!r[6].is_null()) a.mig_instance = r[6].as<int>();
       allocations.push_back(std::move(a));
     }
     absl::flat_hash_map<std::string, int64_t> jobs_by_id;
@@ -282,6 +283,19 @@ absl::StatusOr<BatchWriteResult> SampleStore::WriteBatch(const BatchWrite& batch
             copy << Row(batch, *batch.samples[i], batch.job_row_ids[i]);
           }
           copy.complete();
+        }
+        if (!batch.hosts_seen.empty()) {
+          std::vector<std::string> jobs, hosts, forms;
+          for (const BatchWrite::HostSeen& h : batch.hosts_seen) {
+            jobs.push_back(absl::StrCat(h.job_row_id));
+            hosts.push_back(h.host);
+            forms.push_back(h.reported_as);
+          }
+          txn.exec_params(
+              "INSERT INTO job_hosts_seen (job, host, reported_as) "
+              "SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[]) "
+              "ON CONFLICT DO NOTHING",
+              TextArray(jobs), TextArray(hosts), TextArray(forms));
         }
         return result;
       });

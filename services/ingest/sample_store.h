@@ -37,6 +37,14 @@ struct BatchWrite {
   std::vector<const Sample*> samples;
   std::vector<std::optional<int64_t>> job_row_ids;  // parallel to `samples`
   int64_t refused_count = 0;                        // refused before storage
+  // Host names as printed, per job and canonical host, to record (job_hosts_seen) with the
+  // batch: only forms the writer has not recorded yet.
+  struct HostSeen {
+    int64_t job_row_id = 0;
+    std::string host;
+    std::string reported_as;
+  };
+  std::vector<HostSeen> hosts_seen;
 };
 
 struct BatchWriteResult {

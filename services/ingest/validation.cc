@@ -4,6 +4,7 @@
 #include <cmath>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -223,15 +224,25 @@ BatchValidation ValidateBatch(const std::vector<Sample>& samples, absl::string_v
                               const ValidationOptions& options) {
   BatchValidation result;
   result.kept.reserve(samples.size());
-  absl::flat_hash_set<std::pair<std::string, int64_t>> seen;
-  seen.reserve(samples.size());
+  // (GPU, time) -> the first kept sample there. Several samples of one GPU at one time are
+  // duplicates unless their workload labels differ (time-sliced GPUs: one series per pod).
+  absl::flat_hash_map<std::pair<std::string, int64_t>, size_t> first;
+  first.reserve(samples.size());
+  absl::flat_hash_set<std::string> shared_seen;  // SeriesKey + time, only for shared GPUs
   for (size_t i = 0; i < samples.size(); ++i) {
     const ItemLocation where{batch_id, static_cast<int64_t>(i), 0};
     if (auto refusal = ValidateSample(samples[i], where, options)) {
       result.refusals.push_back(*std::move(refusal));
       continue;
     }
-    if (!seen.emplace(GpuKey(samples[i].gpu), samples[i].time_unix_ms).second) {
+    auto [it, inserted] = first.try_emplace({GpuKey(samples[i].gpu), samples[i].time_unix_ms}, i);
+    bool duplicate = false;
+    if (!inserted) {
+      const int64_t t = samples[i].time_unix_ms;
+      shared_seen.insert(absl::StrCat(SeriesKey(samples[it->second]), "@", t));
+      duplicate = !shared_seen.insert(absl::StrCat(SeriesKey(samples[i]), "@", t)).second;
+    }
+    if (duplicate) {
       result.refusals.push_back(MakeRefusal(
           where, "time_unix_ms", absl::StrCat(samples[i].time_unix_ms), RefusalCode::kDuplicate,
           absl::StrCat("repeats an earlier sample of GPU ", GpuKey(samples[i].gpu),

@@ -138,6 +138,28 @@ std::vector<StoredWindow> Downsample(const std::vector<StoredWindow>& windows, i
   return out;
 }
 
+std::string OfuUnavailableReason(const JobSummaryFigures& figures, const std::string& gpu_model,
+                                 bool has_windows) {
+  if (figures.ofu.has_value()) return "";
+  if (!has_windows) return "no telemetry has been attributed to the job yet";
+  if (figures.flags & kFlagUnknownGpuModel) {
+    return absl::StrCat("GPU model \"", gpu_model,
+                        "\" is not in the GPU catalog, so there is no peak to divide by; its "
+                        "samples are stored: add the model under gpu_catalog.overrides in the "
+                        "configuration and OFU is computed from then on");
+  }
+  if (figures.flags & kFlagProfilingCounterStuck) {
+    return "DCGM profiling counters read 0 while the GPUs drew high power at boost clock "
+           "(stuck counters): restart the DCGM profiling module or dcgm-exporter";
+  }
+  if (figures.flags & kFlagProfilingUnavailable) {
+    return "DCGM profiling fields (tensor activity) are missing: profiling is paused (Nsight "
+           "holds the counters) or not enabled in dcgm-exporter's metric list";
+  }
+  return "no sample carried both tensor activity (DCGM_FI_PROF_PIPE_TENSOR_ACTIVE) and SM clock "
+         "(DCGM_FI_DEV_SM_CLOCK)";
+}
+
 JobSummaryFigures SummarizeJob(const JobRow& job, const std::vector<StoredWindow>& job_windows,
                                const std::vector<PerGpuFigure>& gpus, int64_t now_ms,
                                double steady_fraction, double straggler_threshold) {
@@ -147,6 +169,7 @@ JobSummaryFigures SummarizeJob(const JobRow& job, const std::vector<StoredWindow
   std::vector<double> window_ofu;
   int compute = 0, memory = 0, idle_class = 0;
   double windows_gpu_hours = 0;
+  double windows_allocated_hours = 0;
   for (const StoredWindow& sw : job_windows) {
     const WindowResult& w = sw.result;
     if (!f.first_start_ms.has_value()) f.first_start_ms = w.start_ms;
@@ -160,8 +183,10 @@ JobSummaryFigures SummarizeJob(const JobRow& job, const std::vector<StoredWindow
     f.flags |= w.flags;
     f.all_final = f.all_final && w.finalized;
     const double hours = static_cast<double>(sw.window_s) / 3600.0;
-    windows_gpu_hours += w.gpus_allocated * hours;
-    f.effective_gpu_hours += w.gpus_allocated * hours * w.ofu.value_or(0);
+    // GPU-equivalents: a MIG instance counts its share of the GPU, a time-sliced GPU 1/n.
+    windows_gpu_hours += w.gpu_equivalents * hours;
+    windows_allocated_hours += w.gpus_allocated * hours;
+    f.effective_gpu_hours += w.gpu_equivalents * hours * w.ofu.value_or(0);
     f.idle_gpu_hours += static_cast<double>(w.idle_gpus.size()) * hours;
     if (w.ofu.has_value()) window_ofu.push_back(*w.ofu);
     if (w.roofline == Roofline::kComputeBound) ++compute;
@@ -177,13 +202,17 @@ JobSummaryFigures SummarizeJob(const JobRow& job, const std::vector<StoredWindow
                    ? (idle_class > 0 ? Roofline::kIdle : Roofline::kUnspecified)
                    : (compute > memory ? Roofline::kComputeBound : Roofline::kMemoryBound);
 
-  // GPU-hours held: the scheduler's times when known, else the windows' span.
+  // GPU-hours held: the scheduler's times when known, else the windows' span; allocations
+  // of MIG instances or shared GPUs count as the GPU-equivalents their windows stand for.
   f.gpu_hours = windows_gpu_hours;
   if (job.start_ms.has_value() && job.gpus_allocated > 0) {
     const int64_t end = job.end_ms.value_or(std::max(now_ms, f.last_end_ms.value_or(now_ms)));
+    const double equivalent_share =
+        windows_allocated_hours > 0 ? windows_gpu_hours / windows_allocated_hours : 1.0;
     if (end > *job.start_ms) {
-      f.gpu_hours = std::max(windows_gpu_hours,
-                             job.gpus_allocated * static_cast<double>(end - *job.start_ms) / 3.6e6);
+      f.gpu_hours = std::max(windows_gpu_hours, job.gpus_allocated * equivalent_share *
+                                                    static_cast<double>(end - *job.start_ms) /
+                                                    3.6e6);
     }
   }
   if (f.energy_j.has_value() && f.gpu_hours > 0) {
@@ -245,7 +274,7 @@ std::pair<std::vector<FleetGroupFigures>, FleetGroupFigures> SummarizeFleet(
   FleetGroupFigures total;
   absl::flat_hash_set<int64_t> total_jobs;
   auto add = [&](FleetGroupFigures& g, const WindowResult& w, double hours) {
-    const double gh = w.gpus_allocated * hours;
+    const double gh = w.gpu_equivalents * hours;
     g.gpu_hours += gh;
     g.idle_gpu_hours += static_cast<double>(w.idle_gpus.size()) * hours;
     if (w.ofu.has_value()) {

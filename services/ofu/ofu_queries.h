@@ -74,6 +74,10 @@ struct JobSummaryFigures {
 // Steady state starts at the first window whose OFU reaches `steady_fraction` of the median
 // window OFU of the job (warm-up is the ramp before it); unset when that is the first window
 // with data and the job has fewer than three windows.
+// Why a job has no OFU (JobOfuSummary.ofu_unavailable_reason), or "" when it has one.
+std::string OfuUnavailableReason(const JobSummaryFigures& figures, const std::string& gpu_model,
+                                 bool has_windows);
+
 JobSummaryFigures SummarizeJob(const JobRow& job, const std::vector<StoredWindow>& job_windows,
                                const std::vector<PerGpuFigure>& gpus, int64_t now_ms,
                                double steady_fraction = 0.9, double straggler_threshold = 0.2);

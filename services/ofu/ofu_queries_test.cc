@@ -18,6 +18,7 @@ StoredWindow W(int64_t start_ms, double ofu, int64_t samples, int gpus = 8,
   s.result.ofu_stddev = 0.01;
   s.result.sample_count = samples;
   s.result.gpus_allocated = gpus;
+  s.result.gpu_equivalents = gpus;
   s.result.gpus_reporting = gpus;
   s.result.gpu_coverage = 1;
   s.result.idle_gpus = std::move(idle);

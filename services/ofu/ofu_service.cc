@@ -227,6 +227,7 @@ absl::Status OfuServiceImpl::DoGetJobSummary(const v1::GetJobSummaryRequest& req
   if (f.steady_state_start_ms.has_value()) {
     *s->mutable_steady_state_start_time() = api::UnixMsToTimestamp(*f.steady_state_start_ms);
   }
+  s->set_ofu_unavailable_reason(OfuUnavailableReason(f, s->gpu_model(), !windows->empty()));
   s->set_sample_count(f.sample_count);
   s->set_gpu_coverage(f.gpu_coverage);
   s->set_gpu_hours(f.gpu_hours);
@@ -247,11 +248,7 @@ absl::Status OfuServiceImpl::DoGetJobSummary(const v1::GetJobSummaryRequest& req
   if (f.energy_kwh_per_gpu_hour.has_value()) {
     s->set_energy_kwh_per_gpu_hour(*f.energy_kwh_per_gpu_hour);
   }
-  for (int n = 1; n < 32; ++n) {
-    if ((f.flags & (1u << n)) && v1::DataQualityFlag_IsValid(n)) {
-      s->add_flags(static_cast<v1::DataQualityFlag>(n));
-    }
-  }
+  AddFlags(f.flags, s->mutable_flags());
   s->set_late_sample_count(job->late_sample_count);
   return absl::OkStatus();
 }

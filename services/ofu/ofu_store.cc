@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "nlohmann/json.hpp"
 
 namespace goodput::ofu {
@@ -32,7 +33,8 @@ constexpr char kSnapshot[] =
 constexpr char kSampleColumns[] =
     "s.seq, s.job, s.host, s.gpu_index, coalesce(s.gpu_uuid, ''), coalesce(s.gpu_model, ''), " GOODPUT_MS(
         "s.sample_time") ", s.tensor_active, s.sm_clock_mhz, s.dram_active, s.gr_engine_active, "
-                         "s.fb_used_mib, s.power_w, s.energy_mj";
+                         "s.fb_used_mib, s.power_w, s.energy_mj, s.mig_instance_id, coalesce(s.mig_profile, ''), "
+    "s.labels ->> 'gpu_shared_by'";
 
 constexpr char kLoadState[] =
     "SELECT xid_done::text, xid_round_end::text, seq_cursor, seq_floor, samples_consumed, "
@@ -64,7 +66,7 @@ constexpr char kWindowColumns[] =
                         "w.sm_clock_mhz_mean, w.flags, w.spatial_imbalance, w.temporal_imbalance, "
                         "w.stragglers::text, array_to_json(w.idle_gpus)::text, w.roofline_class, "
                         "w.hbm_peak_fraction, w.energy_j, w.power_w_mean, w.late_sample_count, "
-                        "w.revision, w.finalized";
+                        "w.revision, w.finalized, w.gpu_equivalents";
 
 std::string Replace(std::string s, const std::string& from, const std::string& to) {
   size_t pos = 0;
@@ -162,6 +164,8 @@ StoredWindow ParseWindow(const pqxx::row& r, int o) {
   w.late_sample_count = r[o + 26].as<int64_t>();
   s.revision = r[o + 27].as<int32_t>();
   w.finalized = r[o + 28].as<bool>();
+  // Rows written before migration 0052: every allocated GPU counted whole.
+  w.gpu_equivalents = r[o + 29].is_null() ? w.gpus_allocated : r[o + 29].as<double>();
   return s;
 }
 
@@ -171,7 +175,13 @@ ConsumedSample ParseSample(const pqxx::row& r) {
   c.job = r[1].as<int64_t>();
   std::optional<int> index;
   if (!r[3].is_null()) index = r[3].as<int>();
-  c.sample.gpu = GpuKey(r[2].as<std::string>(), index, r[4].as<std::string>());
+  std::optional<int> mig;
+  if (!r[14].is_null()) mig = r[14].as<int>();
+  c.sample.gpu = GpuKey(r[2].as<std::string>(), index, r[4].as<std::string>(), mig);
+  if (mig.has_value()) c.sample.mig_profile = r[15].as<std::string>();
+  if (int shared = 0; !r[16].is_null() && absl::SimpleAtoi(r[16].c_str(), &shared) && shared > 1) {
+    c.sample.shared_by = shared;
+  }
   c.sample_gpu_model = r[5].as<std::string>();
   c.sample.timestamp_ms = r[6].as<int64_t>();
   c.sample.tensor_active = D(r[7]);
@@ -203,7 +213,8 @@ std::string WindowValues(pqxx::work& txn, const WindowResult& w, int64_t window_
       "::jsonb,", "ARRAY[", absl::StrJoin(idle, ","), "]::text[],", w.idle_gpus.size(), ",",
       static_cast<int>(w.roofline), ",", Num(w.hbm_peak_fraction), ",", Num(w.energy_j), ",",
       Num(w.power_w_mean), ",", w.finalized ? "true" : "false", ",",
-      txn.quote(w.gpu.empty() ? producer : ""), ",", w.gpu.empty() ? commit_seq : 0, ")");
+      txn.quote(w.gpu.empty() ? producer : ""), ",", w.gpu.empty() ? commit_seq : 0, ",",
+      Num(std::optional<double>(w.gpu_equivalents)), ")");
 }
 
 constexpr char kUpsertWindowsHead[] =
@@ -211,8 +222,8 @@ constexpr char kUpsertWindowsHead[] =
     "ofu_ci95_half_width, sample_count, gpus_reporting, gpus_allocated, gpu_coverage, "
     "gpu_ofu_min, gpu_ofu_median, gpu_ofu_max, tensor_active_mean, sm_clock_mhz_mean, flags, "
     "spatial_imbalance, temporal_imbalance, stragglers, idle_gpus, idle_gpu_count, "
-    "roofline_class, hbm_peak_fraction, energy_j, power_w_mean, finalized, producer, commit_seq) "
-    "VALUES ";
+    "roofline_class, hbm_peak_fraction, energy_j, power_w_mean, finalized, producer, commit_seq, "
+    "gpu_equivalents) VALUES ";
 constexpr char kUpsertWindowsTail[] =
     " ON CONFLICT (job, gpu, start_time) DO UPDATE SET window_s = EXCLUDED.window_s, "
     "gpu_model = EXCLUDED.gpu_model, ofu = EXCLUDED.ofu, ofu_stddev = EXCLUDED.ofu_stddev, "
@@ -228,7 +239,8 @@ constexpr char kUpsertWindowsTail[] =
     "roofline_class = EXCLUDED.roofline_class, hbm_peak_fraction = EXCLUDED.hbm_peak_fraction, "
     "energy_j = EXCLUDED.energy_j, power_w_mean = EXCLUDED.power_w_mean, "
     "finalized = EXCLUDED.finalized, producer = EXCLUDED.producer, "
-    "commit_seq = EXCLUDED.commit_seq, revision = w.revision + 1, updated_at = now() "
+    "commit_seq = EXCLUDED.commit_seq, gpu_equivalents = EXCLUDED.gpu_equivalents, "
+    "revision = w.revision + 1, updated_at = now() "
     "WHERE NOT w.finalized";
 
 constexpr char kAddLate[] =
@@ -245,17 +257,29 @@ constexpr char kAddLateToJob[] =
 
 #undef GOODPUT_MS
 
-std::string GpuKey(const std::string& host, std::optional<int> gpu_index, const std::string& uuid) {
-  return absl::StrCat(host, "/", gpu_index.has_value() ? std::to_string(*gpu_index) : "", "/",
-                      uuid);
+std::string GpuKey(const std::string& host, std::optional<int> gpu_index, const std::string& uuid,
+                   std::optional<int> mig_instance) {
+  std::string key = absl::StrCat(host, "/", gpu_index.has_value() ? std::to_string(*gpu_index) : "",
+                                 "/", uuid);
+  if (mig_instance.has_value()) absl::StrAppend(&key, "/mig", *mig_instance);
+  return key;
 }
 
 GpuKeyParts ParseGpuKey(const std::string& key) {
-  std::vector<std::string> parts = absl::StrSplit(key, absl::MaxSplits('/', 2));
+  std::vector<std::string> parts = absl::StrSplit(key, absl::MaxSplits('/', 3));
   GpuKeyParts out;
-  if (parts.size() != 3) {
+  if (parts.size() < 3) {
     out.uuid = key;
     return out;
+  }
+  if (parts.size() == 4) {
+    int mig = 0;
+    absl::string_view rest = parts[3];
+    if (absl::ConsumePrefix(&rest, "mig") && absl::SimpleAtoi(rest, &mig)) {
+      out.mig_instance = mig;
+    } else {
+      parts[2] = absl::StrCat(parts[2], "/", parts[3]);  // not a key this code wrote
+    }
   }
   out.host = parts[0];
   int index = 0;

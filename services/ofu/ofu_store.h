@@ -27,12 +27,15 @@
 
 namespace goodput::ofu {
 
-// "host/index/uuid" with empty parts where unknown: the GPU key of windows.
-std::string GpuKey(const std::string& host, std::optional<int> gpu_index, const std::string& uuid);
+// "host/index/uuid" with empty parts where unknown, plus "/mig<GPU_I_ID>" for a MIG
+// instance: the GPU key of windows.
+std::string GpuKey(const std::string& host, std::optional<int> gpu_index, const std::string& uuid,
+                   std::optional<int> mig_instance = std::nullopt);
 struct GpuKeyParts {
   std::string host;
   std::optional<int> gpu_index;
   std::string uuid;
+  std::optional<int> mig_instance;
 };
 GpuKeyParts ParseGpuKey(const std::string& key);
 

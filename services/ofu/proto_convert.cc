@@ -4,19 +4,27 @@
 
 namespace goodput::ofu {
 
+void AddFlags(uint32_t flags, google::protobuf::RepeatedField<int>* out) {
+  for (int n = 1; n <= v1::DataQualityFlag_MAX; ++n) {
+    if (flags & (1u << n)) out->Add(n);
+  }
+}
+
 v1::GpuRef GpuRefFromKey(const std::string& key) {
   GpuKeyParts parts = ParseGpuKey(key);
   v1::GpuRef ref;
   ref.set_host(parts.host);
   if (parts.gpu_index.has_value()) ref.set_gpu_index(*parts.gpu_index);
   ref.set_uuid(parts.uuid);
+  if (parts.mig_instance.has_value()) ref.mutable_mig()->set_gpu_instance_id(*parts.mig_instance);
   return ref;
 }
 
 std::string GpuKeyFromRef(const v1::GpuRef& gpu) {
   return GpuKey(gpu.host(),
                 gpu.has_gpu_index() ? std::optional<int>(gpu.gpu_index()) : std::nullopt,
-                gpu.uuid());
+                gpu.uuid(),
+                gpu.has_mig() ? std::optional<int>(gpu.mig().gpu_instance_id()) : std::nullopt);
 }
 
 v1::OfuWindow WindowToProto(const WindowResult& w, int32_t window_s, int32_t revision,
@@ -46,11 +54,7 @@ v1::OfuWindow WindowToProto(const WindowResult& w, int32_t window_s, int32_t rev
   p.set_gpu_ofu_max(w.gpu_ofu_max.value_or(0));
   p.set_tensor_active_mean(w.tensor_active_mean.value_or(0));
   p.set_sm_clock_mhz_mean(w.sm_clock_mhz_mean.value_or(0));
-  for (int n = 1; n < 32; ++n) {
-    if ((w.flags & (1u << n)) && v1::DataQualityFlag_IsValid(n)) {
-      p.add_flags(static_cast<v1::DataQualityFlag>(n));
-    }
-  }
+  AddFlags(w.flags, p.mutable_flags());
   if (w.spatial_imbalance.has_value()) p.set_spatial_imbalance(*w.spatial_imbalance);
   if (w.temporal_imbalance.has_value()) p.set_temporal_imbalance(*w.temporal_imbalance);
   for (const StragglerResult& s : w.stragglers) {

@@ -9,7 +9,10 @@
 
 namespace goodput::ofu {
 
-// The GpuRef a GPU key ("host/index/uuid") stands for.
+// Adds the DataQualityFlag values of a window flag mask (bit n is flag n) to `out`.
+void AddFlags(uint32_t flags, google::protobuf::RepeatedField<int>* out);
+
+// The GpuRef a GPU key ("host/index/uuid[/migN]") stands for.
 v1::GpuRef GpuRefFromKey(const std::string& key);
 // The GPU key of a GpuRef.
 std::string GpuKeyFromRef(const v1::GpuRef& gpu);

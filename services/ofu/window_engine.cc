@@ -1,5 +1,7 @@
 #include "services/ofu/window_engine.h"
 
+#include "services/core/mig.h"
+
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -195,6 +197,12 @@ std::vector<WindowResult> ComputeWindow(const WindowInput& input, const EngineOp
   };
 
   const int allocated = std::max(input.gpus_allocated, static_cast<int>(ofu_series.size()));
+  // What the window stands for in fleet figures (WindowResult::gpu_equivalents).
+  auto equivalents_of = [&](uint32_t g) {
+    double share = g < input.gpu_share.size() ? input.gpu_share[g] : 1.0;
+    if (auto it = input.shared_by.find(g); it != input.shared_by.end()) share /= it->second;
+    return share;
+  };
   WindowResult job;
   job.job = input.job;
   job.start_ms = input.start_ms;
@@ -248,6 +256,7 @@ std::vector<WindowResult> ComputeWindow(const WindowInput& input, const EngineOp
       r.end_ms = input.end_ms;
       r.gpu_model = input.gpu_model;
       r.gpus_allocated = 1;
+      r.gpu_equivalents = equivalents_of(gpu_of_series[k]);
       r.sample_count = gpu_ofu[k].stats.sample_count;
       r.ofu = gpu_ofu[k].stats.mean_ofu;
       r.ofu_stddev = gpu_ofu[k].stats.stddev_ofu;
@@ -255,6 +264,7 @@ std::vector<WindowResult> ComputeWindow(const WindowInput& input, const EngineOp
       r.gpus_reporting = r.ofu.has_value() ? 1 : 0;
       r.gpu_coverage = r.gpus_reporting;
       r.flags = MapCoreFlags(gpu_ofu[k].flags);
+      if (input.shared_by.contains(gpu_of_series[k])) r.flags |= kFlagSharedGpu;
       if (input.spec == nullptr) r.flags |= kFlagUnknownGpuModel;
       if (r.sample_count == 1) r.flags |= kFlagSingleSample;
       if (unavailable[k] > 0) r.flags |= kFlagProfilingUnavailable;
@@ -355,6 +365,13 @@ std::vector<WindowResult> ComputeWindow(const WindowInput& input, const EngineOp
     }
   }
 
+  job.gpu_equivalents = static_cast<double>(allocated - static_cast<int>(per_gpu.size()));
+  for (const WindowResult& r : per_gpu) {
+    job.gpu_equivalents += r.gpu_equivalents;
+    job.flags |= r.flags & kFlagSharedGpu;
+  }
+  job.gpu_equivalents = std::max(job.gpu_equivalents, 0.0);
+
   std::vector<WindowResult> out;
   out.reserve(per_gpu.size() + 1);
   out.push_back(std::move(job));
@@ -398,6 +415,14 @@ struct WindowEngine::OpenWindow {
   bool closed = false;  // emitted at least once
   bool dirty = false;   // samples added since the last emission
 
+  // GPU index -> most workloads seen sharing it (time-slicing), only for shared GPUs.
+  absl::flat_hash_map<uint32_t, int> shared_by;
+
+  void Shared(uint32_t gpu, int workloads) {
+    int& n = shared_by[gpu];
+    n = std::max(n, workloads);
+  }
+
   void Add(const WindowInput::Packed& p) {
     samples.push_back(p);
     first_ms = std::min(first_ms, start_ms + p.offset_ms);
@@ -424,13 +449,27 @@ struct WindowEngine::JobState {
   int64_t max_event_ms = kNoTime;
   int64_t last_arrival_ms = kNoTime;
 
-  // The index of `gpu` in the job, registering it if new.
-  uint32_t GpuIndex(const std::string& gpu) {
-    auto [it, inserted] = gpu_index.try_emplace(gpu, static_cast<uint32_t>(gpu_names.size()));
+  // By GPU index: the share of the GPU's SMs (a MIG instance's, 1 for a whole GPU).
+  std::vector<double> gpu_share;
+
+  // The index of the sample's GPU in the job, registering it if new.
+  uint32_t GpuIndex(const Sample& sample) {
+    auto [it, inserted] =
+        gpu_index.try_emplace(sample.gpu, static_cast<uint32_t>(gpu_names.size()));
     if (inserted) {
-      gpu_names.push_back(gpu);
+      gpu_names.push_back(sample.gpu);
       last_energy.emplace_back(kNoTime, 0.0);
       final_times.emplace_back();
+      // A profile the MIG table lacks counts as a whole GPU (mig.h: no guessed shares).
+      double share = 1.0;
+      if (!sample.mig_profile.empty() && spec != nullptr) {
+        if (absl::StatusOr<core::MigInstanceShape> shape =
+                core::FindMigProfile(*spec, sample.mig_profile);
+            shape.ok()) {
+          share = shape->SmShare();
+        }
+      }
+      gpu_share.push_back(share);
     }
     return it->second;
   }
@@ -487,10 +526,11 @@ AddOutcome WindowEngine::Add(const JobInfo& info, const Sample& sample, int64_t 
     }
     return AddOutcome::kLate;
   }
-  const uint32_t gpu = job.GpuIndex(sample.gpu);
+  const uint32_t gpu = job.GpuIndex(sample);
   OpenWindow& w = job.windows[ws];
   w.start_ms = ws;
   w.Add(Pack(sample, ws, gpu));
+  if (sample.shared_by > 1) w.Shared(gpu, sample.shared_by);
   w.dirty = true;
   job.max_event_ms = std::max(job.max_event_ms, sample.timestamp_ms);
   progress_[info.job] = {
@@ -509,7 +549,7 @@ void WindowEngine::FoldIntoFinal(JobState& job, uint32_t gpu, int64_t timestamp_
 void WindowEngine::Restore(const JobInfo& info, const Sample& sample) {
   JobState& job = StateFor(info);
   const int64_t ws = WindowStart(sample.timestamp_ms, options_.window_ms);
-  const uint32_t gpu = job.GpuIndex(sample.gpu);
+  const uint32_t gpu = job.GpuIndex(sample);
   const WindowInput::Packed packed = Pack(sample, ws, gpu);
   if (ws < job.final_before_ms) {
     // A final window: only what the next windows need of it (energy, sampling history).
@@ -519,6 +559,7 @@ void WindowEngine::Restore(const JobInfo& info, const Sample& sample) {
   OpenWindow& w = job.windows[ws];
   w.start_ms = ws;
   w.Add(packed);
+  if (sample.shared_by > 1) w.Shared(gpu, sample.shared_by);
 }
 
 void WindowEngine::RestoreDone(int64_t job_id) {
@@ -541,6 +582,8 @@ void WindowEngine::Emit(JobState& job, OpenWindow& window, bool finalize) {
   in.end_ms = window.start_ms + options_.window_ms;
   // Borrow the names and samples for the computation (no copies); they go back below.
   in.gpu_names = std::move(job.gpu_names);
+  in.gpu_share = std::move(job.gpu_share);
+  in.shared_by = window.shared_by;
   in.samples = std::move(window.samples);
   in.previous_energy = job.last_energy;
   // A previous window still open holds the freshest readings before this one.
@@ -585,6 +628,7 @@ void WindowEngine::Emit(JobState& job, OpenWindow& window, bool finalize) {
   }
   std::vector<WindowResult> results = ComputeWindow(in, options_);
   job.gpu_names = std::move(in.gpu_names);
+  job.gpu_share = std::move(in.gpu_share);
   window.samples = std::move(in.samples);
   for (WindowResult& r : results) {
     r.finalized = finalize;

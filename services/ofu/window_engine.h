@@ -75,6 +75,7 @@ enum WindowFlag : uint32_t {
   // boost clock (EngineOptions::stuck_*): counters stuck, not an idle GPU. Those samples give
   // no OFU; the GPU is not judged idle.
   kFlagProfilingCounterStuck = 1u << 12,
+  kFlagSharedGpu = 1u << 13,
 };
 
 // Roofline classes, numbered as goodput.v1.RooflineClass.
@@ -126,6 +127,10 @@ struct Sample {
   double fb_used_mib = kNoValue;
   double power_w = kNoValue;
   double energy_mj = kNoValue;
+  // MIG instance profile (GPU_I_PROFILE) when the GPU key names a MIG instance.
+  std::string mig_profile;
+  // Workloads (pods) that reported this GPU at this instant: > 1 on a time-sliced GPU.
+  int shared_by = 1;
 };
 
 struct StragglerResult {
@@ -158,6 +163,10 @@ struct WindowResult {
   std::optional<double> hbm_peak_fraction;
   std::optional<double> energy_j;
   std::optional<double> power_w_mean;  // job level: summed over GPUs
+  // GPUs the window stands for in fleet figures: a whole GPU counts 1, a MIG instance its
+  // share of the GPU's SMs, a GPU time-sliced between n workloads 1/n; allocated GPUs that
+  // sent nothing count 1. Job level: the sum.
+  double gpu_equivalents = 0;
   int64_t late_sample_count = 0;
   bool finalized = false;
 };
@@ -253,6 +262,9 @@ struct WindowInput {
   int64_t start_ms = 0;
   int64_t end_ms = 0;
   std::vector<std::string> gpu_names;  // index -> GPU key
+  std::vector<double> gpu_share;       // index -> SM share (MIG instance), 1 for a whole GPU
+  // GPU index -> most workloads seen sharing it in the window (time-slicing); only GPUs > 1.
+  absl::flat_hash_map<uint32_t, int> shared_by;
   struct Packed {
     int32_t offset_ms;
     uint32_t gpu;

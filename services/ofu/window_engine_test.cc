@@ -45,6 +45,59 @@ TEST(WindowStart, AlignsToTheEpochIncludingNegativeTimes) {
   EXPECT_EQ(WindowStart(-1, 60'000), -60'000);
 }
 
+TEST(WindowEngine, AMigInstanceCountsItsShareOfTheGpuInFleetFigures) {
+  // Two 1g.10gb instances of one H100 (16 of 132 SMs each) held by one job, and one GPU that
+  // sent nothing: the window stands for 2 x 16/132 + 1 GPUs. OFU stays the instances' own.
+  WindowEngine engine(&core::GpuCatalog::BuiltIn(), {});
+  for (int i = 0; i < 7; ++i) {
+    for (const char* gpu : {"n1//GPU-a/mig1", "n1//GPU-a/mig2"}) {
+      Sample s = S(gpu, kT0 + i * 10'000, 0.5);
+      s.mig_profile = "1g.10gb";
+      engine.Add(Job(3), s, 0);
+    }
+  }
+  engine.Advance();
+  std::vector<WindowResult> all = engine.TakeResults();
+  std::vector<WindowResult> w = JobLevel(all);
+  ASSERT_THAT(w, SizeIs(1));
+  EXPECT_NEAR(*w[0].ofu, 0.5, 1e-9);
+  EXPECT_NEAR(w[0].gpu_equivalents, 2 * 16.0 / 132 + 1, 1e-12);
+  EXPECT_EQ(w[0].flags & kFlagSharedGpu, 0u);
+  for (const WindowResult& r : all) {
+    if (!r.gpu.empty()) {
+      EXPECT_NEAR(r.gpu_equivalents, 16.0 / 132, 1e-12) << r.gpu;
+    }
+  }
+}
+
+TEST(WindowEngine, ATimeSlicedGpuIsFlaggedAndCountedOncePerSharingJob) {
+  // One GPU time-sliced between three pods (jobs): each job's window stands for a third.
+  WindowEngine engine(&core::GpuCatalog::BuiltIn(), {});
+  for (int i = 0; i < 7; ++i) {
+    Sample s = S("n1/0/GPU-a", kT0 + i * 10'000, 0.5);
+    s.shared_by = 3;
+    engine.Add(Job(), s, 0);
+  }
+  engine.Advance();
+  std::vector<WindowResult> all = engine.TakeResults();
+  ASSERT_THAT(all, SizeIs(2));
+  for (const WindowResult& r : all) {
+    EXPECT_NEAR(r.gpu_equivalents, 1.0 / 3, 1e-12);
+    EXPECT_NE(r.flags & kFlagSharedGpu, 0u);
+  }
+  // A profile the MIG table does not hold counts as a whole GPU rather than a guess.
+  WindowEngine other(&core::GpuCatalog::BuiltIn(), {});
+  for (int i = 0; i < 7; ++i) {
+    Sample s = S("n1//GPU-b/mig1", kT0 + i * 10'000, 0.5);
+    s.mig_profile = "5g.99gb";
+    other.Add(Job(), s, 0);
+  }
+  other.Advance();
+  std::vector<WindowResult> unknown = JobLevel(other.TakeResults());
+  ASSERT_THAT(unknown, SizeIs(1));
+  EXPECT_EQ(unknown[0].gpu_equivalents, 1.0);
+}
+
 TEST(WindowEngine, EmitsAWindowOnceEventTimeReachesItsEndAndFinalizesAfterLateness) {
   WindowEngine engine(&core::GpuCatalog::BuiltIn(), {});
   for (int i = 0; i < 6; ++i) engine.Add(Job(), S("g0", kT0 + i * 10'000, 0.5), 0);

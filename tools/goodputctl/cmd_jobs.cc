@@ -6,6 +6,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "goodput/v1/job.grpc.pb.h"
@@ -117,6 +118,10 @@ std::string GpuText(const v1::GpuRef& gpu) {
   std::string text = gpu.host();
   if (gpu.has_gpu_index()) absl::StrAppend(&text, ":", gpu.gpu_index());
   if (!gpu.uuid().empty()) absl::StrAppend(&text, gpu.has_gpu_index() ? " " : ":", gpu.uuid());
+  if (gpu.has_mig()) {
+    absl::StrAppend(&text, " MIG instance ", gpu.mig().gpu_instance_id());
+    if (!gpu.mig().profile().empty()) absl::StrAppend(&text, " (", gpu.mig().profile(), ")");
+  }
   return text;
 }
 
@@ -139,6 +144,10 @@ void PrintJob(const v1::Job& job) {
     std::cout << "  " << GpuText(a.gpu()) << "  " << TimeText(a.start_time()) << " - "
               << TimeText(a.end_time()) << "\n";
   }
+  for (const v1::HostSeen& h : job.hosts_seen()) {
+    std::cout << "host seen  " << Printable(h.host()) << " as "
+              << Printable(absl::StrJoin(h.reported_as(), ", ")) << "\n";
+  }
   for (const auto& [k, v] : job.labels()) {
     std::cout << "label      " << Printable(k) << "=" << Printable(v) << "\n";
   }
@@ -147,16 +156,26 @@ void PrintJob(const v1::Job& job) {
             << job.key().job_id() << "\n";
 }
 
-// "host:3" (index) or "host:GPU-uuid" (UUID); INVALID_ARGUMENT naming the entry otherwise.
+// "host:3" (index) or "host:GPU-uuid" (UUID), either followed by "/migN" for MIG instance
+// N (GPU_I_ID); INVALID_ARGUMENT naming the entry otherwise.
 absl::StatusOr<v1::GpuRef> ParseGpu(absl::string_view entry) {
   size_t colon = entry.rfind(':');
   if (colon == absl::string_view::npos || colon == 0 || colon + 1 == entry.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--gpus: \"", entry, "\" is not host:index or host:uuid"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--gpus: \"", entry, "\" is not host:index or host:uuid (optionally /migN)"));
   }
   v1::GpuRef gpu;
   gpu.set_host(std::string(entry.substr(0, colon)));
   absl::string_view rest = entry.substr(colon + 1);
+  if (size_t slash = rest.rfind("/mig"); slash != absl::string_view::npos) {
+    int instance = 0;
+    if (!absl::SimpleAtoi(rest.substr(slash + 4), &instance) || instance < 0 || slash == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--gpus: \"", entry, "\" names no MIG instance after /mig"));
+    }
+    gpu.mutable_mig()->set_gpu_instance_id(instance);
+    rest = rest.substr(0, slash);
+  }
   int index = 0;
   if (absl::SimpleAtoi(rest, &index) && index >= 0) {
     gpu.set_gpu_index(index);
@@ -340,7 +359,8 @@ std::vector<Command> JobCommands() {
        .details =
            "  Re-registering merges GPUs, so every node may register its own.\n"
            "  --cluster C --job-id J    the job key (or CLUSTER/JOB_ID)\n"
-           "  --gpus LIST               host:index or host:uuid, comma-separated (repeatable)\n"
+           "  --gpus LIST               host:index or host:uuid, comma-separated (repeatable);\n"
+           "                            host:index/migN for MIG instance N (GPU_I_ID)\n"
            "  --scheduler KIND          slurm|osmo|kubernetes|other [other]\n"
            "  --user U --team T --name N --gpu-model MODEL --fingerprint F\n"
            "  --label k=v               repeatable\n"

@@ -44,6 +44,7 @@ std::string GpuName(const v1::GpuRef& gpu) {
   } else if (!gpu.uuid().empty()) {
     absl::StrAppend(&text, ":", gpu.uuid());
   }
+  if (gpu.has_mig()) absl::StrAppend(&text, "/mig", gpu.mig().gpu_instance_id());
   return text;
 }
 
@@ -112,8 +113,12 @@ int JobOfu(const Args& args) {
             << "time         " << FormatUtc(FromProto(s.time_range().start_time())) << " .. "
             << FormatUtc(FromProto(s.time_range().end_time()))
             << (s.finalized() ? "  (final)" : "  (running)") << "\n"
-            << "OFU          " << Percent(s.ofu()) << "  95% CI "
-            << Ci(s.ofu_ci95_low(), s.ofu_ci95_high()) << "\n"
+            << "OFU          "
+            << (s.ofu_unavailable_reason().empty()
+                    ? absl::StrCat(Percent(s.ofu()), "  95% CI ",
+                                   Ci(s.ofu_ci95_low(), s.ofu_ci95_high()))
+                    : std::string("unavailable (see below)"))
+            << "\n"
             << "steady state "
             << (s.has_steady_state_ofu() ? Percent(s.steady_state_ofu())
                                          : std::string("(in warm-up)"))
@@ -148,6 +153,9 @@ int JobOfu(const Args& args) {
     std::cout << "idle GPUs    " << absl::StrJoin(names, ", ") << "\n";
   }
   if (s.flags_size() > 0) std::cout << "data quality " << FlagsText(s.flags()) << "\n";
+  if (!s.ofu_unavailable_reason().empty()) {
+    std::cout << "no OFU       " << s.ofu_unavailable_reason() << "\n";
+  }
 
   std::vector<std::optional<double>> series;
   for (const v1::OfuWindow& w : all.windows()) {

@@ -10,16 +10,22 @@ job gets a working reporter without code changes:
   GOODPUT_JOB_ID     job id as the scheduler registers it; else the Slurm job id
                      (SLURM_ARRAY_JOB_ID_SLURM_ARRAY_TASK_ID for an array task, SLURM_JOB_ID
                      otherwise), else OSMO_WORKFLOW_ID
+  GOODPUT_REPORT_RANKS  which ranks of a multi-process job report: "0" (default), "all", or
+                     a comma-separated list; the rank is RANK (torchrun), else SLURM_PROCID,
+                     else OMPI_COMM_WORLD_RANK, else PMI_RANK; a process with none reports
 """
 
 import dataclasses
 import os
-from typing import Mapping, Optional
+from typing import Mapping, Optional, Tuple
 
 ENDPOINT_ENV = "GOODPUT_ENDPOINT"
 TOKEN_ENV = "GOODPUT_TOKEN"
 CLUSTER_ENV = "GOODPUT_CLUSTER"
 JOB_ID_ENV = "GOODPUT_JOB_ID"
+REPORT_RANKS_ENV = "GOODPUT_REPORT_RANKS"
+# Global rank variables of the launchers, most specific first.
+RANK_ENVS = ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,3 +100,40 @@ def parse_endpoint(endpoint: str) -> Target:
     if tls and ":" not in value.rsplit("]", 1)[-1]:
         value += ":443"
     return Target(address=value, tls=tls)
+
+
+def rank_from_environment(environ: Mapping[str, str]) -> Optional[int]:
+    """The process's global rank from its launcher's environment, or None for a single process.
+
+    LOCAL_RANK alone is not a global rank (every node has a local rank 0) and is not used.
+    """
+    for name in RANK_ENVS:
+        value = environ.get(name, "").strip()
+        if value:
+            try:
+                rank = int(value)
+            except ValueError:
+                continue
+            if rank >= 0:
+                return rank
+    return None
+
+
+def should_report(ranks: Optional[str], environ: Mapping[str, str]) -> Tuple[bool, str]:
+    """Whether this process reports, and why not.
+
+    `ranks` is "0", "all" or "0,8,16" (None: GOODPUT_REPORT_RANKS, default "0"). A ValueError
+    names a malformed value.
+    """
+    spec = (ranks if ranks is not None else environ.get(REPORT_RANKS_ENV, "0")).strip().lower()
+    rank = rank_from_environment(environ)
+    if spec in ("all", "*") or rank is None:
+        return True, ""
+    try:
+        allowed = {int(part) for part in spec.split(",") if part.strip()}
+    except ValueError:
+        raise ValueError(f"{REPORT_RANKS_ENV}={spec!r} is not 'all' or a list of ranks") from None
+    if rank in allowed:
+        return True, ""
+    return False, (f"this process is rank {rank} and reports come from rank(s) {spec} only "
+                   f"(set {REPORT_RANKS_ENV}=all to report from every rank)")

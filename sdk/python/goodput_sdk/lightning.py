@@ -11,8 +11,8 @@ Every `every_n_steps` optimizer steps, on global rank 0 only, it reports one of:
 - `flops_per_step` (model FLOPs of one optimizer step over the whole job, a number or a
   callable(trainer, pl_module) -> number) with the measured mean step time;
 - otherwise the per-device throughput that Lightning's ThroughputMonitor logs
-  ("device/flops_per_sec" -> TFLOP/s per GPU, or "device/mfu"), read from the trainer's
-  callback_metrics / logged_metrics.
+  ("train/device/flops_per_sec" -> TFLOP/s per GPU, or "train/device/mfu"; "device/..." in
+  Lightning 2.0; any `separator`), read from the trainer's logged_metrics / callback_metrics.
 Trainer attributes read: global_step, is_global_zero, world_size, precision,
 callback_metrics, logged_metrics.
 """
@@ -64,6 +64,22 @@ def _as_float(value: Any) -> Optional[float]:
         return float(value)
     except (TypeError, ValueError):
         return None
+
+
+def throughput_metric(metrics: Mapping[str, Any], name: str) -> Any:
+    """The per-device training metric `name` ("flops_per_sec", "mfu") that Lightning's
+    ThroughputMonitor logged, or None.
+
+    Lightning 2.0 logs it as "device/<name>"; from 2.1 on, `Throughput.compute()` keys are
+    prefixed with the running stage: "train/device/<name>", with the monitor's `separator`
+    ("/" by default, e.g. "train|device|<name>"). Validation and test stages are not training
+    throughput and are skipped.
+    """
+    for key, value in metrics.items():
+        parts = [p for p in key.replace("|", "/").split("/") if p]
+        if parts in (["device", name], ["train", "device", name]):
+            return value
+    return None
 
 
 class GoodputCallback(_CallbackBase):
@@ -155,11 +171,11 @@ class GoodputCallback(_CallbackBase):
                                   gpu_count=world_size or None, **common)
             return
         metrics = self._metrics(trainer)
-        flops_per_s = _as_float(metrics.get("device/flops_per_sec"))
+        flops_per_s = _as_float(throughput_metric(metrics, "flops_per_sec"))
         if flops_per_s:
             self._reporter.report(tflops_per_gpu=flops_per_s / 1e12, **common)
             return
-        mfu = _as_float(metrics.get("device/mfu"))
+        mfu = _as_float(throughput_metric(metrics, "mfu"))
         if mfu:
             self._reporter.report(mfu=mfu, **common)
 

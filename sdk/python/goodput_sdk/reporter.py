@@ -20,6 +20,7 @@ import collections
 import dataclasses
 import logging
 import math
+import os
 import random
 import threading
 import time
@@ -149,6 +150,7 @@ class Reporter:
                  max_backoff_s: float = 30.0,
                  rpc_timeout_s: float = 10.0,
                  exit_flush_timeout_s: float = 5.0,
+                 report_ranks: Optional[str] = None,
                  environ: Optional[Mapping[str, str]] = None):
         self._settings = _config.resolve(endpoint, job, token, cluster, environ)
         self._capacity = max(1, int(queue_capacity))
@@ -191,6 +193,16 @@ class Reporter:
         except ValueError as e:
             self._log_once("config", logging.WARNING,
                            "goodput_sdk: reporting disabled: %s", e)
+            return
+        try:
+            reports, why_not = _config.should_report(
+                report_ranks, os.environ if environ is None else environ)
+        except ValueError as e:
+            self._log_once("config", logging.WARNING, "goodput_sdk: reporting disabled: %s", e)
+            return
+        if not reports:
+            # One report per job, not one per rank: the other ranks stay silent.
+            self._log_once("rank", logging.INFO, "goodput_sdk: not reporting: %s", why_not)
             return
         self._metadata = ((("authorization", "Bearer " + self._settings.token),)
                           if self._settings.token else ())

@@ -97,6 +97,25 @@ class GoodputCallbackTest(unittest.TestCase):
         self.assertAlmostEqual(reporter.reports[0]["tflops_per_gpu"], 412.5)
         self.assertAlmostEqual(reporter.reports[1]["mfu"], 0.42)
 
+    def test_reads_the_stage_prefixed_keys_of_lightning_2_1_and_later(self):
+        # Lightning >= 2.1 logs Throughput.compute() keys as f"{stage}{separator}{key}" into
+        # trainer.logged_metrics: "train/device/flops_per_sec", or with separator="|"
+        # "train|device|mfu"; validation throughput is not the training figure.
+        reporter, clock, trainer = RecordingReporter(), FakeClock(), FakeTrainer()
+        callback = GoodputCallback(every_n_steps=5, reporter=reporter, clock=clock)
+        callback.on_train_start(trainer, None)
+        trainer.logged_metrics = {"validate/device/flops_per_sec": FakeTensor(1e12),
+                                  "train/device/flops_per_sec": FakeTensor(3.96e14),
+                                  "train/device/samples_per_sec": FakeTensor(12.0)}
+        run_steps(callback, trainer, clock, 5, 1.0)
+        trainer.logged_metrics = {"train|device|mfu": FakeTensor(0.38)}
+        run_steps(callback, trainer, clock, 5, 1.0)
+        trainer.logged_metrics = {"validate/device/mfu": FakeTensor(0.9)}
+        run_steps(callback, trainer, clock, 5, 1.0)
+        self.assertEqual(len(reporter.reports), 2)
+        self.assertAlmostEqual(reporter.reports[0]["tflops_per_gpu"], 396.0)
+        self.assertAlmostEqual(reporter.reports[1]["mfu"], 0.38)
+
     def test_reports_nothing_without_a_figure_or_off_rank_zero(self):
         reporter, clock = RecordingReporter(), FakeClock()
         trainer = FakeTrainer()

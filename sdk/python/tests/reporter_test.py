@@ -191,6 +191,25 @@ class ReporterTest(unittest.TestCase):
         self.assertFalse(r.report(mfu=0.4))
         self.assertEqual(r.stats().dropped, 1)
 
+    def test_only_rank_zero_reports_by_default(self):
+        # torchrun sets RANK, srun SLURM_PROCID; rank 3 of a job stays silent unless asked.
+        for env in ({"RANK": "3", "LOCAL_RANK": "3"}, {"SLURM_PROCID": "3"}):
+            r = self.reporter(environ=env)
+            self.assertFalse(r.enabled, env)
+            self.assertFalse(r.report(mfu=0.4))
+        self.assertTrue(self.reporter(environ={"RANK": "0", "SLURM_PROCID": "5"}).enabled)
+        self.assertTrue(self.reporter(environ={"LOCAL_RANK": "0"}).enabled)  # no global rank
+        self.assertTrue(self.reporter(environ={"RANK": "3"}, report_ranks="all").enabled)
+        self.assertTrue(
+            self.reporter(environ={"RANK": "8", "GOODPUT_REPORT_RANKS": "0,8"}).enabled)
+        r = self.reporter(environ={"RANK": "8"}, report_ranks="0,8")
+        self.assertTrue(r.report(mfu=0.4))
+        self.assertTrue(r.flush(10))
+        self.assertEqual(len(self.server.service.report_list()), 1)
+        self.assertFalse(self.reporter(environ={"RANK": "1"}, report_ranks="zero").enabled)
+        self.assertEqual(config.rank_from_environment({"LOCAL_RANK": "2"}), None)
+        self.assertEqual(config.rank_from_environment({"PMI_RANK": "6"}), 6)
+
     def test_bad_arguments_are_counted_never_raised(self):
         r = self.reporter()
         self.assertTrue(r.report(step=3))                           # no measurement
