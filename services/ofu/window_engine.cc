@@ -1,13 +1,12 @@
 #include "services/ofu/window_engine.h"
 
-#include "services/core/mig.h"
-
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
+#include "services/core/mig.h"
 
 namespace goodput::ofu {
 namespace {
@@ -134,11 +133,13 @@ std::vector<WindowResult> ComputeWindow(const WindowInput& input, const EngineOp
     os.samples.reserve(begin[g + 1] - begin[g]);
     ts.samples.reserve(begin[g + 1] - begin[g]);
     int64_t gpu_unavailable = 0, gpu_stuck = 0;
+    const bool mig = g < input.mig_instance.size() && input.mig_instance[g];
     for (uint32_t i = begin[g]; i < begin[g + 1]; ++i) {
       const Packed& p = *ordered[i];
       const int64_t t = input.start_ms + p.offset_ms;
       const bool is_unavailable = ProfilingUnavailable(p);
-      const bool is_stuck = !is_unavailable && ProfilingCounterStuck(p, input.spec, options);
+      const bool is_stuck =
+          !is_unavailable && !mig && ProfilingCounterStuck(p, input.spec, options);
       gpu_unavailable += is_unavailable;
       gpu_stuck += is_stuck;
       const bool usable = !is_unavailable && !is_stuck;
@@ -449,8 +450,10 @@ struct WindowEngine::JobState {
   int64_t max_event_ms = kNoTime;
   int64_t last_arrival_ms = kNoTime;
 
-  // By GPU index: the share of the GPU's SMs (a MIG instance's, 1 for a whole GPU).
+  // By GPU index: the share of the GPU's SMs (a MIG instance's, 1 for a whole GPU), and
+  // whether it is a MIG instance.
   std::vector<double> gpu_share;
+  std::vector<bool> mig_instance;
 
   // The index of the sample's GPU in the job, registering it if new.
   uint32_t GpuIndex(const Sample& sample) {
@@ -470,6 +473,7 @@ struct WindowEngine::JobState {
         }
       }
       gpu_share.push_back(share);
+      mig_instance.push_back(!sample.mig_profile.empty());
     }
     return it->second;
   }
@@ -583,6 +587,7 @@ void WindowEngine::Emit(JobState& job, OpenWindow& window, bool finalize) {
   // Borrow the names and samples for the computation (no copies); they go back below.
   in.gpu_names = std::move(job.gpu_names);
   in.gpu_share = std::move(job.gpu_share);
+  in.mig_instance = std::move(job.mig_instance);
   in.shared_by = window.shared_by;
   in.samples = std::move(window.samples);
   in.previous_energy = job.last_energy;
@@ -629,6 +634,7 @@ void WindowEngine::Emit(JobState& job, OpenWindow& window, bool finalize) {
   std::vector<WindowResult> results = ComputeWindow(in, options_);
   job.gpu_names = std::move(in.gpu_names);
   job.gpu_share = std::move(in.gpu_share);
+  job.mig_instance = std::move(in.mig_instance);
   window.samples = std::move(in.samples);
   for (WindowResult& r : results) {
     r.finalized = finalize;

@@ -73,7 +73,7 @@ enum WindowFlag : uint32_t {
   kFlagProfilingUnavailable = 1u << 11,
   // Tensor and GR-engine activity read exactly 0 while the GPU drew near its board power at
   // boost clock (EngineOptions::stuck_*): counters stuck, not an idle GPU. Those samples give
-  // no OFU; the GPU is not judged idle.
+  // no OFU; the GPU is not judged idle. Not judged on MIG instances.
   kFlagProfilingCounterStuck = 1u << 12,
   kFlagSharedGpu = 1u << 13,
 };
@@ -263,6 +263,9 @@ struct WindowInput {
   int64_t end_ms = 0;
   std::vector<std::string> gpu_names;  // index -> GPU key
   std::vector<double> gpu_share;       // index -> SM share (MIG instance), 1 for a whole GPU
+  // Index -> a MIG instance: its power and clock are the whole GPU's, so an idle instance on
+  // a busy GPU is not judged to have stuck counters. May be empty (none).
+  std::vector<bool> mig_instance;
   // GPU index -> most workloads seen sharing it in the window (time-slicing); only GPUs > 1.
   absl::flat_hash_map<uint32_t, int> shared_by;
   struct Packed {

@@ -634,6 +634,26 @@ TEST(WindowEngine, AnIdleGpuIsStillIdleAndNotStuck) {
   }
 }
 
+TEST(WindowEngine, AnIdleMigInstanceOnABusyGpuIsIdleNotStuck) {
+  // A MIG instance reports the whole GPU's power and clock: 650 W at 1980 MHz from the other
+  // instances' work says nothing of its own counters.
+  WindowEngine engine(&core::GpuCatalog::BuiltIn(), {});
+  for (int i = 0; i < 6; ++i) {
+    for (const char* gpu : {"n1//GPU-a/mig1", "n1//GPU-a/mig2"}) {
+      Sample s = std::string(gpu).ends_with("mig1") ? S(gpu, kT0 + i * 10'000, 0.5)
+                                                    : Zero(gpu, kT0 + i * 10'000, 650);
+      s.power_w = 650;
+      s.mig_profile = "1g.10gb";
+      engine.Add(Job(2), s, 0);
+    }
+  }
+  engine.FlushJob(7);
+  std::vector<WindowResult> w = JobLevel(engine.TakeResults());
+  ASSERT_THAT(w, SizeIs(1));
+  EXPECT_FALSE(w[0].flags & kFlagProfilingCounterStuck);
+  EXPECT_THAT(w[0].idle_gpus, ElementsAre("n1//GPU-a/mig2"));
+}
+
 TEST(WindowEngine, MemoryPerActiveGpuStaysUnderTwoKibAtTenSecondSampling) {
   WindowEngine engine(&core::GpuCatalog::BuiltIn(), {});
   const int gpus = 512;
