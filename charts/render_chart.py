@@ -481,44 +481,66 @@ def from_json(s):
     return helm_values(v)
 
 
+PRINTF_VERB = re.compile(r"%([-+# 0]*)(\d+)?(?:\.(\d+))?(.)", re.S)
+
+
 def go_printf(fmt, *args):
+    """fmt.Sprintf for the verbs templates use: %v %s %d %q %f %t %x %%, with the flags - + 0
+    and space, a width and a precision. A wrong type prints %!verb(type=value) as Go does."""
     out = []
     it = iter(args)
-    i = 0
-    while i < len(fmt):
-        c = fmt[i]
-        if c != "%":
-            out.append(c)
-            i += 1
-            continue
-        verb = fmt[i + 1] if i + 1 < len(fmt) else "!"
-        i += 2
+    pos = 0
+    for m in PRINTF_VERB.finditer(fmt):
+        out.append(fmt[pos:m.start()])
+        pos = m.end()
+        flags, width, prec, verb = m.group(1), m.group(2), m.group(3), m.group(4)
         if verb == "%":
             out.append("%")
             continue
         a = next(it, Missing)
-        if a is Missing and verb != "v":
+        if a is Missing:
             out.append(f"%!{verb}(MISSING)")
-        elif verb == "v":
-            out.append(go_sprint(a) if a is not Missing else "%!v(MISSING)")
+            continue
+        bad = f"%!{verb}({type_of(a)}={go_sprint(a)})" if a is not None else f"%!{verb}(<nil>)"
+        is_int = isinstance(a, int) and not isinstance(a, bool)
+        if verb == "v":
+            text = go_sprint(a)
         elif verb == "s":
             # Text as is, lists and maps element by element; anything else is a bad verb.
-            if isinstance(a, (str, list, dict)):
-                out.append(go_sprint(a))
-            elif a is None:
-                out.append("%!s(<nil>)")
-            else:
-                out.append(f"%!s({type_of(a)}={go_sprint(a)})")
-        elif verb == "d":
-            if isinstance(a, int) and not isinstance(a, bool):
-                out.append(str(a))
-            else:
-                out.append(f"%!d({type_of(a)}={go_sprint(a)})")
+            text = go_sprint(a) if isinstance(a, (str, list, dict)) else bad
+            if prec is not None and isinstance(a, str):
+                text = text[:int(prec)]
         elif verb == "q":
-            out.append(go_quote(a) if isinstance(a, str)
-                       else f"%!q({type_of(a)}={go_sprint(a)})")
+            text = go_quote(a) if isinstance(a, str) else bad
+        elif verb == "t":
+            text = go_sprint(a) if isinstance(a, bool) else bad
+        elif verb in "dx":
+            if is_int:
+                text = str(abs(a)) if verb == "d" else format(abs(a), "x")
+                text = ("-" if a < 0 else "+" if "+" in flags else " " if " " in flags
+                        else "") + text
+            elif verb == "x" and isinstance(a, str):
+                text = a.encode().hex()
+            else:
+                text = bad
+        elif verb == "f":
+            if isinstance(a, (int, float)) and not isinstance(a, bool):
+                text = f"{float(a):{'+' if '+' in flags else ''}.{int(prec) if prec else 6}f}"
+            else:
+                text = bad
         else:
             raise TemplateError(f"printf: verb %{verb} is outside the supported subset")
+        if width and len(text) < int(width):
+            pad = int(width) - len(text)
+            if "-" in flags:
+                text += " " * pad
+            elif "0" in flags and verb in "dfx" and text != bad:
+                sign = text[0] if text[0] in "+- " else ""
+                text = sign + "0" * pad + text[len(sign):]
+            else:
+                text = " " * pad + text
+        out.append(text)
+    out.append(fmt[pos:])
     extra = list(it)
     if extra:
         out.append("%!(EXTRA " + ", ".join(f"{type_of(x)}={go_sprint(x)}" for x in extra) + ")")
@@ -770,7 +792,6 @@ def compare_prerelease(a, b):
 CV = r"v?(?:[0-9xX*]+)(?:\.[0-9xX*]+)?(?:\.[0-9xX*]+)?(?:-[0-9A-Za-z\-]+(?:\.[0-9A-Za-z\-]+)*)?" \
      r"(?:\+[0-9A-Za-z\-]+(?:\.[0-9A-Za-z\-]+)*)?"
 OPS = r"=>|=<|>=|<=|!=|~>|=|>|<|~|\^|"
-ONE_CONSTRAINT = re.compile(rf"^\s*({OPS})\s*({CV})\s*$")
 FIND_CONSTRAINT = re.compile(rf"({OPS})\s*({CV})")
 HYPHEN_RANGE = re.compile(rf"\s*({CV})\s+-\s+({CV})\s*")
 VALID_AND = re.compile(rf"^(\s*({OPS})\s*({CV})\s*)((?:\s+|,\s*)({OPS})\s*({CV})\s*)*$")
@@ -1020,8 +1041,8 @@ FUNCS = {
     "max": lambda a, *r: max([to_int64(a)] + [to_int64(x) for x in r]),
     "min": lambda a, *r: min([to_int64(a)] + [to_int64(x) for x in r]),
 }
-# Helm's own: include, tpl, required and fail need the renderer (Renderer.call).
-HELM_FUNCS = ("include", "tpl", "required", "fail", "index")
+# Helm's include, tpl, required and fail, and Go's index, are in Renderer.call: they need the
+# templates or the values' strictness.
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1065,7 +1086,8 @@ class Continue(Exception):
 class Renderer:
     def __init__(self, templates, strict_roots):
         self.templates = templates  # name -> tree
-        self.strict_roots = strict_roots  # ids of dicts where a missing key is an error
+        # id of a values map -> the keys values.yaml gives it; reading another is an error
+        self.strict_roots = strict_roots
         self.depth = 0
         self.tpl_count = 0
 
@@ -1073,7 +1095,7 @@ class Renderer:
         for i, part in enumerate(path):
             if isinstance(value, dict):
                 if part not in value:
-                    if id(value) in self.strict_roots:
+                    if id(value) in self.strict_roots and part not in self.strict_roots[id(value)]:
                         raise TemplateError(f"{where}: .{'.'.join(path)}: key '{part}' is not "
                                             "defined in values.yaml")
                     value = Missing
@@ -1108,7 +1130,8 @@ class Renderer:
             v = args[0]
             for k in args[1:]:
                 if isinstance(v, dict):
-                    if k not in v and id(v) in self.strict_roots:
+                    if k not in v and id(v) in self.strict_roots \
+                            and k not in self.strict_roots[id(v)]:
                         raise TemplateError(f"{where}: index: key '{k}' is not defined in "
                                             "values.yaml")
                     v = v.get(k, Missing)
@@ -1333,41 +1356,66 @@ def validate_schema(schema, values, label):
     return errors
 
 
-def schema_undescribed(schema, values, prefix=""):
-    """The value paths of values.yaml that values.schema.json does not describe, and the
-    described ones it gives no type."""
+def resolve(root, node):
+    """A schema node with its local $ref ("#/definitions/x") followed."""
+    while isinstance(node, dict) and "$ref" in node:
+        target = root
+        for part in node["$ref"].lstrip("#/").split("/"):
+            target = target[part]
+        node = target
+    return node
+
+
+def free_map(root, node):
+    """True when a schema node is a map of free keys (its keys are data, not chart values)."""
+    node = resolve(root, node)
+    if not isinstance(node, dict):
+        return False
+    if "properties" not in node:
+        return True
+    return node.get("additionalProperties", True) is not False
+
+
+def schema_undescribed(root, node, values, prefix=""):
+    """The paths of values.yaml that values.schema.json does not describe, or gives no type."""
     out = []
-    if not isinstance(values, dict):
-        return out
-    props = schema.get("properties", {})
+    node = resolve(root, node)
+    props = node.get("properties", {})
     for k, v in values.items():
         path = f"{prefix}{k}"
         sub = props.get(k)
         if sub is None:
-            extra = schema.get("additionalProperties")
-            if isinstance(extra, dict):
-                continue  # a map of free keys with a schema for each value
-            out.append(f"values.yaml: {path} is not described in values.schema.json")
+            if not free_map(root, node):
+                out.append(f"values.yaml: {path} is not described in values.schema.json")
             continue
-        if "$ref" in sub:
-            ref = sub["$ref"]
-            sub = ROOT_SCHEMA_REF[0]
-            for part in ref.lstrip("#/").split("/"):
-                sub = sub[part]
-        if "type" not in sub and "oneOf" not in sub and "anyOf" not in sub:
+        sub = resolve(root, sub)
+        if not any(key in sub for key in ("type", "oneOf", "anyOf")):
             out.append(f"values.schema.json: {path} has no type")
-        if isinstance(v, dict) and sub.get("properties"):
-            out.extend(schema_undescribed(sub, v, path + "."))
+        if isinstance(v, dict) and "properties" in sub:
+            out.extend(schema_undescribed(root, sub, v, path + "."))
     return out
 
 
-ROOT_SCHEMA_REF = [None]
+class StrictLoader(yaml.SafeLoader):
+    """A YAML loader that refuses a key given twice in one mapping: Kubernetes' decoder
+    refuses it too, and which of the two a tool keeps differs."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    "while constructing a mapping", node.start_mark,
+                    f"found duplicate key {key!r}", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep)
 
 
 def load_yaml_file(path, errors):
     try:
         with open(path) as f:
-            return yaml.safe_load(f) or {}
+            return yaml.load(f, Loader=StrictLoader) or {}
     except (OSError, yaml.YAMLError) as e:
         errors.append(f"{path}: {e}")
         return {}
@@ -1398,36 +1446,41 @@ def main():
         except TemplateError as e:
             errors.append(f"Chart.yaml kubeVersion: {e}")
 
-    for path in opts.values:
-        override = load_yaml_file(path, errors)
-
-        # An override may only set keys the chart knows (a typo would be silently ignored);
-        # a map that is empty in values.yaml (a service's `config: {}`) takes any keys.
-        def check(o, d, prefix):
-            if isinstance(d, dict) and not d:
-                return
-            for k, v in o.items():
-                if not isinstance(d, dict) or k not in d:
-                    errors.append(f"{path}: {prefix}{k} is not a value of the chart")
-                elif isinstance(v, dict) and isinstance(d[k], dict):
-                    check(v, d[k], f"{prefix}{k}.")
-        check(override, defaults, "")
-        merge(values, override)
-
+    schema = None
     schema_path = os.path.join(opts.chart, "values.schema.json")
     if os.path.exists(schema_path):
         with open(schema_path) as f:
             try:
                 schema = json.load(f)
             except ValueError as e:
-                schema = None
                 errors.append(f"values.schema.json: {e}")
         if schema is not None:
-            ROOT_SCHEMA_REF[0] = schema
-            errors.extend(schema_undescribed(schema, defaults))
+            errors.extend(schema_undescribed(schema, schema, defaults))
             errors.extend(validate_schema(schema, defaults, "values.yaml"))
-            if opts.values:
-                errors.extend(validate_schema(schema, values, " + ".join(opts.values)))
+
+    for path in opts.values:
+        override = load_yaml_file(path, errors)
+
+        # An override may only set keys the chart knows, in values.yaml or in the schema (a
+        # typo would be silently ignored); a map that is empty in values.yaml (a service's
+        # `config: {}`), or that the schema says holds free keys (podAnnotations), takes any.
+        def check(o, d, node, prefix):
+            if isinstance(d, dict) and not d or node is not None and free_map(schema, node):
+                return
+            node = resolve(schema, node) if node is not None else None
+            for k, v in o.items():
+                if node and k in node.get("properties", {}) and (
+                        not isinstance(d, dict) or k not in d):
+                    continue  # described by the schema, no default in values.yaml
+                if not isinstance(d, dict) or k not in d:
+                    errors.append(f"{path}: {prefix}{k} is not a value of the chart")
+                elif isinstance(v, dict) and isinstance(d[k], dict):
+                    sub = node.get("properties", {}).get(k) if node else None
+                    check(v, d[k], sub, f"{prefix}{k}.")
+        check(override, defaults, schema, "")
+        merge(values, override)
+    if schema is not None and opts.values:
+        errors.extend(validate_schema(schema, values, " + ".join(opts.values)))
 
     tdir = os.path.join(opts.chart, "templates")
     sources = {}
@@ -1474,14 +1527,16 @@ def main():
                                          "GitVersion": opts.kube_version,
                                          "Major": str(kube.major), "Minor": str(kube.minor)}},
     }
-    strict = set()
+    # Reading a key the merged values lack is an error unless values.yaml names it (an
+    # override's null deletes a key, as in Helm, and then it reads as nil).
+    strict = {}
 
-    def mark(d):
+    def mark(d, known):
         if isinstance(d, dict):
-            strict.add(id(d))
-            for v in d.values():
-                mark(v)
-    mark(held)
+            strict[id(d)] = set(known) if isinstance(known, dict) else set()
+            for k, v in d.items():
+                mark(v, known.get(k) if isinstance(known, dict) and known.get(k) else {})
+    mark(held, defaults)
     renderer = Renderer(templates, strict)
 
     os.makedirs(os.path.join(opts.out, "config"), exist_ok=True)
@@ -1504,7 +1559,7 @@ def main():
         if base == "NOTES.txt":
             continue  # text for the person installing, not a manifest
         try:
-            docs = [d for d in yaml.safe_load_all(text) if d is not None]
+            docs = [d for d in yaml.load_all(text, Loader=StrictLoader) if d is not None]
         except yaml.YAMLError as e:
             errors.append(f"{name}: rendered output is not YAML: {e}")
             continue
@@ -1516,7 +1571,7 @@ def main():
             if doc["kind"] == "ConfigMap":
                 for key, data in (doc.get("data") or {}).items():
                     try:
-                        yaml.safe_load(data)
+                        yaml.load(data, Loader=StrictLoader)
                     except yaml.YAMLError as e:
                         errors.append(f"{name}: ConfigMap key {key} is not YAML: {e}")
                     with open(os.path.join(opts.out, "config", key), "w") as f:
