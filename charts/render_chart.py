@@ -15,12 +15,14 @@ and renders templates/NOTES.txt as text. Anything outside what it knows is an er
 the template, never a guess.
 
     render_chart.py CHART_DIR OUT_DIR [-f VALUES.yaml ...] [--release NAME]
-                    [--namespace NS] [--kube-version v1.29.0]
+                    [--namespace NS] [--kube-version v1.29.0] [--variant NAME=FILE ...]
 
 writes OUT_DIR/<template>.yaml per template (multi-document), OUT_DIR/NOTES.txt,
-OUT_DIR/manifest.json (every document as JSON) and OUT_DIR/config/<key> for each ConfigMap
-data entry. Exit code 0 when everything rendered and parsed, 1 otherwise with the reasons on
-stderr.
+OUT_DIR/manifest.json (every document as JSON), OUT_DIR/config/<key> for each ConfigMap data
+entry, OUT_DIR/values.json (the values the templates saw), OUT_DIR/errors.txt and
+OUT_DIR/value_paths.json (the chart's value paths). Each --variant renders again with FILE
+over the -f files, into OUT_DIR/variants/NAME/, without reading the chart again. Exit code 0
+when everything rendered and parsed, 1 otherwise with the reasons on stderr.
 """
 
 import argparse
@@ -449,18 +451,21 @@ def to_json(v):
         .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
 
 
+SafeDumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
 def to_yaml(v):
     # Helm's toYaml: sigs.k8s.io/yaml (keys sorted), trailing newline removed; nil is "null".
     if v is None or v is Missing:
         return "null"
-    return yaml.safe_dump(json_ready(v), default_flow_style=False, sort_keys=True,
-                          allow_unicode=True).rstrip("\n")
+    return yaml.dump(json_ready(v), Dumper=SafeDumper, default_flow_style=False, sort_keys=True,
+                     allow_unicode=True).rstrip("\n")
 
 
 def from_yaml(s):
     # Helm's fromYaml: a map (numbers as float64); a parse error is kept under "Error".
     try:
-        v = yaml.safe_load(go_str(s))
+        v = yaml.load(go_str(s), Loader=StrictLoader)
     except yaml.YAMLError as e:
         return {"Error": str(e)}
     if v is None:
@@ -1396,7 +1401,7 @@ def schema_undescribed(root, node, values, prefix=""):
     return out
 
 
-class StrictLoader(yaml.SafeLoader):
+class StrictLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
     """A YAML loader that refuses a key given twice in one mapping: Kubernetes' decoder
     refuses it too, and which of the two a tool keeps differs."""
 
@@ -1421,6 +1426,194 @@ def load_yaml_file(path, errors):
         return {}
 
 
+def value_paths(root, node, values, prefix=""):
+    """The chart's value paths: keys of values.yaml, into the maps the schema describes key
+    by key (a map of free keys, such as podAnnotations, is one value)."""
+    out = []
+    node = resolve(root, node) if root else {}
+    for k, v in values.items():
+        sub = resolve(root, node.get("properties", {}).get(k, {})) if root else {}
+        if isinstance(v, dict) and v and (not root or "properties" in sub):
+            out.extend(value_paths(root, sub, v, f"{prefix}{k}."))
+        else:
+            out.append(f"{prefix}{k}")
+    return out
+
+
+class Chart:
+    """A chart read once (Chart.yaml, values.yaml, the schema, the templates), rendered with
+    any number of value sets."""
+
+    def __init__(self, path, kube_version):
+        self.errors = []  # problems of the chart itself, whatever the values
+        self.kube_version = kube_version
+        with open(os.path.join(path, "Chart.yaml")) as f:
+            self.meta = yaml.safe_load(f)
+        self.defaults = load_yaml_file(os.path.join(path, "values.yaml"), self.errors)
+        self.kube = Version(kube_version)
+        if self.meta.get("kubeVersion"):
+            try:
+                if not semver_compare(self.meta["kubeVersion"], kube_version):
+                    self.errors.append(f"chart requires kubeVersion: {self.meta['kubeVersion']} "
+                                       f"which is incompatible with Kubernetes {kube_version}")
+            except TemplateError as e:
+                self.errors.append(f"Chart.yaml kubeVersion: {e}")
+
+        self.schema = None
+        schema_path = os.path.join(path, "values.schema.json")
+        if os.path.exists(schema_path):
+            with open(schema_path) as f:
+                try:
+                    self.schema = json.load(f)
+                except ValueError as e:
+                    self.errors.append(f"values.schema.json: {e}")
+            if self.schema is not None:
+                self.errors.extend(schema_undescribed(self.schema, self.schema, self.defaults))
+                self.errors.extend(validate_schema(self.schema, self.defaults, "values.yaml"))
+
+        tdir = os.path.join(path, "templates")
+        sources = {}
+        for fname in sorted(os.listdir(tdir)):
+            if fname.endswith((".yaml", ".tpl", ".yml")) or fname == "NOTES.txt":
+                with open(os.path.join(tdir, fname)) as f:
+                    sources[f"{self.meta['name']}/templates/{fname}"] = f.read()
+
+        # Every .Values path named in a template must exist in values.yaml.
+        for name, src in sources.items():
+            for m in VALUES_REF.finditer(src):
+                vpath = m.group(1).strip(".").split(".")
+                if not values_paths_defined(self.defaults, vpath):
+                    line = src[: m.start()].count("\n") + 1
+                    self.errors.append(f"{name}:{line}: .Values.{'.'.join(vpath)} is not "
+                                       "defined in values.yaml")
+
+        self.templates = {}
+        self.trees = {}
+        for name, src in sources.items():
+            try:
+                tree = build_tree(lex(src, name), name)
+            except TemplateError as e:
+                self.errors.append(str(e))
+                continue
+            self.trees[name] = tree
+            self.templates[name] = tree
+            collect_defines(tree, self.templates)
+
+    def values(self, files, errors):
+        """values.yaml with the files over it, as Helm coalesces them."""
+        values = copy.deepcopy(self.defaults)
+        schema = self.schema
+        for path in files:
+            override = load_yaml_file(path, errors)
+
+            # An override may only set keys the chart knows, in values.yaml or in the schema
+            # (a typo would be silently ignored); a map that is empty in values.yaml (a
+            # service's `config: {}`), or that the schema says holds free keys
+            # (podAnnotations), takes any.
+            def check(o, d, node, prefix):
+                if isinstance(d, dict) and not d or node is not None and free_map(schema, node):
+                    return
+                node = resolve(schema, node) if node is not None else None
+                for k, v in o.items():
+                    if node and k in node.get("properties", {}) and (
+                            not isinstance(d, dict) or k not in d):
+                        continue  # described by the schema, no default in values.yaml
+                    if not isinstance(d, dict) or k not in d:
+                        errors.append(f"{path}: {prefix}{k} is not a value of the chart")
+                    elif isinstance(v, dict) and isinstance(d[k], dict):
+                        sub = node.get("properties", {}).get(k) if node else None
+                        check(v, d[k], sub, f"{prefix}{k}.")
+            if isinstance(override, dict):
+                check(override, self.defaults, schema, "")
+                merge(values, override)
+            else:
+                errors.append(f"{path}: a values file must be a map")
+        if schema is not None and files:
+            errors.extend(validate_schema(schema, values, " + ".join(files)))
+        return values
+
+    def render(self, files, release, namespace, out):
+        """Renders into `out`; returns the errors (none: everything rendered and parsed)."""
+        errors = []
+        values = self.values(files, errors)
+        try:
+            held = helm_values(values)
+        except TemplateError as e:
+            errors.append(str(e))
+            held = {}
+        top = {
+            "Values": held,
+            "Release": {"Name": release, "Namespace": namespace, "Service": "Helm",
+                        "IsInstall": True, "IsUpgrade": False, "Revision": 1},
+            "Chart": {"Name": self.meta["name"], "Version": self.meta["version"],
+                      "AppVersion": self.meta.get("appVersion", ""),
+                      "Description": self.meta.get("description", ""),
+                      "KubeVersion": self.meta.get("kubeVersion", ""),
+                      "Type": self.meta.get("type", "")},
+            "Capabilities": {"KubeVersion": {"Version": self.kube_version,
+                                             "GitVersion": self.kube_version,
+                                             "Major": str(self.kube.major),
+                                             "Minor": str(self.kube.minor)}},
+        }
+        # Reading a key the merged values lack is an error unless values.yaml names it (an
+        # override's null deletes a key, as in Helm, and then it reads as nil).
+        strict = {}
+
+        def mark(d, known):
+            if isinstance(d, dict):
+                strict[id(d)] = set(known) if isinstance(known, dict) else set()
+                for k, v in d.items():
+                    mark(v, known.get(k) if isinstance(known, dict) and known.get(k) else {})
+        mark(held, self.defaults)
+        renderer = Renderer(dict(self.templates), strict)
+
+        os.makedirs(os.path.join(out, "config"), exist_ok=True)
+        with open(os.path.join(out, "values.json"), "w") as f:
+            json.dump(json_ready(held), f, indent=1, sort_keys=True)
+        manifest = []
+        for name, tree in self.trees.items():
+            base = os.path.basename(name)
+            if base.startswith("_"):
+                continue
+            top["Template"] = {"Name": name, "BasePath": f"{self.meta['name']}/templates"}
+            try:
+                text = renderer.execute(name, top, name)
+            except TemplateError as e:
+                errors.append(str(e))
+                continue
+            except RecursionError:
+                errors.append(f"{name}: templates include each other too deeply")
+                continue
+            with open(os.path.join(out, base), "w") as f:
+                f.write(text)
+            if base == "NOTES.txt":
+                continue  # text for the person installing, not a manifest
+            try:
+                docs = [d for d in yaml.load_all(text, Loader=StrictLoader) if d is not None]
+            except yaml.YAMLError as e:
+                errors.append(f"{name}: rendered output is not YAML: {e}")
+                continue
+            for doc in docs:
+                if not isinstance(doc, dict) or "kind" not in doc or "apiVersion" not in doc:
+                    errors.append(f"{name}: a rendered document has no kind/apiVersion: "
+                                  f"{doc!r:.200}")
+                    continue
+                manifest.append({"template": name, "object": doc})
+                if doc["kind"] == "ConfigMap":
+                    for key, data in (doc.get("data") or {}).items():
+                        try:
+                            yaml.load(data, Loader=StrictLoader)
+                        except yaml.YAMLError as e:
+                            errors.append(f"{name}: ConfigMap key {key} is not YAML: {e}")
+                        with open(os.path.join(out, "config", key), "w") as f:
+                            f.write(data)
+        with open(os.path.join(out, "manifest.json"), "w") as f:
+            json.dump(manifest, f, indent=1, sort_keys=True, default=str)
+        with open(os.path.join(out, "errors.txt"), "w") as f:
+            f.write("".join(e + "\n" for e in errors))
+        return errors, manifest
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("chart")
@@ -1429,161 +1622,32 @@ def main():
     ap.add_argument("--release", default="goodput")
     ap.add_argument("--namespace", default="default")
     ap.add_argument("--kube-version", default="v1.29.0")
+    ap.add_argument("--variant", action="append", default=[], metavar="NAME=FILE",
+                    help="also render with FILE over the -f files, into OUT/variants/NAME")
     opts = ap.parse_args()
 
-    errors = []
-    with open(os.path.join(opts.chart, "Chart.yaml")) as f:
-        chart = yaml.safe_load(f)
-    defaults = load_yaml_file(os.path.join(opts.chart, "values.yaml"), errors)
-    values = copy.deepcopy(defaults)
-
-    kube = Version(opts.kube_version)
-    if chart.get("kubeVersion"):
-        try:
-            if not semver_compare(chart["kubeVersion"], opts.kube_version):
-                errors.append(f"chart requires kubeVersion: {chart['kubeVersion']} which is "
-                              f"incompatible with Kubernetes {opts.kube_version}")
-        except TemplateError as e:
-            errors.append(f"Chart.yaml kubeVersion: {e}")
-
-    schema = None
-    schema_path = os.path.join(opts.chart, "values.schema.json")
-    if os.path.exists(schema_path):
-        with open(schema_path) as f:
-            try:
-                schema = json.load(f)
-            except ValueError as e:
-                errors.append(f"values.schema.json: {e}")
-        if schema is not None:
-            errors.extend(schema_undescribed(schema, schema, defaults))
-            errors.extend(validate_schema(schema, defaults, "values.yaml"))
-
-    for path in opts.values:
-        override = load_yaml_file(path, errors)
-
-        # An override may only set keys the chart knows, in values.yaml or in the schema (a
-        # typo would be silently ignored); a map that is empty in values.yaml (a service's
-        # `config: {}`), or that the schema says holds free keys (podAnnotations), takes any.
-        def check(o, d, node, prefix):
-            if isinstance(d, dict) and not d or node is not None and free_map(schema, node):
-                return
-            node = resolve(schema, node) if node is not None else None
-            for k, v in o.items():
-                if node and k in node.get("properties", {}) and (
-                        not isinstance(d, dict) or k not in d):
-                    continue  # described by the schema, no default in values.yaml
-                if not isinstance(d, dict) or k not in d:
-                    errors.append(f"{path}: {prefix}{k} is not a value of the chart")
-                elif isinstance(v, dict) and isinstance(d[k], dict):
-                    sub = node.get("properties", {}).get(k) if node else None
-                    check(v, d[k], sub, f"{prefix}{k}.")
-        check(override, defaults, schema, "")
-        merge(values, override)
-    if schema is not None and opts.values:
-        errors.extend(validate_schema(schema, values, " + ".join(opts.values)))
-
-    tdir = os.path.join(opts.chart, "templates")
-    sources = {}
-    for fname in sorted(os.listdir(tdir)):
-        if fname.endswith((".yaml", ".tpl", ".yml")) or fname == "NOTES.txt":
-            with open(os.path.join(tdir, fname)) as f:
-                sources[f"{chart['name']}/templates/{fname}"] = f.read()
-
-    # Every .Values path named in a template must exist in values.yaml.
-    for name, src in sources.items():
-        for m in VALUES_REF.finditer(src):
-            path = m.group(1).strip(".").split(".")
-            if not values_paths_defined(defaults, path):
-                line = src[: m.start()].count("\n") + 1
-                errors.append(f"{name}:{line}: .Values.{'.'.join(path)} is not defined in "
-                              "values.yaml")
-
-    templates = {}
-    trees = {}
-    for name, src in sources.items():
-        try:
-            tree = build_tree(lex(src, name), name)
-        except TemplateError as e:
-            errors.append(str(e))
+    chart = Chart(opts.chart, opts.kube_version)
+    errors = list(chart.errors)
+    os.makedirs(opts.out, exist_ok=True)
+    with open(os.path.join(opts.out, "value_paths.json"), "w") as f:
+        json.dump(value_paths(chart.schema, chart.schema, chart.defaults), f, indent=1)
+    found, manifest = chart.render(opts.values, opts.release, opts.namespace, opts.out)
+    errors.extend(found)
+    for variant in opts.variant:
+        name, sep, path = variant.partition("=")
+        if not sep or not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+            errors.append(f"--variant {variant}: give NAME=FILE")
             continue
-        trees[name] = tree
-        templates[name] = tree
-        collect_defines(tree, templates)
-
-    try:
-        held = helm_values(values)
-    except TemplateError as e:
-        errors.append(str(e))
-        held = {}
-    top = {
-        "Values": held,
-        "Release": {"Name": opts.release, "Namespace": opts.namespace, "Service": "Helm",
-                    "IsInstall": True, "IsUpgrade": False, "Revision": 1},
-        "Chart": {"Name": chart["name"], "Version": chart["version"],
-                  "AppVersion": chart.get("appVersion", ""),
-                  "Description": chart.get("description", ""),
-                  "KubeVersion": chart.get("kubeVersion", ""), "Type": chart.get("type", "")},
-        "Capabilities": {"KubeVersion": {"Version": opts.kube_version,
-                                         "GitVersion": opts.kube_version,
-                                         "Major": str(kube.major), "Minor": str(kube.minor)}},
-    }
-    # Reading a key the merged values lack is an error unless values.yaml names it (an
-    # override's null deletes a key, as in Helm, and then it reads as nil).
-    strict = {}
-
-    def mark(d, known):
-        if isinstance(d, dict):
-            strict[id(d)] = set(known) if isinstance(known, dict) else set()
-            for k, v in d.items():
-                mark(v, known.get(k) if isinstance(known, dict) and known.get(k) else {})
-    mark(held, defaults)
-    renderer = Renderer(templates, strict)
-
-    os.makedirs(os.path.join(opts.out, "config"), exist_ok=True)
-    manifest = []
-    for name, tree in trees.items():
-        base = os.path.basename(name)
-        if base.startswith("_"):
-            continue
-        top["Template"] = {"Name": name, "BasePath": f"{chart['name']}/templates"}
-        try:
-            text = renderer.execute(name, top, name)
-        except TemplateError as e:
-            errors.append(str(e))
-            continue
-        except RecursionError:
-            errors.append(f"{name}: templates include each other too deeply")
-            continue
-        with open(os.path.join(opts.out, base), "w") as f:
-            f.write(text)
-        if base == "NOTES.txt":
-            continue  # text for the person installing, not a manifest
-        try:
-            docs = [d for d in yaml.load_all(text, Loader=StrictLoader) if d is not None]
-        except yaml.YAMLError as e:
-            errors.append(f"{name}: rendered output is not YAML: {e}")
-            continue
-        for doc in docs:
-            if not isinstance(doc, dict) or "kind" not in doc or "apiVersion" not in doc:
-                errors.append(f"{name}: a rendered document has no kind/apiVersion: {doc!r:.200}")
-                continue
-            manifest.append({"template": name, "object": doc})
-            if doc["kind"] == "ConfigMap":
-                for key, data in (doc.get("data") or {}).items():
-                    try:
-                        yaml.load(data, Loader=StrictLoader)
-                    except yaml.YAMLError as e:
-                        errors.append(f"{name}: ConfigMap key {key} is not YAML: {e}")
-                    with open(os.path.join(opts.out, "config", key), "w") as f:
-                        f.write(data)
-    with open(os.path.join(opts.out, "manifest.json"), "w") as f:
-        json.dump(manifest, f, indent=1, sort_keys=True, default=str)
+        found, _ = chart.render(opts.values + [path], opts.release, opts.namespace,
+                                os.path.join(opts.out, "variants", name))
+        errors.extend(f"variant {name}: {e}" for e in found)
     if errors:
         for e in errors:
             print(f"render_chart: {e}", file=sys.stderr)
         return 1
     kinds = sorted(f"{m['object']['kind']}/{m['object']['metadata']['name']}" for m in manifest)
-    print(f"rendered {len(manifest)} objects: {', '.join(kinds)}")
+    print(f"rendered {len(manifest)} objects: {', '.join(kinds)}"
+          + (f" and {len(opts.variant)} variants" if opts.variant else ""))
     return 0
 
 
