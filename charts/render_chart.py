@@ -1341,6 +1341,9 @@ def values_paths_defined(values, path):
 VALUES_REF = re.compile(r"\.Values((?:\.[A-Za-z0-9_]+)+)")
 
 
+VALIDATORS = {}  # id(schema) -> (schema, validator or None, error)
+
+
 def validate_schema(schema, values, label):
     """Helm's check of the values against values.schema.json; a list of messages."""
     try:
@@ -1348,17 +1351,23 @@ def validate_schema(schema, values, label):
     except ImportError:
         return [f"{label}: the chart has values.schema.json but python3-jsonschema is not "
                 "installed (scripts/install-deps.sh)"]
-    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft7Validator)
-    try:
-        cls.check_schema(schema)
-    except jsonschema.SchemaError as e:
-        return [f"values.schema.json is not a valid schema: {e.message}"]
+    if id(schema) not in VALIDATORS:
+        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft7Validator)
+        try:
+            cls.check_schema(schema)
+            VALIDATORS[id(schema)] = (schema, cls(schema), None)
+        except jsonschema.SchemaError as e:
+            VALIDATORS[id(schema)] = (schema, None,
+                                      f"values.schema.json is not a valid schema: {e.message}")
+    _, validator, error = VALIDATORS[id(schema)]
+    if error:
+        return [error]
     errors = []
-    for e in sorted(cls(schema).iter_errors(json_ready(values)), key=lambda e: list(e.path)):
+    for e in validator.iter_errors(json_ready(values)):
         where = ".".join(str(p) for p in e.path) or "(root)"
         errors.append(f"{label}: values don't meet the specifications of the schema: "
                       f"{where}: {e.message}")
-    return errors
+    return sorted(errors)
 
 
 def resolve(root, node):
@@ -1417,10 +1426,20 @@ class StrictLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
         return super().construct_mapping(node, deep)
 
 
+def text_keys(v):
+    """Map keys as Helm has them after reading YAML through JSON: text (YAML 1.1 reads a
+    `yes:` key as the boolean true, which JSON writes as "true")."""
+    if isinstance(v, dict):
+        return {(k if isinstance(k, str) else go_sprint(k)): text_keys(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [text_keys(x) for x in v]
+    return v
+
+
 def load_yaml_file(path, errors):
     try:
         with open(path) as f:
-            return yaml.load(f, Loader=StrictLoader) or {}
+            return text_keys(yaml.load(f, Loader=StrictLoader) or {})
     except (OSError, yaml.YAMLError) as e:
         errors.append(f"{path}: {e}")
         return {}
@@ -1569,7 +1588,7 @@ class Chart:
 
         os.makedirs(os.path.join(out, "config"), exist_ok=True)
         with open(os.path.join(out, "values.json"), "w") as f:
-            json.dump(json_ready(held), f, indent=1, sort_keys=True)
+            json.dump(json_ready(held), f, sort_keys=True)
         manifest = []
         for name, tree in self.trees.items():
             base = os.path.basename(name)
