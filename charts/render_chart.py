@@ -1026,13 +1026,13 @@ FUNCS = {
     "len": go_len,
     # dicts
     "dict": sprig_dict,
-    "get": lambda d, k: need_dict(d, "get").get(k, ""),
+    "get": lambda d, k: (d or {}).get(k, ""),
     "set": sprig_set,
     "unset": sprig_unset,
-    "hasKey": lambda d, k: k in need_dict(d, "hasKey"),
-    "keys": lambda *ds: [k for d in ds for k in need_dict(d, "keys")],
-    "pick": lambda d, *ks: {k: v for k, v in need_dict(d, "pick").items() if k in ks},
-    "omit": lambda d, *ks: {k: v for k, v in need_dict(d, "omit").items() if k not in ks},
+    "hasKey": lambda d, k: k in (d or {}),
+    "keys": lambda *ds: [k for d in ds for k in (d or {})],
+    "pick": lambda d, *ks: {k: v for k, v in (d or {}).items() if k in ks},
+    "omit": lambda d, *ks: {k: v for k, v in (d or {}).items() if k not in ks},
     "merge": sprig_merge,
     "mergeOverwrite": sprig_merge_overwrite,
     "deepCopy": deep_copy,
@@ -1048,6 +1048,43 @@ FUNCS = {
 }
 # Helm's include, tpl, required and fail, and Go's index, are in Renderer.call: they need the
 # templates or the values' strictness.
+
+# The Go types of the functions' parameters, as Sprig and Helm declare them (s string, i int,
+# b bool, m map, . anything; "*" repeats the last for the rest). Go templates do not convert:
+# a float64 from values.yaml handed to an int parameter, or a number to a string one, is an
+# error in Helm, and so it is here.
+PARAM_TYPES = {
+    "upper": "s", "lower": "s", "trim": "s", "trimSuffix": "ss", "trimPrefix": "ss",
+    "trunc": "is", "replace": "sss", "contains": "ss", "hasPrefix": "ss", "hasSuffix": "ss",
+    "indent": "is", "nindent": "is", "printf": "s.*", "splitList": "ss", "join": "s.",
+    "regexMatch": "ss", "b64enc": "s", "b64dec": "s", "sha256sum": "s", "fromYaml": "s",
+    "fromJson": "s", "kindIs": "s.", "semverCompare": "ss", "ternary": "..b",
+    "get": "ms", "set": "ms.", "unset": "ms", "hasKey": "ms", "pick": "ms*", "omit": "ms*",
+    "keys": "m*", "merge": "m*", "mergeOverwrite": "m*",
+    "include": "s.", "tpl": "s.", "required": "s.", "fail": "s",
+}
+GO_TYPE_NAMES = {"s": "string", "i": "int", "b": "bool", "m": "map[string]interface {}"}
+
+
+def check_param_types(name, args):
+    kinds = PARAM_TYPES.get(name, "")
+    rest = kinds[-2] if kinds.endswith("*") else "."
+    fixed = kinds[:-1] if kinds.endswith("*") else kinds
+    for i, a in enumerate(args):
+        kind = fixed[i] if i < len(fixed) else rest
+        if kind == ".":
+            continue
+        nil = a is None or a is Missing
+        if kind == "m" and nil:
+            continue  # a nil map is a map
+        ok = {"s": isinstance(a, str), "i": isinstance(a, int) and not isinstance(a, bool),
+              "b": isinstance(a, bool), "m": isinstance(a, dict)}[kind]
+        if not ok:
+            expected = GO_TYPE_NAMES[kind]
+            if nil:
+                raise TemplateError(f"{name}: invalid value; expected {expected}")
+            raise TemplateError(f"{name}: wrong type for value; expected {expected}; got "
+                                f"{type_of(a)}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1114,6 +1151,10 @@ class Renderer:
         return value
 
     def call(self, name, args, where):
+        try:
+            check_param_types(name, args)
+        except TemplateError as e:
+            raise TemplateError(f"{where}: {e}")
         if name == "include":
             if len(args) != 2:
                 raise TemplateError(f"{where}: include takes a name and a value")

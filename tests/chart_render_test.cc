@@ -1555,6 +1555,13 @@ std::vector<ErrorCase> ErrorCases() {
       {"len-nil", R"({{ len .Values.nil }})", "len of nil pointer"},
       {"range-text", R"({{ range .Values.str }}{{ end }})", "range can't iterate over hello"},
       {"no-template", R"({{ include "t.missing" . }})", "no template named 't.missing'"},
+      // Go templates do not convert arguments: values.yaml numbers are float64.
+      {"string-param", R"({{ upper .Values.num }})",
+       "upper: wrong type for value; expected string; got float64"},
+      {"int-param", R"({{ indent .Values.small "x" }})",
+       "indent: wrong type for value; expected int; got float64"},
+      {"bool-param", R"({{ ternary "y" "n" "true" }})",
+       "ternary: wrong type for value; expected bool; got string"},
   };
 }
 
