@@ -1182,12 +1182,14 @@ class Renderer:
                                             "values.yaml")
                     v = v.get(k, Missing)
                 elif isinstance(v, (list, str)) and not isinstance(k, bool) \
-                        and isinstance(k, (int, float)):
+                        and isinstance(k, int):
                     if not 0 <= int(k) < len(v):
                         raise TemplateError(f"{where}: index out of range: {go_sprint(k)}")
                     v = v[int(k)] if isinstance(v, list) else ord(v[int(k)])
                 elif v is None or v is Missing:
                     raise TemplateError(f"{where}: index of untyped nil")
+                elif isinstance(v, (list, str)):
+                    raise TemplateError(f"{where}: cannot index slice/array with type {type_of(k)}")
                 else:
                     raise TemplateError(f"{where}: can't index item of type {type_of(v)}")
             return v

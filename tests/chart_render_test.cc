@@ -1266,6 +1266,7 @@ std::vector<RefusedCase> RefusedCases() {
                                              // version
       {"log-level", "log: {level: verbose}\n", "log.level: 'verbose' is not one of"},
       {"digest", "image: {digest: latest}\n", "image.digest: 'latest' does not match"},
+      {"tmp-size", "tmpVolume: {sizeLimit: big}\n", "tmpVolume.sizeLimit: 'big' does not match"},
       {"unknown-key", "serviceAccount: {automountToken: true}\n",
        "serviceAccount.automountToken is not a value of the chart"},
       // The templates: contradictions fail with the reason.
@@ -1496,6 +1497,9 @@ std::vector<FunctionCase> FunctionCases() {
       {R"({{ compact (list "a" "" 0 "b") | toJson }})", R"(["a","b"])"},
       {R"({{ uniq .Values.list | toJson }})", R"(["b","a","c"])"},
       {R"({{ sortAlpha .Values.list | toJson }})", R"(["a","a","b","c"])"},
+      {R"({{ index .Values.list 1 }})", "a"},
+      {R"({{ index .Values.map "b" }})", "2"},
+      {R"({{ index .Values "nested" "inner" "k" }})", "v"},
       // Dicts
       {R"({{ get (dict "a" 1) "a" }}|{{ get (dict "a" 1) "z" }}|)", "1||"},
       {R"({{ $d := dict }}{{ $_ := set $d "k" "v" }}{{ toJson $d }})"
