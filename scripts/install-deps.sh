@@ -21,8 +21,8 @@ packages=(
   python3 python3-grpcio python3-protobuf
   # the SDK wheel (pip wheel, offline) and its install test (a fresh venv)
   python3-pip python3-setuptools python3-wheel python3-venv
-  # the Helm chart's render test (charts/render_chart.py)
-  python3-yaml
+  # the Helm chart's render test (charts/render_chart.py; values.schema.json checks)
+  python3-yaml python3-jsonschema
   # the dashboard's end-to-end test drives headless Chromium (Node.js and npm come with the machine)
   chromium
 )

@@ -1,13 +1,20 @@
-// The Helm chart, checked as far as a machine without Kubernetes or `helm` allows: every
-// template renders (charts/render_chart.py, an interpreter of the template subset the chart
-// uses) with the default values and with a sample override, the output parses as YAML, every
-// `.Values` path a template names is defined in values.yaml, the objects an operator relies on
-// are there (four services, probes, resources, replicas, ofu shards, token secrets, external
-// PostgreSQL and Redis, auth on), and the rendered service configurations are accepted by the
-// real binaries started against a real PostgreSQL and Redis, with the tokens from the rendered
-// secret enforced.
+// The Helm chart, checked as far as a machine without Kubernetes or `helm` allows, with
+// charts/render_chart.py (an interpreter of Go templates and Helm's and Sprig's functions):
+// - the default values and ci/test-values.yaml (every optional feature on) render objects
+//   an operator relies on: four services with probes and shards, token secrets, external
+//   PostgreSQL and Redis, auth on, non-root pods on a read-only root with a writable /tmp,
+//   recommended labels, a ServiceAccount, and, when asked for, scheduling rules, disruption
+//   budgets, a NetworkPolicy, a ServiceMonitor and the DSN from an existing secret;
+// - every value path of values.yaml, changed alone, changes the manifests as documented (a
+//   value without such a case fails the test), values outside values.schema.json and
+//   contradictory values are refused with a reason;
+// - the rendered service configurations are accepted by the real binaries started against a
+//   real PostgreSQL and Redis, with the tokens from the rendered secret enforced;
+// - the renderer's template functions behave as Helm's and Sprig's documentation says, and
+//   its checks (undefined values, unknown overrides, duplicate keys, kubeVersion) refuse.
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <set>
 #include <sstream>
@@ -18,6 +25,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "goodput/v1/job.grpc.pb.h"
@@ -36,8 +44,12 @@ namespace {
 namespace fs = std::filesystem;
 using Json = nlohmann::json;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 const std::vector<std::string> kServices = {"ingest", "ofu", "mfu", "alerting"};
+// Everything that runs a pod: the four services, the dashboard and the migration Job.
+const std::vector<std::string> kPodOwners = {"ingest",   "ofu",       "mfu",
+                                             "alerting", "dashboard", "migrate"};
 
 std::string ReadFile(const fs::path& path) {
   std::ifstream in(path);
@@ -46,10 +58,18 @@ std::string ReadFile(const fs::path& path) {
   return text.str();
 }
 
+// The value at a JSON pointer ("/spec/replicas"), null when there is none.
+Json At(const Json& j, const std::string& pointer) {
+  Json::json_pointer p(pointer);
+  return j.contains(p) ? j.at(p) : Json();
+}
+
 struct Rendered {
-  ProgramResult result;
+  ProgramResult result;  // of the render_chart.py run
   fs::path dir;
-  Json manifest;  // [{"template": ..., "object": {...}}]
+  Json manifest = Json::array();  // [{"template": ..., "object": {...}}]
+  std::string notes;              // NOTES.txt
+  std::string errors;             // errors.txt: empty when everything rendered
 
   // The one object of `kind` whose name ends in `suffix`; null if none.
   const Json* Find(const std::string& kind, const std::string& suffix) const {
@@ -61,26 +81,45 @@ struct Rendered {
     }
     return nullptr;
   }
+  std::vector<const Json*> All(const std::string& kind) const {
+    std::vector<const Json*> out;
+    for (const Json& entry : manifest) {
+      if (entry["object"]["kind"] == kind) out.push_back(&entry["object"]);
+    }
+    return out;
+  }
   std::string Config(const std::string& service) const {
     return ReadFile(dir / "config" / (service + ".yaml"));
   }
+  // Everything rendered, to tell whether two renders differ.
+  std::string Text() const {
+    std::string text = manifest.dump() + notes;
+    for (const std::string& service : kServices) text += Config(service);
+    return text;
+  }
 };
+
+Rendered Load(const fs::path& dir) {
+  Rendered r;
+  r.dir = dir;
+  if (fs::exists(dir / "manifest.json")) {
+    r.manifest = Json::parse(ReadFile(dir / "manifest.json"), nullptr, false);
+    EXPECT_FALSE(r.manifest.is_discarded()) << dir;
+  }
+  r.notes = ReadFile(dir / "NOTES.txt");
+  r.errors = ReadFile(dir / "errors.txt");
+  return r;
+}
 
 Rendered Render(const TempDir& tmp, const std::string& name, std::vector<std::string> extra,
                 const fs::path& chart = SourceDir() / "charts/goodput") {
-  Rendered r;
-  r.dir = tmp.path() / name;
   std::vector<std::string> argv = {"python3", (SourceDir() / "charts/render_chart.py").string(),
-                                   chart.string(), r.dir.string()};
+                                   chart.string(), (tmp.path() / name).string()};
   argv.insert(argv.end(), extra.begin(), extra.end());
-  absl::StatusOr<ProgramResult> result = RunProgram(argv);
+  absl::StatusOr<ProgramResult> result = RunProgram(argv, {}, absl::Seconds(300));
   EXPECT_TRUE(result.ok()) << result.status();
-  if (!result.ok()) return r;
-  r.result = *result;
-  if (r.result.exit.Success()) {
-    r.manifest = Json::parse(ReadFile(r.dir / "manifest.json"), nullptr, false);
-    EXPECT_FALSE(r.manifest.is_discarded());
-  }
+  Rendered r = Load(tmp.path() / name);
+  if (result.ok()) r.result = *result;
   return r;
 }
 
@@ -90,9 +129,37 @@ TempDir MakeTemp() {
   return *std::move(dir);
 }
 
-// The workload of `service`: a Deployment, or the StatefulSet for ofu.
-const Json* Workload(const Rendered& r, const std::string& service) {
-  return r.Find(service == "ofu" ? "StatefulSet" : "Deployment", "-" + service);
+fs::path WriteFile(const TempDir& tmp, const std::string& name, const std::string& text) {
+  fs::path path = tmp.path() / name;
+  fs::create_directories(path.parent_path());
+  std::ofstream(path) << text;
+  return path;
+}
+
+// The object running `owner`'s pods: a Deployment, the ofu StatefulSet, the migration Job.
+const Json* Workload(const Rendered& r, const std::string& owner) {
+  if (owner == "ofu") return r.Find("StatefulSet", "-ofu");
+  if (owner == "migrate") return r.Find("Job", "-migrate");
+  return r.Find("Deployment", "-" + owner);
+}
+
+struct Pod {
+  std::string owner;
+  const Json* workload;
+  const Json& Spec() const { return workload->at("spec")["template"]["spec"]; }
+  const Json& Meta() const { return workload->at("spec")["template"]["metadata"]; }
+  const Json& Container() const { return Spec()["containers"][0]; }
+};
+
+Pod PodOf(const Rendered& r, const std::string& owner) { return {owner, Workload(r, owner)}; }
+
+// The pods the render has (the dashboard and Job only when enabled).
+std::vector<Pod> Pods(const Rendered& r) {
+  std::vector<Pod> pods;
+  for (const std::string& owner : kPodOwners) {
+    if (const Json* w = Workload(r, owner)) pods.push_back({owner, w});
+  }
+  return pods;
 }
 
 const Json* EnvVar(const Json& container, const std::string& name) {
@@ -100,6 +167,40 @@ const Json* EnvVar(const Json& container, const std::string& name) {
     if (e["name"] == name) return &e;
   }
   return nullptr;
+}
+
+Json Volume(const Json& spec, const std::string& name) {
+  for (const Json& v : spec["volumes"]) {
+    if (v["name"] == name) return v;
+  }
+  return Json();
+}
+
+bool HasMountAt(const Json& container, const std::string& path) {
+  for (const Json& m : container["volumeMounts"]) {
+    if (m["mountPath"] == path) return true;
+  }
+  return false;
+}
+
+Json Port(const Json& ports, const std::string& name) {
+  for (const Json& p : ports) {
+    if (p["name"] == name) return p;
+  }
+  return Json();
+}
+
+// The Kubernetes recommended labels and the chart label, on every object.
+void ExpectRecommendedLabels(const Json& object, const std::string& release) {
+  SCOPED_TRACE(object["kind"].get<std::string>() + "/" +
+               object["metadata"]["name"].get<std::string>());
+  const Json& labels = object["metadata"]["labels"];
+  EXPECT_EQ(labels.value("app.kubernetes.io/name", ""), "goodput");
+  EXPECT_EQ(labels.value("app.kubernetes.io/instance", ""), release);
+  EXPECT_EQ(labels.value("app.kubernetes.io/version", ""), "0.1.0");
+  EXPECT_EQ(labels.value("app.kubernetes.io/managed-by", ""), "Helm");
+  EXPECT_EQ(labels.value("app.kubernetes.io/part-of", ""), "goodput");
+  EXPECT_THAT(labels.value("helm.sh/chart", ""), ::testing::StartsWith("goodput-"));
 }
 
 TEST(HelmChart, DefaultValuesRenderTheFourServicesWithProbesShardsSecretsAndAuthOn) {
@@ -122,11 +223,14 @@ TEST(HelmChart, DefaultValuesRenderTheFourServicesWithProbesShardsSecretsAndAuth
     const Json* svc = r.Find("Service", "-" + service);
     ASSERT_NE(svc, nullptr);
     EXPECT_EQ(svc->at("spec")["ports"][0]["appProtocol"], "grpc");
+    // The probe listener is exposed for the ServiceMonitor as the port "metrics".
+    EXPECT_EQ(Port(svc->at("spec")["ports"], "metrics")["targetPort"], "probe");
     const Json* workload = Workload(r, service);
     ASSERT_NE(workload, nullptr);
     EXPECT_GE(workload->at("spec")["replicas"].get<int>(), 1);
     const Json& container = workload->at("spec")["template"]["spec"]["containers"][0];
     EXPECT_EQ(container["command"][0], "goodput-" + service);
+    EXPECT_EQ(container["image"], "goodput:0.1.0") << "the tag defaults to the appVersion";
     EXPECT_TRUE(container["readinessProbe"].contains("grpc")) << container.dump();
     EXPECT_TRUE(container["livenessProbe"].is_object());
     // Probes go to the listener of their own, which the main port's clients cannot fill.
@@ -134,12 +238,22 @@ TEST(HelmChart, DefaultValuesRenderTheFourServicesWithProbesShardsSecretsAndAuth
     EXPECT_THAT(r.Config(service), HasSubstr("probe_port: "));
     EXPECT_TRUE(container["resources"]["requests"].contains("memory"));
     EXPECT_NE(EnvVar(container, "PGPASSWORD"), nullptr);
+    EXPECT_EQ(EnvVar(container, "GOODPUT_POSTGRES__DSN"), nullptr)
+        << "the DSN is in the config file unless it is kept in a secret";
+    // Annotated for Prometheus's pod discovery, on the probe port.
+    const Json& annotations = workload->at("spec")["template"]["metadata"]["annotations"];
+    EXPECT_EQ(annotations.value("prometheus.io/scrape", ""), "true");
+    EXPECT_EQ(annotations.value("prometheus.io/port", ""),
+              absl::StrCat(Port(container["ports"], "probe")["containerPort"].get<int>()));
+    EXPECT_TRUE(annotations.contains("checksum/config"));
 
     const std::string config = r.Config(service);
     EXPECT_THAT(config, HasSubstr("enabled: true")) << "auth must be on in a cluster";
     EXPECT_THAT(config, HasSubstr("token_files:"));
     EXPECT_THAT(config, HasSubstr("postgres.example.internal"));
   }
+  EXPECT_FALSE(dashboard->at("spec")["template"]["metadata"].contains("annotations"))
+      << "the dashboard has no /metrics to scrape";
   // ofu: the StatefulSet ordinal is the shard index, the replica count the shard count.
   const Json* ofu = Workload(r, "ofu");
   ASSERT_NE(ofu, nullptr);
@@ -164,14 +278,282 @@ TEST(HelmChart, DefaultValuesRenderTheFourServicesWithProbesShardsSecretsAndAuth
   const Json* migrate = r.Find("Job", "-migrate");
   ASSERT_NE(migrate, nullptr);
   EXPECT_EQ(migrate->at("metadata")["annotations"]["helm.sh/hook"], "pre-install,pre-upgrade");
-  // The hook runs before the release's ordinary objects exist: the database password it
-  // reads must itself be a hook, created first.
+  // The hook runs before the release's ordinary objects exist: the database password and the
+  // ServiceAccount it uses must themselves be hooks, created first.
+  const int job_weight =
+      std::stoi(migrate->at("metadata")["annotations"].value("helm.sh/hook-weight", "0"));
   const Json* pg_secret = r.Find("Secret", "-postgres");
   ASSERT_NE(pg_secret, nullptr);
   EXPECT_EQ(pg_secret->at("metadata")["annotations"]["helm.sh/hook"], "pre-install,pre-upgrade");
   EXPECT_LT(
       std::stoi(pg_secret->at("metadata")["annotations"]["helm.sh/hook-weight"].get<std::string>()),
-      std::stoi(migrate->at("metadata")["annotations"].value("helm.sh/hook-weight", "0")));
+      job_weight);
+  const Json* migrate_sa = r.Find("ServiceAccount", "goodput-migrate");
+  ASSERT_NE(migrate_sa, nullptr);
+  EXPECT_EQ(migrate->at("spec")["template"]["spec"]["serviceAccountName"], "goodput-migrate");
+  EXPECT_EQ(migrate_sa->at("metadata")["annotations"]["helm.sh/hook"], "pre-install,pre-upgrade");
+  EXPECT_LT(
+      std::stoi(
+          migrate_sa->at("metadata")["annotations"]["helm.sh/hook-weight"].get<std::string>()),
+      job_weight);
+
+  // NOTES.txt tells how to reach what was installed, and that tokens are still missing.
+  EXPECT_THAT(r.notes, HasSubstr("goodput-ingest.default.svc:7101"));
+  EXPECT_THAT(r.notes, HasSubstr("export GOODPUT_INGEST_ADDR="));
+  EXPECT_THAT(r.notes, HasSubstr("http://goodput-ingest.default.svc:7201/api/v1/write"));
+  EXPECT_THAT(r.notes,
+              HasSubstr("kubectl -n default port-forward svc/goodput-dashboard 7300:7300"));
+  EXPECT_THAT(r.notes, HasSubstr("WARNING: no tokens for scheduler, telemetry, sdk, operator"));
+  EXPECT_THAT(r.notes, Not(HasSubstr("ServiceMonitor")));
+  EXPECT_THAT(r.notes, Not(HasSubstr("NetworkPolicy")));
+}
+
+TEST(HelmChart, EveryPodRunsAsNonRootOnAReadOnlyRootWithAWritableTmpAndTheRecommendedLabels) {
+  TempDir tmp = MakeTemp();
+  Rendered r = Render(tmp, "default", {});
+  ASSERT_TRUE(r.result.exit.Success()) << r.result.output;
+
+  std::vector<Pod> pods = Pods(r);
+  ASSERT_EQ(pods.size(), kPodOwners.size());
+  for (const Pod& pod : pods) {
+    SCOPED_TRACE(pod.owner);
+    const Json& spec = pod.Spec();
+    EXPECT_EQ(At(spec, "/securityContext/runAsNonRoot"), true);
+    EXPECT_EQ(At(spec, "/securityContext/runAsUser"), 65532);
+    EXPECT_EQ(At(spec, "/securityContext/runAsGroup"), 65532);
+    EXPECT_EQ(At(spec, "/securityContext/fsGroup"), 65532);
+    EXPECT_EQ(At(spec, "/securityContext/seccompProfile/type"), "RuntimeDefault");
+    EXPECT_EQ(spec["automountServiceAccountToken"], false);
+    EXPECT_EQ(spec["serviceAccountName"], pod.owner == "migrate" ? "goodput-migrate" : "goodput");
+    for (const char* key : {"imagePullSecrets", "nodeSelector", "tolerations", "affinity",
+                            "topologySpreadConstraints", "priorityClassName"}) {
+      EXPECT_FALSE(spec.contains(key)) << key << " is not set by default";
+    }
+    ASSERT_EQ(spec["containers"].size(), 1u);
+    const Json& container = pod.Container();
+    EXPECT_EQ(At(container, "/securityContext/allowPrivilegeEscalation"), false);
+    EXPECT_EQ(At(container, "/securityContext/readOnlyRootFilesystem"), true);
+    EXPECT_EQ(At(container, "/securityContext/privileged"), false);
+    EXPECT_EQ(At(container, "/securityContext/capabilities/drop"), Json::parse(R"(["ALL"])"));
+    // The root filesystem is read-only: scratch files go to an emptyDir at /tmp.
+    EXPECT_EQ(At(Volume(spec, "tmp"), "/emptyDir/sizeLimit"), "64Mi");
+    EXPECT_TRUE(HasMountAt(container, "/tmp")) << container.dump();
+    EXPECT_TRUE(container.contains("resources"));
+    // The pod template carries the selector's labels.
+    if (pod.owner != "migrate") {
+      for (const auto& [key, value] : pod.workload->at("spec")["selector"]["matchLabels"].items()) {
+        EXPECT_EQ(pod.Meta()["labels"].value(key, ""), value) << key;
+      }
+      EXPECT_EQ(pod.workload->at("spec")["selector"]["matchLabels"].value(
+                    "app.kubernetes.io/component", ""),
+                pod.owner);
+    }
+  }
+  const Json* sa = r.Find("ServiceAccount", "goodput");
+  ASSERT_NE(sa, nullptr);
+  EXPECT_EQ(sa->at("automountServiceAccountToken"), false);
+  for (const Json& entry : r.manifest) {
+    ExpectRecommendedLabels(entry["object"], "goodput");
+    EXPECT_EQ(entry["object"]["metadata"].value("namespace", ""), "default");
+  }
+  // Optional objects are off by default.
+  EXPECT_TRUE(r.All("PodDisruptionBudget").empty());
+  EXPECT_TRUE(r.All("NetworkPolicy").empty());
+  EXPECT_TRUE(r.All("ServiceMonitor").empty());
+}
+
+TEST(HelmChart, EveryOptionalFeatureRendersAsConfigured) {
+  TempDir tmp = MakeTemp();
+  Rendered r = Render(
+      tmp, "override",
+      {"-f", (SourceDir() / "charts/goodput/ci/test-values.yaml").string(), "--release", "prod"});
+  ASSERT_TRUE(r.result.exit.Success()) << r.result.output;
+
+  for (const Json& entry : r.manifest) ExpectRecommendedLabels(entry["object"], "prod");
+  const Json workload_affinity = Json::parse(R"({"nodeAffinity": {
+      "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "In",
+                               "values": ["amd64"]}]}]}}})");
+  std::vector<Pod> pods = Pods(r);
+  ASSERT_EQ(pods.size(), kPodOwners.size());
+  for (const Pod& pod : pods) {
+    SCOPED_TRACE(pod.owner);
+    const Json& spec = pod.Spec();
+    const Json& container = pod.Container();
+    const bool ofu = pod.owner == "ofu";
+    // Private registry, the image by tag.
+    EXPECT_EQ(container["image"], "registry.example.com/ml-platform/goodput:0.1.0-rc.2");
+    EXPECT_EQ(container["imagePullPolicy"], "Always");
+    EXPECT_EQ(spec["imagePullSecrets"], Json::parse(R"([{"name": "regcred"}])"));
+    // The named ServiceAccount (the Job's own, created as a hook).
+    EXPECT_EQ(spec["serviceAccountName"],
+              pod.owner == "migrate" ? "prod-goodput-migrate" : "goodput-runner");
+    EXPECT_EQ(At(spec, "/securityContext/fsGroupChangePolicy"), "OnRootMismatch");
+    EXPECT_EQ(At(spec, "/securityContext/runAsNonRoot"), true) << "the defaults still apply";
+    EXPECT_EQ(At(Volume(spec, "tmp"), "/emptyDir"),
+              Json::parse(R"({"medium": "Memory", "sizeLimit": "128Mi"})"));
+    // Global scheduling, and ofu's own in its place.
+    EXPECT_EQ(spec["priorityClassName"], ofu ? "goodput-critical" : "goodput-high");
+    const Json node_selector = {
+        {ofu ? "node-role.kubernetes.io/ofu" : "node-role.kubernetes.io/infra", "true"}};
+    EXPECT_EQ(spec["nodeSelector"], node_selector);
+    EXPECT_EQ(spec["tolerations"][0]["value"], ofu ? "ofu" : "infra");
+    EXPECT_EQ(spec["tolerations"].size(), 1u);
+    if (ofu) {
+      EXPECT_TRUE(spec["affinity"].contains("podAntiAffinity")) << spec["affinity"].dump();
+      EXPECT_FALSE(spec["affinity"].contains("nodeAffinity")) << "replaced, not merged";
+    } else {
+      EXPECT_EQ(spec["affinity"], workload_affinity);
+    }
+    // Spread: the global constraint gets each workload's own selector; ofu keeps its own.
+    if (pod.owner == "migrate") {
+      EXPECT_FALSE(spec.contains("topologySpreadConstraints")) << "a Job's single pod";
+    } else if (ofu) {
+      ASSERT_EQ(spec["topologySpreadConstraints"].size(), 1u);
+      EXPECT_EQ(spec["topologySpreadConstraints"][0]["topologyKey"], "kubernetes.io/hostname");
+      EXPECT_EQ(At(spec["topologySpreadConstraints"][0], "/labelSelector/matchLabels"),
+                Json::parse(R"({"app.kubernetes.io/component": "ofu", "shard-group": "a"})"));
+    } else {
+      ASSERT_EQ(spec["topologySpreadConstraints"].size(), 1u);
+      EXPECT_EQ(spec["topologySpreadConstraints"][0]["topologyKey"], "topology.kubernetes.io/zone");
+      EXPECT_EQ(At(spec["topologySpreadConstraints"][0], "/labelSelector/matchLabels"),
+                (Json{{"app.kubernetes.io/name", "goodput"},
+                      {"app.kubernetes.io/instance", "prod"},
+                      {"app.kubernetes.io/component", pod.owner}}));
+    }
+    // Pod labels and annotations: global ones, each workload's own added (and winning).
+    const Json& meta = pod.Meta();
+    EXPECT_EQ(meta["labels"].value("cost-center", ""), "ml-infra");
+    EXPECT_EQ(meta["annotations"].value("team", ""),
+              pod.owner == "ingest" ? "ingest-oncall" : "ml-platform");
+    EXPECT_FALSE(meta["annotations"].contains("prometheus.io/scrape"))
+        << "prometheusScrapeAnnotations is off: the ServiceMonitor scrapes";
+    if (pod.owner == "ingest") {
+      EXPECT_EQ(meta["labels"].value("tier", ""), "edge");
+    }
+    if (pod.owner == "migrate") {
+      EXPECT_EQ(meta["labels"].value("job-kind", ""), "migration");
+      EXPECT_EQ(meta["annotations"].value("sidecar.istio.io/inject", ""), "false");
+      EXPECT_EQ(pod.workload->at("spec")["backoffLimit"], 5);
+      EXPECT_EQ(At(container, "/resources/limits/memory"), "128Mi");
+    } else {
+      // Extra environment, volumes and mounts on the services and the dashboard.
+      ASSERT_NE(EnvVar(container, "PGCONNECT_TIMEOUT"), nullptr);
+      EXPECT_EQ(At(Volume(spec, "pg-ca"), "/secret/secretName"), "goodput-pg-ca");
+      EXPECT_TRUE(HasMountAt(container, "/etc/goodput/pg-ca"));
+    }
+    if (pod.owner == "dashboard") continue;
+    // The DSN and the passwords from existing secrets, under the keys named.
+    const Json* pgpass = EnvVar(container, "PGPASSWORD");
+    ASSERT_NE(pgpass, nullptr);
+    EXPECT_EQ((*pgpass)["valueFrom"]["secretKeyRef"],
+              Json::parse(R"({"name": "prod-pg", "key": "pg-password", "optional": true})"))
+        << "existingSecret is a template: {{ .Release.Name }}-pg";
+    const Json* dsn = EnvVar(container, "GOODPUT_POSTGRES__DSN");
+    ASSERT_NE(dsn, nullptr);
+    EXPECT_EQ((*dsn)["valueFrom"]["secretKeyRef"],
+              Json::parse(R"({"name": "prod-pg", "key": "dsn"})"))
+        << "not optional: without it there is no database";
+    if (pod.owner != "migrate") {
+      EXPECT_EQ(At(*EnvVar(container, "GOODPUT_REDIS__PASSWORD"), "/valueFrom/secretKeyRef/key"),
+                "redis-password");
+    }
+  }
+  for (const std::string& service : kServices) {
+    EXPECT_THAT(r.Config(service), HasSubstr("dsn: \"\""))
+        << "the DSN is kept out of the ConfigMap";
+  }
+  EXPECT_EQ(r.Find("Secret", "-postgres"), nullptr);
+  EXPECT_EQ(r.Find("Secret", "-redis"), nullptr);
+
+  // ServiceAccounts: the pods', annotated, and the migration hook's with the same annotations.
+  const Json* sa = r.Find("ServiceAccount", "goodput-runner");
+  ASSERT_NE(sa, nullptr);
+  EXPECT_EQ(At(*sa, "/metadata/annotations/iam.gke.io~1gcp-service-account"),
+            "goodput@example-project.iam.gserviceaccount.com");
+  const Json* migrate_sa = r.Find("ServiceAccount", "prod-goodput-migrate");
+  ASSERT_NE(migrate_sa, nullptr);
+  EXPECT_EQ(At(*migrate_sa, "/metadata/annotations/iam.gke.io~1gcp-service-account"),
+            "goodput@example-project.iam.gserviceaccount.com");
+
+  // Disruption budgets: global for ingest, mfu, alerting; ofu's own; none for the dashboard.
+  EXPECT_EQ(r.All("PodDisruptionBudget").size(), 4u);
+  EXPECT_EQ(r.Find("PodDisruptionBudget", "-dashboard"), nullptr);
+  for (const std::string& service : kServices) {
+    SCOPED_TRACE(service);
+    const Json* pdb = r.Find("PodDisruptionBudget", "-" + service);
+    ASSERT_NE(pdb, nullptr);
+    EXPECT_EQ(pdb->at("apiVersion"), "policy/v1");
+    EXPECT_EQ(At(*pdb, "/spec/selector/matchLabels"),
+              Workload(r, service)->at("spec")["selector"]["matchLabels"]);
+    if (service == "ofu") {
+      EXPECT_EQ(At(*pdb, "/spec/minAvailable"), 3);
+      EXPECT_FALSE(pdb->at("spec").contains("maxUnavailable"));
+      EXPECT_FALSE(pdb->at("spec").contains("unhealthyPodEvictionPolicy"));
+    } else {
+      EXPECT_EQ(At(*pdb, "/spec/maxUnavailable"), 1);
+      EXPECT_EQ(At(*pdb, "/spec/unhealthyPodEvictionPolicy"), "AlwaysAllow");
+    }
+  }
+
+  // NetworkPolicy: the release's own pods, the clients listed on gRPC and HTTP, the scraper on
+  // the probe port.
+  const Json* policy = r.Find("NetworkPolicy", "prod-goodput");
+  ASSERT_NE(policy, nullptr);
+  EXPECT_EQ(At(*policy, "/spec/podSelector/matchLabels"),
+            Json::parse(R"({"app.kubernetes.io/name": "goodput",
+                            "app.kubernetes.io/instance": "prod"})"));
+  EXPECT_EQ(At(*policy, "/spec/policyTypes"), Json::parse(R"(["Ingress"])"));
+  const Json& rules = policy->at("spec")["ingress"];
+  ASSERT_EQ(rules.size(), 3u) << rules.dump();
+  EXPECT_EQ(rules[0]["from"][0]["podSelector"]["matchLabels"],
+            At(*policy, "/spec/podSelector/matchLabels"));
+  EXPECT_FALSE(rules[0].contains("ports")) << "the release's pods reach every port";
+  EXPECT_EQ(rules[1]["from"].size(), 2u);
+  EXPECT_EQ(At(rules[1], "/from/0/namespaceSelector/matchLabels/kubernetes.io~1metadata.name"),
+            "slurm");
+  EXPECT_EQ(rules[1]["ports"], Json::parse(R"([{"port": "grpc"}, {"port": "http"}])"));
+  EXPECT_EQ(At(rules[2], "/from/0/namespaceSelector/matchLabels/kubernetes.io~1metadata.name"),
+            "monitoring");
+  EXPECT_EQ(rules[2]["ports"], Json::parse(R"([{"port": "probe"}])"));
+  // The named ports exist on the containers the policy selects.
+  for (const std::string& service : kServices) {
+    const Json& ports =
+        Workload(r, service)->at("spec")["template"]["spec"]["containers"][0]["ports"];
+    for (const char* name : {"grpc", "http", "probe"}) EXPECT_TRUE(Port(ports, name).is_object());
+  }
+
+  // ServiceMonitor: in the monitoring namespace, selecting the four services of this release
+  // in the release's namespace, scraping the Service port "metrics".
+  const Json* monitor = r.Find("ServiceMonitor", "prod-goodput");
+  ASSERT_NE(monitor, nullptr);
+  EXPECT_EQ(monitor->at("apiVersion"), "monitoring.coreos.com/v1");
+  EXPECT_EQ(At(*monitor, "/metadata/namespace"), "monitoring");
+  EXPECT_EQ(At(*monitor, "/metadata/labels/release"), "kube-prometheus-stack");
+  EXPECT_EQ(At(*monitor, "/metadata/annotations/owner"), "ml-platform");
+  EXPECT_EQ(At(*monitor, "/spec/namespaceSelector/matchNames"), Json::parse(R"(["default"])"));
+  EXPECT_EQ(At(*monitor, "/spec/selector/matchExpressions/0/values"),
+            Json::parse(R"(["ingest", "ofu", "mfu", "alerting"])"));
+  const Json& endpoint = monitor->at("spec")["endpoints"][0];
+  EXPECT_EQ(endpoint["port"], "metrics");
+  EXPECT_EQ(endpoint["path"], "/metrics");
+  EXPECT_EQ(endpoint["interval"], "15s");
+  EXPECT_EQ(endpoint["scrapeTimeout"], "5s");
+  EXPECT_EQ(endpoint["honorLabels"], true);
+  EXPECT_EQ(endpoint["relabelings"][0]["targetLabel"], "node");
+  EXPECT_EQ(endpoint["metricRelabelings"][0]["action"], "drop");
+  const Json monitor_selector = At(*monitor, "/spec/selector/matchLabels");
+  for (const std::string& service : kServices) {
+    const Json* svc = r.Find("Service", "-" + service);
+    ASSERT_NE(svc, nullptr);
+    for (const auto& [key, value] : monitor_selector.items()) {
+      EXPECT_EQ(svc->at("metadata")["labels"].value(key, ""), value) << service << " " << key;
+    }
+    EXPECT_EQ(Port(svc->at("spec")["ports"], "metrics")["targetPort"], "probe");
+  }
+  EXPECT_THAT(r.notes, HasSubstr("ServiceMonitor prod-goodput in namespace monitoring"));
+  EXPECT_THAT(r.notes, HasSubstr("NetworkPolicy prod-goodput admits only the release's own pods"));
+  EXPECT_THAT(r.notes, Not(HasSubstr("WARNING")));
 }
 
 // The rendered files, materialized as Kubernetes would mount them: each role's tokens in a
@@ -204,7 +586,8 @@ Mounted Mount(const Rendered& r, const TempDir& tmp, const std::string& service,
       m.env.emplace_back(name, tokens->at("stringData")["client-token"].get<std::string>());
     }
   }
-  // Where this test's PostgreSQL and Redis are, and free ports instead of the chart's.
+  // Where this test's PostgreSQL and Redis are (the secret's DSN), and free ports instead of
+  // the chart's.
   m.env.emplace_back("GOODPUT_POSTGRES__DSN", pg.Dsn("goodput"));
   m.env.emplace_back("GOODPUT_REDIS__HOST", redis.host());
   m.env.emplace_back("GOODPUT_REDIS__PORT", absl::StrCat(redis.port()));
@@ -348,7 +731,614 @@ TEST(HelmChart, DefaultValuesNeedTokensBeforeTheServicesStart) {
   EXPECT_THAT(result->output, HasSubstr("no tokens are configured"));
 }
 
-TEST(HelmChart, RenderCheckRefusesUndefinedValuesAndUnknownOverrides) {
+// ---------------------------------------------------------------------------------------------
+// Every value path, changed alone over the defaults, in one run of the renderer (--variant).
+
+struct ValueCase {
+  std::string path;  // as value_paths.json names it
+  std::string yaml;  // the override
+  std::function<void(const Rendered&)> check;
+};
+
+using Check = std::function<void(const Rendered&)>;
+
+// Each pod of `owners` has `expected` at `pointer` of its pod spec; the others do not.
+Check PodSpecOf(std::set<std::string> owners, std::string pointer, Json expected) {
+  return [=](const Rendered& r) {
+    std::vector<Pod> pods = Pods(r);
+    EXPECT_FALSE(pods.empty());
+    for (const Pod& pod : pods) {
+      SCOPED_TRACE(pod.owner + " " + pointer);
+      if (owners.contains(pod.owner)) {
+        EXPECT_EQ(At(pod.Spec(), pointer), expected);
+      } else {
+        EXPECT_NE(At(pod.Spec(), pointer), expected);
+      }
+    }
+  };
+}
+Check ContainerOf(std::set<std::string> owners, std::string pointer, Json expected) {
+  return [=](const Rendered& r) {
+    for (const Pod& pod : Pods(r)) {
+      SCOPED_TRACE(pod.owner + " " + pointer);
+      if (owners.contains(pod.owner)) {
+        EXPECT_EQ(At(pod.Container(), pointer), expected);
+      } else {
+        EXPECT_NE(At(pod.Container(), pointer), expected);
+      }
+    }
+  };
+}
+Check PodMetaOf(std::set<std::string> owners, std::string pointer, Json expected) {
+  return [=](const Rendered& r) {
+    for (const Pod& pod : Pods(r)) {
+      SCOPED_TRACE(pod.owner + " " + pointer);
+      if (owners.contains(pod.owner)) {
+        EXPECT_EQ(At(pod.Meta(), pointer), expected);
+      } else {
+        EXPECT_NE(At(pod.Meta(), pointer), expected);
+      }
+    }
+  };
+}
+Check ObjectHas(std::string kind, std::string suffix, std::string pointer, Json expected) {
+  return [=](const Rendered& r) {
+    const Json* o = r.Find(kind, suffix);
+    ASSERT_NE(o, nullptr) << kind << " " << suffix;
+    EXPECT_EQ(At(*o, pointer), expected) << kind << " " << suffix << " " << pointer;
+  };
+}
+Check ConfigHas(std::set<std::string> services, std::string text) {
+  return [=](const Rendered& r) {
+    for (const std::string& service : kServices) {
+      EXPECT_EQ(absl::StrContains(r.Config(service), text), services.contains(service))
+          << service << ": " << text;
+    }
+  };
+}
+Check Both(Check a, Check b) {
+  return [=](const Rendered& r) {
+    a(r);
+    b(r);
+  };
+}
+Check Env(std::set<std::string> owners, std::string name, std::string pointer, Json expected) {
+  return [=](const Rendered& r) {
+    for (const Pod& pod : Pods(r)) {
+      if (!owners.contains(pod.owner)) continue;
+      const Json* e = EnvVar(pod.Container(), name);
+      ASSERT_NE(e, nullptr) << pod.owner << " " << name;
+      EXPECT_EQ(At(*e, pointer), expected) << pod.owner << " " << name;
+    }
+  };
+}
+
+const std::set<std::string> kAllPods(kPodOwners.begin(), kPodOwners.end());
+const std::set<std::string> kServicePods(kServices.begin(), kServices.end());
+const std::set<std::string> kLongRunning = {"ingest", "ofu", "mfu", "alerting", "dashboard"};
+const std::set<std::string> kDatabasePods = {"ingest", "ofu", "mfu", "alerting", "migrate"};
+
+// The keys every long-running workload (the four services and the dashboard) has of its own.
+void AddWorkloadCases(const std::string& w, std::vector<ValueCase>& cases) {
+  auto y = [&](const std::string& body) { return absl::StrCat(w, ":\n  ", body, "\n"); };
+  cases.push_back(
+      {w + ".resources.requests", y("resources: {requests: {cpu: 1500m}}"),
+       Both(ContainerOf({w}, "/resources/requests/cpu", "1500m"), [w](const Rendered& r) {
+         EXPECT_TRUE(At(Workload(r, w)->at("spec")["template"]["spec"]["containers"][0],
+                        "/resources/requests/memory")
+                         .is_string())
+             << "the other requests are kept";
+       })});
+  cases.push_back({w + ".resources.limits", y("resources: {limits: {memory: 9Gi}}"),
+                   ContainerOf({w}, "/resources/limits/memory", "9Gi")});
+  cases.push_back({w + ".podAnnotations", y("podAnnotations: {pager: " + w + "}"),
+                   PodMetaOf({w}, "/annotations/pager", w)});
+  cases.push_back({w + ".podLabels", y("podLabels: {shard-group: " + w + "}"),
+                   PodMetaOf({w}, "/labels/shard-group", w)});
+  cases.push_back({w + ".priorityClassName", y("priorityClassName: urgent-" + w),
+                   PodSpecOf({w}, "/priorityClassName", "urgent-" + w)});
+  cases.push_back({w + ".nodeSelector", y("nodeSelector: {pool: " + w + "}"),
+                   PodSpecOf({w}, "/nodeSelector", Json{{"pool", w}})});
+  cases.push_back(
+      {w + ".tolerations", y("tolerations: [{key: " + w + ", operator: Exists}]"),
+       PodSpecOf({w}, "/tolerations", Json::array({Json{{"key", w}, {"operator", "Exists"}}}))});
+  cases.push_back(
+      {w + ".affinity",
+       y("affinity: {podAntiAffinity: {preferredDuringSchedulingIgnoredDuringExecution: "
+         "[{weight: 1, podAffinityTerm: {topologyKey: kubernetes.io/hostname}}]}}"),
+       PodSpecOf(
+           {w},
+           "/affinity/podAntiAffinity/preferredDuringSchedulingIgnoredDuringExecution/0/weight",
+           1)});
+  cases.push_back(
+      {w + ".topologySpreadConstraints",
+       y("topologySpreadConstraints: [{maxSkew: 2, topologyKey: zone, whenUnsatisfiable: "
+         "DoNotSchedule}]"),
+       Both(PodSpecOf({w}, "/topologySpreadConstraints/0/maxSkew", 2),
+            PodSpecOf({w},
+                      "/topologySpreadConstraints/0/labelSelector/matchLabels/"
+                      "app.kubernetes.io~1component",
+                      w))});
+  cases.push_back({w + ".podDisruptionBudget",
+                   y("podDisruptionBudget: {enabled: true, minAvailable: 1}"),
+                   [w](const Rendered& r) {
+                     ASSERT_EQ(r.All("PodDisruptionBudget").size(), 1u);
+                     ObjectHas("PodDisruptionBudget", "-" + w, "/spec/minAvailable", 1)(r);
+                     ObjectHas("PodDisruptionBudget", "-" + w,
+                               "/spec/selector/matchLabels/app.kubernetes.io~1component", w)(r);
+                   }});
+}
+
+std::vector<ValueCase> ValueCases() {
+  std::vector<ValueCase> c;
+  const std::string digest = "sha256:" + std::string(64, 'a');
+  c.push_back({"nameOverride", "nameOverride: gp\n", [](const Rendered& r) {
+                 const Json* d = r.Find("Deployment", "goodput-gp-ingest");
+                 ASSERT_NE(d, nullptr);
+                 EXPECT_EQ(At(*d, "/spec/selector/matchLabels/app.kubernetes.io~1name"), "gp");
+               }});
+  c.push_back({"fullnameOverride", "fullnameOverride: fleet\n", [](const Rendered& r) {
+                 EXPECT_NE(r.Find("StatefulSet", "fleet-ofu"), nullptr);
+                 EXPECT_NE(r.Find("ConfigMap", "fleet-config"), nullptr);
+                 EXPECT_THAT(r.Config("ofu"), HasSubstr("mfu_address: fleet-mfu:7103"));
+               }});
+  c.push_back({"image.repository", "image: {repository: registry.example.com/gp}\n",
+               ContainerOf(kAllPods, "/image", "registry.example.com/gp:0.1.0")});
+  c.push_back(
+      {"image.tag", "image: {tag: \"1.2.3\"}\n", ContainerOf(kAllPods, "/image", "goodput:1.2.3")});
+  c.push_back({"image.digest", "image: {digest: \"" + digest + "\"}\n",
+               ContainerOf(kAllPods, "/image", "goodput@" + digest)});
+  c.push_back({"image.pullPolicy", "image: {pullPolicy: Always}\n",
+               ContainerOf(kAllPods, "/imagePullPolicy", "Always")});
+  c.push_back({"imagePullSecrets", "imagePullSecrets: [{name: regcred}]\n",
+               PodSpecOf(kAllPods, "/imagePullSecrets", Json::parse(R"([{"name": "regcred"}])"))});
+  c.push_back({"serviceAccount.create", "serviceAccount: {create: false}\n",
+               Both(PodSpecOf(kAllPods, "/serviceAccountName", "default"),
+                    [](const Rendered& r) { EXPECT_TRUE(r.All("ServiceAccount").empty()); })});
+  c.push_back({"serviceAccount.name", "serviceAccount: {name: runner}\n",
+               Both(PodSpecOf(kLongRunning, "/serviceAccountName", "runner"),
+                    ObjectHas("ServiceAccount", "runner", "/metadata/name", "runner"))});
+  c.push_back(
+      {"serviceAccount.annotations", "serviceAccount: {annotations: {role: gp}}\n",
+       Both(ObjectHas("ServiceAccount", "goodput", "/metadata/annotations/role", "gp"),
+            ObjectHas("ServiceAccount", "goodput-migrate", "/metadata/annotations/role", "gp"))});
+  c.push_back(
+      {"serviceAccount.automount", "serviceAccount: {automount: true}\n",
+       Both(PodSpecOf(kAllPods, "/automountServiceAccountToken", true),
+            ObjectHas("ServiceAccount", "goodput", "/automountServiceAccountToken", true))});
+  c.push_back({"podSecurityContext.runAsNonRoot", "podSecurityContext: {runAsNonRoot: false}\n",
+               PodSpecOf(kAllPods, "/securityContext/runAsNonRoot", false)});
+  c.push_back({"podSecurityContext.runAsUser", "podSecurityContext: {runAsUser: 1001}\n",
+               PodSpecOf(kAllPods, "/securityContext/runAsUser", 1001)});
+  c.push_back({"podSecurityContext.runAsGroup", "podSecurityContext: {runAsGroup: 1002}\n",
+               PodSpecOf(kAllPods, "/securityContext/runAsGroup", 1002)});
+  c.push_back({"podSecurityContext.fsGroup", "podSecurityContext: {fsGroup: 1003}\n",
+               PodSpecOf(kAllPods, "/securityContext/fsGroup", 1003)});
+  c.push_back({"podSecurityContext.seccompProfile.type",
+               "podSecurityContext: {seccompProfile: {type: Unconfined}}\n",
+               PodSpecOf(kAllPods, "/securityContext/seccompProfile/type", "Unconfined")});
+  c.push_back({"securityContext.allowPrivilegeEscalation",
+               "securityContext: {allowPrivilegeEscalation: true}\n",
+               ContainerOf(kAllPods, "/securityContext/allowPrivilegeEscalation", true)});
+  c.push_back({"securityContext.readOnlyRootFilesystem",
+               "securityContext: {readOnlyRootFilesystem: false}\n",
+               ContainerOf(kAllPods, "/securityContext/readOnlyRootFilesystem", false)});
+  c.push_back({"securityContext.privileged", "securityContext: {privileged: true}\n",
+               ContainerOf(kAllPods, "/securityContext/privileged", true)});
+  c.push_back(
+      {"securityContext.capabilities.drop", "securityContext: {capabilities: {drop: [NET_RAW]}}\n",
+       ContainerOf(kAllPods, "/securityContext/capabilities/drop", Json::parse(R"(["NET_RAW"])"))});
+  c.push_back({"tmpVolume.sizeLimit", "tmpVolume: {sizeLimit: 1Gi}\n", [](const Rendered& r) {
+                 for (const Pod& pod : Pods(r)) {
+                   EXPECT_EQ(At(Volume(pod.Spec(), "tmp"), "/emptyDir/sizeLimit"), "1Gi")
+                       << pod.owner;
+                 }
+               }});
+  c.push_back({"tmpVolume.medium", "tmpVolume: {medium: Memory}\n", [](const Rendered& r) {
+                 for (const Pod& pod : Pods(r)) {
+                   EXPECT_EQ(At(Volume(pod.Spec(), "tmp"), "/emptyDir/medium"), "Memory")
+                       << pod.owner;
+                 }
+               }});
+  c.push_back({"podAnnotations", "podAnnotations: {team: ml}\n",
+               PodMetaOf(kAllPods, "/annotations/team", "ml")});
+  c.push_back({"podLabels", "podLabels: {team: ml}\n", PodMetaOf(kAllPods, "/labels/team", "ml")});
+  c.push_back({"prometheusScrapeAnnotations", "prometheusScrapeAnnotations: false\n",
+               [](const Rendered& r) {
+                 for (const Pod& pod : Pods(r)) {
+                   EXPECT_TRUE(At(pod.Meta(), "/annotations/prometheus.io~1scrape").is_null())
+                       << pod.owner;
+                   EXPECT_TRUE(At(pod.Meta(), "/annotations/prometheus.io~1port").is_null());
+                 }
+               }});
+  c.push_back({"priorityClassName", "priorityClassName: high\n",
+               PodSpecOf(kAllPods, "/priorityClassName", "high")});
+  c.push_back({"nodeSelector", "nodeSelector: {pool: infra}\n",
+               PodSpecOf(kAllPods, "/nodeSelector", Json{{"pool", "infra"}})});
+  c.push_back({"tolerations", "tolerations: [{key: infra, operator: Exists}]\n",
+               PodSpecOf(kAllPods, "/tolerations/0/key", "infra")});
+  c.push_back(
+      {"affinity",
+       "affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: "
+       "{nodeSelectorTerms: [{matchExpressions: [{key: gpu, operator: DoesNotExist}]}]}}}\n",
+       PodSpecOf(kAllPods,
+                 "/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/"
+                 "nodeSelectorTerms/0/matchExpressions/0/key",
+                 "gpu")});
+  c.push_back({"topologySpreadConstraints",
+               "topologySpreadConstraints: [{maxSkew: 1, topologyKey: zone, whenUnsatisfiable: "
+               "ScheduleAnyway}]\n",
+               [](const Rendered& r) {
+                 for (const Pod& pod : Pods(r)) {
+                   SCOPED_TRACE(pod.owner);
+                   if (pod.owner == "migrate") {
+                     EXPECT_FALSE(pod.Spec().contains("topologySpreadConstraints"));
+                     continue;
+                   }
+                   // The workload's own pods, not the release's: each spreads on its own.
+                   EXPECT_EQ(
+                       At(pod.Spec(), "/topologySpreadConstraints/0/labelSelector/matchLabels"),
+                       pod.workload->at("spec")["selector"]["matchLabels"]);
+                 }
+               }});
+  c.push_back({"extraEnv", "extraEnv: [{name: TZ, value: UTC}]\n",
+               Env(kLongRunning, "TZ", "/value", "UTC")});
+  c.push_back({"extraVolumes", "extraVolumes: [{name: ca, secret: {secretName: ca}}]\n",
+               [](const Rendered& r) {
+                 for (const Pod& pod : Pods(r)) {
+                   EXPECT_EQ(Volume(pod.Spec(), "ca").is_object(), pod.owner != "migrate")
+                       << pod.owner;
+                 }
+               }});
+  c.push_back({"extraVolumeMounts", "extraVolumeMounts: [{name: ca, mountPath: /ca}]\n",
+               [](const Rendered& r) {
+                 for (const Pod& pod : Pods(r)) {
+                   EXPECT_EQ(HasMountAt(pod.Container(), "/ca"), pod.owner != "migrate")
+                       << pod.owner;
+                 }
+               }});
+  auto every_pdb = [](std::string pointer, Json expected) -> Check {
+    return [=](const Rendered& r) {
+      ASSERT_EQ(r.All("PodDisruptionBudget").size(), kLongRunning.size());
+      for (const std::string& w : kLongRunning) {
+        ObjectHas("PodDisruptionBudget", "-" + w, pointer, expected)(r);
+      }
+    };
+  };
+  c.push_back(
+      {"podDisruptionBudget.enabled", "podDisruptionBudget: {enabled: true}\n",
+       Both(every_pdb("/spec/maxUnavailable", 1), every_pdb("/spec/minAvailable", Json()))});
+  c.push_back(
+      {"podDisruptionBudget.minAvailable",
+       "podDisruptionBudget: {enabled: true, minAvailable: 2, maxUnavailable: null}\n",
+       Both(every_pdb("/spec/minAvailable", 2), every_pdb("/spec/maxUnavailable", Json()))});
+  c.push_back({"podDisruptionBudget.maxUnavailable",
+               "podDisruptionBudget: {enabled: true, maxUnavailable: \"50%\"}\n",
+               every_pdb("/spec/maxUnavailable", "50%")});
+  c.push_back({"podDisruptionBudget.unhealthyPodEvictionPolicy",
+               "podDisruptionBudget: {enabled: true, unhealthyPodEvictionPolicy: AlwaysAllow}\n",
+               every_pdb("/spec/unhealthyPodEvictionPolicy", "AlwaysAllow")});
+  c.push_back({"networkPolicy.enabled", "networkPolicy: {enabled: true}\n", [](const Rendered& r) {
+                 const Json* p = r.Find("NetworkPolicy", "goodput");
+                 ASSERT_NE(p, nullptr);
+                 EXPECT_EQ(At(*p, "/spec/ingress").size(), 1u) << "only the release's own pods";
+                 EXPECT_THAT(r.notes, HasSubstr("WARNING: networkPolicy.ingress.from is empty"));
+               }});
+  c.push_back({"networkPolicy.ingress.from",
+               "networkPolicy: {enabled: true, ingress: {from: [{ipBlock: {cidr: 10.0.0.0/8}}]}}\n",
+               Both(ObjectHas("NetworkPolicy", "goodput", "/spec/ingress/1/from/0/ipBlock/cidr",
+                              "10.0.0.0/8"),
+                    ObjectHas("NetworkPolicy", "goodput", "/spec/ingress/1/ports",
+                              Json::parse(R"([{"port": "grpc"}, {"port": "http"}])")))});
+  c.push_back({"networkPolicy.metrics.from",
+               "networkPolicy: {enabled: true, metrics: {from: [{namespaceSelector: {}}]}}\n",
+               Both(ObjectHas("NetworkPolicy", "goodput",
+                              "/spec/ingress/1/from/0/namespaceSelector", Json::object()),
+                    ObjectHas("NetworkPolicy", "goodput", "/spec/ingress/1/ports",
+                              Json::parse(R"([{"port": "probe"}])")))});
+  auto monitor = [](std::string yaml_body) {
+    return absl::StrCat("serviceMonitor: {enabled: true", yaml_body, "}\n");
+  };
+  c.push_back({"serviceMonitor.enabled", monitor(""), [](const Rendered& r) {
+                 const Json* m = r.Find("ServiceMonitor", "goodput");
+                 ASSERT_NE(m, nullptr);
+                 EXPECT_EQ(At(*m, "/metadata/namespace"), "default");
+                 EXPECT_EQ(At(*m, "/spec/endpoints/0/port"), "metrics");
+                 EXPECT_EQ(At(*m, "/spec/endpoints/0/interval"), "30s");
+                 EXPECT_EQ(At(*m, "/spec/endpoints/0/scrapeTimeout"), "10s");
+                 EXPECT_EQ(At(*m, "/spec/endpoints/0/honorLabels"), false);
+                 EXPECT_FALSE(At(*m, "/spec/endpoints/0").contains("relabelings"));
+               }});
+  c.push_back({"serviceMonitor.namespace", monitor(", namespace: monitoring"),
+               Both(ObjectHas("ServiceMonitor", "goodput", "/metadata/namespace", "monitoring"),
+                    ObjectHas("ServiceMonitor", "goodput", "/spec/namespaceSelector/matchNames/0",
+                              "default"))});
+  c.push_back({"serviceMonitor.labels", monitor(", labels: {release: prom}"),
+               ObjectHas("ServiceMonitor", "goodput", "/metadata/labels/release", "prom")});
+  c.push_back({"serviceMonitor.annotations", monitor(", annotations: {owner: sre}"),
+               ObjectHas("ServiceMonitor", "goodput", "/metadata/annotations/owner", "sre")});
+  c.push_back({"serviceMonitor.interval", monitor(", interval: 1m"),
+               ObjectHas("ServiceMonitor", "goodput", "/spec/endpoints/0/interval", "1m")});
+  c.push_back({"serviceMonitor.scrapeTimeout", monitor(", scrapeTimeout: 20s"),
+               ObjectHas("ServiceMonitor", "goodput", "/spec/endpoints/0/scrapeTimeout", "20s")});
+  c.push_back({"serviceMonitor.honorLabels", monitor(", honorLabels: true"),
+               ObjectHas("ServiceMonitor", "goodput", "/spec/endpoints/0/honorLabels", true)});
+  c.push_back({"serviceMonitor.relabelings",
+               monitor(", relabelings: [{targetLabel: cluster, replacement: eos}]"),
+               ObjectHas("ServiceMonitor", "goodput", "/spec/endpoints/0/relabelings/0/replacement",
+                         "eos")});
+  c.push_back({"serviceMonitor.metricRelabelings",
+               monitor(", metricRelabelings: [{action: drop, regex: go_.*}]"),
+               ObjectHas("ServiceMonitor", "goodput", "/spec/endpoints/0/metricRelabelings/0/regex",
+                         "go_.*")});
+  c.push_back(
+      {"postgres.dsn", "postgres: {dsn: \"host=db.other port=5433\"}\n",
+       Both(ConfigHas(kServicePods, "dsn: \"host=db.other port=5433\""),
+            Env({"migrate"}, "GOODPUT_POSTGRES__DSN", "/value", "host=db.other port=5433"))});
+  c.push_back({"postgres.existingSecret",
+               "postgres: {existingSecret: \"{{ .Release.Name }}-db\"}\n",
+               Both(Env(kDatabasePods, "PGPASSWORD", "/valueFrom/secretKeyRef/name", "goodput-db"),
+                    [](const Rendered& r) { EXPECT_EQ(r.Find("Secret", "-postgres"), nullptr); })});
+  c.push_back({"postgres.secretKeys.password", "postgres: {secretKeys: {password: pw}}\n",
+               Both(Env(kDatabasePods, "PGPASSWORD", "/valueFrom/secretKeyRef/key", "pw"),
+                    ObjectHas("Secret", "-postgres", "/stringData/pw", ""))});
+  c.push_back({"postgres.secretKeys.dsn",
+               "postgres: {dsn: \"\", existingSecret: pg, secretKeys: {dsn: conninfo}}\n",
+               Both(Env(kDatabasePods, "GOODPUT_POSTGRES__DSN", "/valueFrom/secretKeyRef",
+                        Json::parse(R"({"name": "pg", "key": "conninfo"})")),
+                    ConfigHas(kServicePods, "dsn: \"\""))});
+  c.push_back({"postgres.password", "postgres: {password: s3cret}\n",
+               ObjectHas("Secret", "-postgres", "/stringData/password", "s3cret")});
+  c.push_back(
+      {"postgres.poolSize", "postgres: {poolSize: 3}\n", ConfigHas(kServicePods, "pool_size: 3")});
+  c.push_back({"redis.host", "redis: {host: cache.example}\n",
+               ConfigHas(kServicePods, "host: \"cache.example\"")});
+  c.push_back({"redis.port", "redis: {port: 6380}\n", ConfigHas(kServicePods, "port: 6380")});
+  c.push_back({"redis.db", "redis: {db: 2}\n", ConfigHas(kServicePods, "db: 2")});
+  c.push_back(
+      {"redis.existingSecret", "redis: {existingSecret: cache}\n",
+       Both(Env(kServicePods, "GOODPUT_REDIS__PASSWORD", "/valueFrom/secretKeyRef/name", "cache"),
+            [](const Rendered& r) { EXPECT_EQ(r.Find("Secret", "-redis"), nullptr); })});
+  c.push_back(
+      {"redis.secretKeys.password", "redis: {secretKeys: {password: rpw}}\n",
+       Both(Env(kServicePods, "GOODPUT_REDIS__PASSWORD", "/valueFrom/secretKeyRef/key", "rpw"),
+            ObjectHas("Secret", "-redis", "/stringData/rpw", ""))});
+  c.push_back({"redis.password", "redis: {password: r3}\n",
+               ObjectHas("Secret", "-redis", "/stringData/password", "r3")});
+  c.push_back({"auth.enabled", "auth: {enabled: false}\n", [](const Rendered& r) {
+                 EXPECT_EQ(r.Find("Secret", "-tokens"), nullptr);
+                 ConfigHas(kServicePods, "enabled: false")(r);
+                 for (const std::string& s : kServices) {
+                   EXPECT_EQ(At(Volume(PodOf(r, s).Spec(), "tokens"), "/secret/optional"), true);
+                 }
+               }});
+  c.push_back(
+      {"auth.existingSecret", "auth: {existingSecret: tok}\n", [](const Rendered& r) {
+         EXPECT_EQ(r.Find("Secret", "-tokens"), nullptr);
+         for (const std::string& s : kServices) {
+           EXPECT_EQ(At(Volume(PodOf(r, s).Spec(), "tokens"), "/secret/secretName"), "tok");
+         }
+         Env({"dashboard"}, "GOODPUT_TOKEN", "/valueFrom/secretKeyRef/name", "tok")(r);
+         Env({"ofu"}, "GOODPUT_OFU__FORWARD__TOKEN", "/valueFrom/secretKeyRef/name", "tok")(r);
+         Env({"mfu"}, "GOODPUT_MFU__FORWARD__TOKEN", "/valueFrom/secretKeyRef/name", "tok")(r);
+         EXPECT_THAT(r.notes, HasSubstr("Tokens come from the secret tok"));
+       }});
+  c.push_back({"auth.clientToken", "auth: {clientToken: c1}\n",
+               ObjectHas("Secret", "-tokens", "/stringData/client-token", "c1")});
+  c.push_back({"auth.dashboardToken", "auth: {dashboardToken: d1}\n",
+               ObjectHas("Secret", "-tokens", "/stringData/dashboard-token", "d1")});
+  for (const std::string role : {"scheduler", "telemetry", "sdk", "operator", "service"}) {
+    Check check =
+        Both(ObjectHas("Secret", "-tokens", "/stringData/" + role, "t1\nt2\n"),
+             [role](const Rendered& r) {
+               // NOTES.txt no longer warns of this role.
+               size_t at = r.notes.find("WARNING: no tokens for");
+               ASSERT_NE(at, std::string::npos);
+               EXPECT_THAT(r.notes.substr(at, r.notes.find('.', at) - at), Not(HasSubstr(role)));
+             });
+    if (role == "service") {
+      check = Both(check, ObjectHas("Secret", "-tokens", "/stringData/client-token", "t1"));
+    }
+    if (role == "operator") {
+      check = Both(check, ObjectHas("Secret", "-tokens", "/stringData/dashboard-token", "t1"));
+    }
+    c.push_back({"auth.tokens." + role, "auth: {tokens: {" + role + ": [t1, t2]}}\n", check});
+  }
+  c.push_back({"migrations.enabled", "migrations: {enabled: false}\n", [](const Rendered& r) {
+                 EXPECT_EQ(r.Find("Job", "-migrate"), nullptr);
+                 EXPECT_EQ(r.Find("ServiceAccount", "-migrate"), nullptr);
+                 const Json* pg = r.Find("Secret", "-postgres");
+                 ASSERT_NE(pg, nullptr);
+                 EXPECT_FALSE(pg->at("metadata").contains("annotations"))
+                     << "no hook to run ahead of: an ordinary object";
+               }});
+  c.push_back({"migrations.backoffLimit", "migrations: {backoffLimit: 7}\n",
+               ObjectHas("Job", "-migrate", "/spec/backoffLimit", 7)});
+  c.push_back({"migrations.podAnnotations", "migrations: {podAnnotations: {once: \"yes\"}}\n",
+               PodMetaOf({"migrate"}, "/annotations/once", "yes")});
+  c.push_back({"migrations.podLabels", "migrations: {podLabels: {once: \"yes\"}}\n",
+               PodMetaOf({"migrate"}, "/labels/once", "yes")});
+  c.push_back({"migrations.resources.requests",
+               "migrations: {resources: {requests: {cpu: 333m}}}\n",
+               ContainerOf({"migrate"}, "/resources/requests/cpu", "333m")});
+  c.push_back({"migrations.resources.limits",
+               "migrations: {resources: {limits: {memory: 777Mi}}}\n",
+               ContainerOf({"migrate"}, "/resources/limits/memory", "777Mi")});
+  c.push_back({"log.level", "log: {level: debug}\n", ConfigHas(kServicePods, "level: debug")});
+  c.push_back({"log.format", "log: {format: text}\n", ConfigHas(kServicePods, "format: text")});
+  c.push_back({"shutdown.drainTimeoutSeconds", "shutdown: {drainTimeoutSeconds: 50}\n",
+               Both(ConfigHas(kServicePods, "drain_timeout_s: 50"),
+                    PodSpecOf(kServicePods, "/terminationGracePeriodSeconds", 60))});
+
+  int n = 0;
+  for (const std::string& s : kServices) {
+    ++n;
+    auto y = [&](const std::string& body) { return absl::StrCat(s, ":\n  ", body, "\n"); };
+    const int grpc = 9100 + n, http = 9200 + n, probe = 9300 + n;
+    c.push_back({s + ".replicas", y("replicas: 5"), [s](const Rendered& r) {
+                   EXPECT_EQ(At(*Workload(r, s), "/spec/replicas"), 5);
+                   if (s == "ofu") {
+                     EXPECT_THAT(r.Config("ofu"), HasSubstr("shard_count: 5"));
+                   }
+                 }});
+    c.push_back(
+        {s + ".grpcPort", y(absl::StrCat("grpcPort: ", grpc)), [s, grpc](const Rendered& r) {
+           const Json& container = PodOf(r, s).Container();
+           EXPECT_EQ(Port(container["ports"], "grpc")["containerPort"], grpc);
+           EXPECT_EQ(At(container, "/readinessProbe/grpc/port"), grpc);
+           EXPECT_EQ(Port(r.Find("Service", "-" + s)->at("spec")["ports"], "grpc")["port"], grpc);
+           EXPECT_THAT(r.Config(s), HasSubstr(absl::StrCat("port: ", grpc)));
+           EXPECT_THAT(At(PodOf(r, "dashboard").Container(), "/command").dump(),
+                       HasSubstr(absl::StrCat("--", s, "=goodput-", s, ":", grpc)));
+         }});
+    c.push_back(
+        {s + ".httpPort", y(absl::StrCat("httpPort: ", http)), [s, http](const Rendered& r) {
+           EXPECT_EQ(Port(PodOf(r, s).Container()["ports"], "http")["containerPort"], http);
+           EXPECT_EQ(Port(r.Find("Service", "-" + s)->at("spec")["ports"], "http")["port"], http);
+           EXPECT_THAT(r.Config(s), HasSubstr(absl::StrCat("port: ", http)));
+         }});
+    c.push_back(
+        {s + ".probePort", y(absl::StrCat("probePort: ", probe)), [s, probe](const Rendered& r) {
+           Pod pod{s, Workload(r, s)};
+           EXPECT_EQ(Port(pod.Container()["ports"], "probe")["containerPort"], probe);
+           EXPECT_EQ(Port(r.Find("Service", "-" + s)->at("spec")["ports"], "metrics")["port"],
+                     probe);
+           EXPECT_EQ(At(pod.Meta(), "/annotations/prometheus.io~1port"), absl::StrCat(probe));
+           EXPECT_THAT(r.Config(s), HasSubstr(absl::StrCat("probe_port: ", probe)));
+         }});
+    c.push_back(
+        {s + ".config", y("config: {custom_setting: 7}"), ConfigHas({s}, "custom_setting: 7")});
+    AddWorkloadCases(s, c);
+  }
+  c.push_back({"dashboard.enabled", "dashboard: {enabled: false}\n", [](const Rendered& r) {
+                 EXPECT_EQ(r.Find("Deployment", "-dashboard"), nullptr);
+                 EXPECT_EQ(r.Find("Service", "-dashboard"), nullptr);
+                 EXPECT_THAT(r.notes, Not(HasSubstr("svc/goodput-dashboard")));
+               }});
+  c.push_back({"dashboard.replicas", "dashboard: {replicas: 3}\n",
+               ObjectHas("Deployment", "-dashboard", "/spec/replicas", 3)});
+  c.push_back({"dashboard.port", "dashboard: {port: 8080}\n", [](const Rendered& r) {
+                 const Json& container = PodOf(r, "dashboard").Container();
+                 EXPECT_EQ(Port(container["ports"], "http")["containerPort"], 8080);
+                 EXPECT_THAT(container["command"].dump(), HasSubstr("--port=8080"));
+                 ObjectHas("Service", "-dashboard", "/spec/ports/0/port", 8080)(r);
+                 EXPECT_THAT(r.notes, HasSubstr("svc/goodput-dashboard 8080:8080"));
+               }});
+  c.push_back({"dashboard.staticDir", "dashboard: {staticDir: /srv/web}\n", [](const Rendered& r) {
+                 EXPECT_THAT(PodOf(r, "dashboard").Container()["command"].dump(),
+                             HasSubstr("--static-dir=/srv/web"));
+               }});
+  AddWorkloadCases("dashboard", c);
+  return c;
+}
+
+// Values the schema or the templates refuse, and the reason each must give.
+struct RefusedCase {
+  std::string name;
+  std::string yaml;
+  std::string reason;
+};
+
+std::vector<RefusedCase> RefusedCases() {
+  return {
+      // values.schema.json
+      {"pull-policy", "image: {pullPolicy: Sometimes}\n",
+       "image.pullPolicy: 'Sometimes' is not one of"},
+      {"replicas-text", "ofu: {replicas: \"4\"}\n", "ofu.replicas: '4' is not of type 'integer'"},
+      {"no-shards", "ofu: {replicas: 0}\n", "ofu.replicas: 0 is less than the minimum of 1"},
+      {"node-selector-number", "nodeSelector: {zone: 1}\n",
+       "nodeSelector.zone: 1 is not of type 'string'"},
+      {"pull-secret-name", "imagePullSecrets: [{secret: regcred}]\n",
+       "'name' is a required property"},
+      {"interval", "serviceMonitor: {interval: soon}\n",
+       "serviceMonitor.interval: 'soon' does not match"},
+      {"budget-text", "podDisruptionBudget: {maxUnavailable: half}\n",
+       "podDisruptionBudget.maxUnavailable: 'half' is not valid"},
+      {"tmp-medium", "tmpVolume: {medium: Disk}\n", "tmpVolume.medium: 'Disk' is not one of"},
+      {"root-user", "podSecurityContext: {runAsUser: -1}\n",
+       "podSecurityContext.runAsUser: -1 is less than the minimum of 0"},
+      {"budget-without-enabled", "ingest: {podDisruptionBudget: {minAvailable: 1}}\n",
+       "ingest.podDisruptionBudget: {'minAvailable': 1} is not valid"},
+      {"token-with-space", "auth: {tokens: {sdk: [\"two words\"]}}\n",
+       "auth.tokens.sdk.0: 'two words' does not match"},
+      {"empty-peer", "networkPolicy: {ingress: {from: [{}]}}\n",
+       "networkPolicy.ingress.from.0: {}"},  // jsonschema words minProperties differently by
+                                             // version
+      {"log-level", "log: {level: verbose}\n", "log.level: 'verbose' is not one of"},
+      {"digest", "image: {digest: latest}\n", "image.digest: 'latest' does not match"},
+      {"tmp-size", "tmpVolume: {sizeLimit: big}\n", "tmpVolume.sizeLimit: 'big' does not match"},
+      {"unknown-key", "serviceAccount: {automountToken: true}\n",
+       "serviceAccount.automountToken is not a value of the chart"},
+      // The templates: contradictions fail with the reason.
+      {"budget-both", "podDisruptionBudget: {enabled: true, minAvailable: 1, maxUnavailable: 1}\n",
+       "podDisruptionBudget of ingest: give minAvailable or maxUnavailable, not both"},
+      {"budget-neither", "podDisruptionBudget: {enabled: true, maxUnavailable: null}\n",
+       "podDisruptionBudget of ingest: give minAvailable or maxUnavailable"},
+      {"dsn-key-without-secret", "postgres: {secretKeys: {dsn: dsn}}\n",
+       "postgres.secretKeys.dsn reads the DSN from postgres.existingSecret: set "
+       "postgres.existingSecret too"},
+      {"no-dsn", "postgres: {dsn: \"\"}\n", "postgres.dsn is empty"},
+  };
+}
+
+// Renders the chart once with each override as a variant (one run of the renderer).
+Rendered RenderVariants(const TempDir& tmp,
+                        const std::vector<std::pair<std::string, std::string>>& overrides) {
+  std::vector<std::string> args;
+  for (const auto& [name, yaml] : overrides) {
+    args.push_back("--variant");
+    args.push_back(name + "=" + WriteFile(tmp, name + ".yaml", yaml).string());
+  }
+  return Render(tmp, "out", args);
+}
+
+TEST(HelmChartValues, EveryValuePathChangesTheManifestsAsDocumented) {
+  TempDir tmp = MakeTemp();
+  std::vector<ValueCase> cases = ValueCases();
+  std::vector<std::pair<std::string, std::string>> overrides;
+  for (size_t i = 0; i < cases.size(); ++i)
+    overrides.emplace_back(absl::StrCat("v", i), cases[i].yaml);
+  Rendered base = RenderVariants(tmp, overrides);
+  ASSERT_TRUE(base.result.exit.Success()) << base.result.output;
+
+  // Every value path of the chart has its case, once.
+  Json paths = Json::parse(ReadFile(base.dir / "value_paths.json"), nullptr, false);
+  ASSERT_TRUE(paths.is_array());
+  std::set<std::string> chart_paths(paths.begin(), paths.end());
+  std::multiset<std::string> case_paths;
+  for (const ValueCase& c : cases) case_paths.insert(c.path);
+  for (const std::string& path : chart_paths) {
+    EXPECT_EQ(case_paths.count(path), 1u) << path << " needs exactly one case";
+  }
+  for (const std::string& path : case_paths) {
+    EXPECT_TRUE(chart_paths.contains(path)) << path << " is not a value path of the chart";
+  }
+
+  const std::string base_text = base.Text();
+  for (size_t i = 0; i < cases.size(); ++i) {
+    SCOPED_TRACE(cases[i].path + ": " + cases[i].yaml);
+    Rendered r = Load(base.dir / "variants" / absl::StrCat("v", i));
+    ASSERT_EQ(r.errors, "");
+    EXPECT_NE(r.Text(), base_text) << "the value changes nothing";
+    cases[i].check(r);
+  }
+}
+
+TEST(HelmChartValues, ValuesOutsideTheSchemaOrContradictoryAreRefusedWithTheReason) {
+  TempDir tmp = MakeTemp();
+  std::vector<std::pair<std::string, std::string>> overrides;
+  for (const RefusedCase& c : RefusedCases()) overrides.emplace_back(c.name, c.yaml);
+  Rendered base = RenderVariants(tmp, overrides);
+  ASSERT_EQ(base.errors, "") << base.result.output;
+  EXPECT_EQ(base.result.exit.exit_code, 1) << "a refused variant fails the run";
+  for (const RefusedCase& c : RefusedCases()) {
+    SCOPED_TRACE(c.name + ": " + c.yaml);
+    Rendered r = Load(base.dir / "variants" / c.name);
+    EXPECT_THAT(r.errors, HasSubstr(c.reason));
+  }
+}
+
+TEST(HelmChart, RenderCheckRefusesUndefinedValuesUnknownOverridesAndBrokenOutput) {
   TempDir tmp = MakeTemp();
   fs::path chart = tmp.path() / "chart";
   fs::copy(SourceDir() / "charts/goodput", chart, fs::copy_options::recursive);
@@ -369,6 +1359,281 @@ TEST(HelmChart, RenderCheckRefusesUndefinedValuesAndUnknownOverrides) {
   Rendered broken = Render(tmp, "broken", {}, chart);
   EXPECT_EQ(broken.result.exit.exit_code, 1) << broken.result.output;
   EXPECT_THAT(broken.result.output, HasSubstr("not YAML"));
+
+  // A key given twice: which one Kubernetes keeps is not for a template to leave open.
+  std::ofstream(chart / "templates/extra.yaml")
+      << "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n  name: y\n";
+  Rendered twice = Render(tmp, "twice", {}, chart);
+  EXPECT_EQ(twice.result.exit.exit_code, 1) << twice.result.output;
+  EXPECT_THAT(twice.result.output, HasSubstr("found duplicate key 'name'"));
+  fs::remove(chart / "templates/extra.yaml");
+
+  // A value in values.yaml that the schema does not describe.
+  std::ofstream(chart / "values.yaml", std::ios::app) << "surprise: 1\n";
+  Rendered undescribed = Render(tmp, "undescribed", {}, chart);
+  EXPECT_EQ(undescribed.result.exit.exit_code, 1) << undescribed.result.output;
+  EXPECT_THAT(undescribed.result.output,
+              HasSubstr("values.yaml: surprise is not described in values.schema.json"));
+
+  // Chart.yaml's kubeVersion, as Helm checks it against the cluster.
+  Rendered old = Render(tmp, "old", {"--kube-version", "v1.27.9"});
+  EXPECT_EQ(old.result.exit.exit_code, 1) << old.result.output;
+  EXPECT_THAT(old.result.output,
+              HasSubstr("chart requires kubeVersion: >=1.28.0-0 which is incompatible with "
+                        "Kubernetes v1.27.9"));
+  Rendered newer = Render(tmp, "newer", {"--kube-version", "v1.31.2-gke.1000"});
+  EXPECT_TRUE(newer.result.exit.Success())
+      << "a vendor's prerelease build counts: " << newer.result.output;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The renderer's template language, case by case, against what Helm and Sprig document.
+
+struct FunctionCase {
+  std::string tmpl;      // a template action (or a few)
+  std::string expected;  // what Helm prints for it
+};
+
+// The values the cases read. Numbers are float64 in Helm, as they are read through JSON.
+constexpr char kFunctionValues[] = R"(str: hello
+num: 1000000
+small: 42
+half: 0.5
+flag: true
+empty: ""
+zero: 0
+nil: null
+list: [b, a, c, a]
+emptyList: []
+map: {b: 2, a: 1}
+nested: {inner: {k: v}}
+tplText: "{{ .Values.str }}-{{ .Release.Name }}"
+case: none
+)";
+
+std::vector<FunctionCase> FunctionCases() {
+  return {
+      // Strings
+      {R"({{ quote "a\"b" }})", R"("a\"b")"},
+      {R"({{ .Values.nil | quote }})", ""},  // Sprig's quote leaves nil out
+      {R"({{ quote .Values.small }})", R"("42")"},
+      {R"({{ squote "x" }})", "'x'"},
+      {R"({{ upper "abc" }}|{{ lower "ABC" }})", "ABC|abc"},
+      {R"({{ trim "  x  " }})", "x"},
+      {R"({{ trimSuffix "-" "a-" }}|{{ trimPrefix "a" "ab" }})", "a|b"},
+      {R"({{ trunc 3 "abcdef" }}|{{ trunc -2 "abcdef" }}|{{ trunc 9 "ab" }})", "abc|ef|ab"},
+      {R"({{ replace "+" "_" "1.2.3+b" }})", "1.2.3_b"},
+      {R"({{ contains "ell" .Values.str }})", "true"},
+      {R"({{ hasPrefix "he" .Values.str }})", "true"},
+      {R"({{ hasSuffix "lo" .Values.str }})", "true"},
+      {R"({{ indent 2 "a\nb" }})", "  a\n  b"},
+      {R"([{{ nindent 2 "a\nb" }}])", "[\n  a\n  b]"},
+      {R"({{ printf "%s-%d-%v-%q" "a" 3 .Values.num "q" }})", R"(a-3-1e+06-"q")"},
+      {R"({{ printf "%d" .Values.small }})", "%!d(float64=42)"},  // values are float64
+      {R"({{ printf "%-6s|%05d|%.2f|%t" "ab" 42 .Values.half true }})", "ab    |00042|0.50|true"},
+      {R"({{ print "a" 1 2 "b" }})", "a1 2b"},
+      {R"({{ toString .Values.num }}|{{ .Values.num }}|{{ .Values.small }}|{{ .Values.half }})",
+       "1e+06|1e+06|42|0.5"},
+      {R"({{ toString .Values.nil }}|{{ .Values.nil }}|)", "<nil>||"},
+      {R"({{ splitList "," "a,b" | toJson }})", R"(["a","b"])"},
+      {R"({{ join "," .Values.list }})", "b,a,c,a"},
+      {R"({{ regexMatch "^[a-z]+$" "abc" }}|{{ regexMatch "^[a-z]+$" "a1" }})", "true|false"},
+      {R"({{ b64enc "goodput" }}|{{ b64dec "Z29vZHB1dA==" }})", "Z29vZHB1dA==|goodput"},
+      {R"({{ sha256sum "abc" }})",
+       "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"},
+      // Conversions and types
+      {R"({{ int "42" }}|{{ int .Values.half }}|{{ int64 "0x10" }})", "42|0|16"},
+      {R"({{ toYaml .Values.map }})", "a: 1\nb: 2"},
+      {R"({{ toYaml .Values.nil }})", "null"},
+      {R"({{ get (fromYaml "a: [1, 2]") "a" | toJson }})", "[1,2]"},
+      {R"({{ toJson .Values.map }}|{{ toJson "<&>" }})", R"({"a":1,"b":2}|"\u003c\u0026\u003e")"},
+      {R"({{ get (fromJson "{\"a\": \"b\"}") "a" }})", "b"},
+      {R"({{ kindOf .Values.num }})", "float64"},
+      {R"({{ kindOf .Values.list }})", "slice"},
+      {R"({{ kindOf .Values.map }})", "map"},
+      {R"({{ kindOf .Values.str }})", "string"},
+      {R"({{ kindIs "invalid" .Values.nil }}|{{ kindIs "bool" .Values.flag }})", "true|true"},
+      {R"({{ typeOf .Values.map }}|{{ typeOf 1 }}|{{ typeOf .Values.small }})",
+       "map[string]interface {}|int|float64"},
+      // Logic
+      {R"({{ not .Values.empty }}|{{ not .Values.str }})", "true|false"},
+      {R"([{{ and 1 "" 3 }}]|{{ or 0 "" "x" }}|{{ and true "y" }})", "[]|x|y"},
+      {R"([{{ and .Values.empty (fail "evaluated") }}]|{{ or .Values.str (fail "evaluated") }})",
+       "[]|hello"},  // and/or stop at the first deciding argument
+      {R"({{ eq .Values.str "x" "hello" }})", "true"},
+      {R"({{ eq .Values.nil "x" }})", "false"},
+      {R"({{ ne 1 2 }})", "true"},
+      {R"({{ eq .Values.small 42.0 }})", "true"},
+      {R"({{ lt 1 2 }}|{{ le 2 2 }}|{{ gt "b" "a" }}|{{ ge .Values.num 1.0 }})",
+       "true|true|true|true"},
+      {R"({{ empty .Values.zero }}|{{ empty .Values.map }}|{{ empty .Values.emptyList }})",
+       "true|false|true"},
+      {R"({{ default "d" .Values.empty }})", "d"},
+      {R"({{ .Values.zero | default 7 }})", "7"},
+      {R"({{ default "d" .Values.flag }})", "true"},
+      {R"({{ default "d" }})", "d"},
+      {R"({{ coalesce .Values.empty .Values.zero "c" }})", "c"},
+      {R"({{ ternary "y" "n" true }}|{{ false | ternary "y" "n" }})", "y|n"},
+      {R"({{ semverCompare ">=1.28.0-0" "v1.29.3" }})", "true"},
+      {R"({{ semverCompare ">=1.28.0" "1.29.0-rc.1" }})", "false"},
+      {R"({{ semverCompare ">=1.28.0-0" "1.29.0-rc.1" }})", "true"},
+      {R"({{ semverCompare "^1.2.0" "1.9.0" }})", "true"},
+      {R"({{ semverCompare "^1.2.0" "2.0.0" }})", "false"},
+      {R"({{ semverCompare "^0.2.3" "0.3.0" }})", "false"},
+      {R"({{ semverCompare "~1.2.3" "1.2.9" }})", "true"},
+      {R"({{ semverCompare "~1.2.3" "1.3.0" }})", "false"},
+      {R"({{ semverCompare "1.2.x" "1.2.7" }})", "true"},
+      {R"({{ semverCompare "1.2 - 1.4.5" "1.4.5" }})", "true"},
+      {R"({{ semverCompare "<1.0 || >=2.1" "2.0.5" }})", "false"},
+      {R"({{ semverCompare ">1.2, <1.4" "1.3.1" }})", "true"},
+      {R"({{ semverCompare "!=1.2.3" "1.2.3" }})", "false"},
+      // Lists
+      {R"({{ list 1 "a" | toJson }})", R"([1,"a"])"},
+      {R"({{ first .Values.list }})", "b"},
+      {R"({{ last .Values.list }})", "a"},
+      {R"({{ len .Values.list }})", "4"},
+      {R"({{ append .Values.list "z" | toJson }}|{{ has "c" .Values.list }})",
+       R"(["b","a","c","a","z"]|true)"},
+      {R"({{ compact (list "a" "" 0 "b") | toJson }})", R"(["a","b"])"},
+      {R"({{ uniq .Values.list | toJson }})", R"(["b","a","c"])"},
+      {R"({{ sortAlpha .Values.list | toJson }})", R"(["a","a","b","c"])"},
+      {R"({{ index .Values.list 1 }})", "a"},
+      {R"({{ index .Values.map "b" }})", "2"},
+      {R"({{ index .Values "nested" "inner" "k" }})", "v"},
+      // Dicts
+      {R"({{ get (dict "a" 1) "a" }}|{{ get (dict "a" 1) "z" }}|)", "1||"},
+      {R"({{ $d := dict }}{{ $_ := set $d "k" "v" }}{{ toJson $d }})"
+       R"({{ $_ := unset $d "k" }}{{ toJson $d }})",
+       R"({"k":"v"}{})"},
+      {R"({{ hasKey .Values.map "a" }})", "true"},
+      {R"({{ hasKey .Values.map "z" }})", "false"},
+      {R"({{ keys .Values.map | sortAlpha | toJson }})", R"(["a","b"])"},
+      {R"({{ pick .Values.map "a" | toJson }}|{{ omit .Values.map "a" | toJson }})",
+       R"({"a":1}|{"b":2})"},
+      {R"({{ merge (dict "k" "dst") (dict "k" "src" "n" "new") | toJson }})",
+       R"({"k":"dst","n":"new"})"},  // the destination wins
+      {R"({{ merge (dict "m" (dict "a" 1)) (dict "m" (dict "a" 2 "b" 3)) | toJson }})",
+       R"({"m":{"a":1,"b":3}})"},  // and the merge is deep
+      {R"({{ mergeOverwrite (dict "k" "dst" "t" true) (dict "k" "src" "t" false) | toJson }})",
+       R"({"k":"src","t":false})"},
+      {R"({{ $c := deepCopy .Values.nested }}{{ $_ := set $c "inner" "changed" }})"
+       R"({{ .Values.nested.inner.k }}|{{ $c.inner }})",
+       "v|changed"},
+      // Math: Sprig converts to int64
+      {R"({{ add 1 2 3 }})", "6"},
+      {R"({{ add .Values.num 1 }})", "1000001"},
+      {R"({{ add1 .Values.small }})", "43"},
+      {R"({{ sub 5 3 }})", "2"},
+      {R"({{ mul 2 3 4 }})", "24"},
+      {R"({{ div 7 2 }}|{{ mod 7 2 }}|{{ max 1 5 3 }}|{{ min 4 2 9 }})", "3|1|5|2"},
+      // Helm: include, template, tpl, required, the built-in objects
+      {R"({{ include "t.greet" "x" }}|{{ template "t.greet" "y" }})", "hi x|hi y"},
+      {R"({{ include "t.greet" "x" | upper }})", "HI X"},
+      {R"({{ tpl .Values.tplText . }})", "hello-rel"},
+      {R"({{ tpl "{{ include \"t.greet\" .Values.str }}" . }})", "hi hello"},
+      {R"({{ required "need str" .Values.str }}|{{ required "need zero" .Values.zero }})",
+       "hello|0"},  // 0 is a value; only nil and "" are missing
+      {R"({{ .Release.Name }})", "rel"},
+      {R"({{ .Release.Namespace }})", "ns"},
+      {R"({{ .Chart.Name }})", "t"},
+      {R"({{ .Chart.Version }})", "1.2.3+build.5"},
+      {R"({{ .Chart.AppVersion }})", "9.9"},
+      {R"({{ .Capabilities.KubeVersion.Version }})", "v1.29.0"},
+      {R"({{ .Template.Name }}|{{ .Template.BasePath }})", "t/templates/NOTES.txt|t/templates"},
+      // Control structures
+      {R"({{ range $k, $v := .Values.map }}{{ $k }}={{ $v }};{{ end }})", "a=1;b=2;"},
+      {R"({{ range $i, $v := .Values.list }}{{ $i }}{{ $v }}{{ end }})", "0b1a2c3a"},
+      {R"({{ range .Values.emptyList }}x{{ else }}none{{ end }}|{{ range 3 }}{{ . }}{{ end }})",
+       "none|012"},
+      {R"({{ range .Values.list }}{{ if eq . "c" }}{{ break }}{{ end }})"
+       R"({{ if eq . "a" }}{{ continue }}{{ end }}{{ . }}{{ end }})",
+       "b"},
+      {R"({{ with .Values.empty }}set{{ else }}unset{{ end }})", "unset"},
+      {R"({{ with .Values.str }}{{ . }}{{ end }})", "hello"},
+      {R"({{ with .Values.empty }}a{{ else with .Values.str }}{{ . }}{{ else }}c{{ end }})",
+       "hello"},
+      {R"({{ if .Values.zero }}a{{ else if .Values.flag }}b{{ else }}c{{ end }})", "b"},
+      {R"({{ $x := 1 }}{{ range list 1 2 }}{{ $x = add $x . }}{{ end }}{{ $x }})", "4"},
+      {R"(a {{- "b" -}} c)", "abc"},
+      {R"(x{{/* gone */}}y{{- /* trimmed */ -}} z)", "xyz"},
+      {R"({{ "}}" }}|{{ `raw "x"` }})", R"(}}|raw "x")"},
+      {R"({{ block "t.blk" "z" }}[{{ . }}]{{ end }})", "[z]"},
+  };
+}
+
+// Evaluation errors, each reached by a values file that picks its branch.
+struct ErrorCase {
+  std::string name;
+  std::string tmpl;
+  std::string reason;
+};
+
+std::vector<ErrorCase> ErrorCases() {
+  return {
+      {"required", R"({{ required "a database DSN is required" .Values.empty }})",
+       "a database DSN is required"},
+      {"required-nil", R"({{ required "give nil a value" .Values.nil }})", "give nil a value"},
+      {"fail", R"({{ fail "stop here" }})", "stop here"},
+      {"eq-types", R"({{ eq .Values.small "42" }})", "incompatible types for comparison"},
+      {"unknown-function", R"({{ lookup "v1" "Secret" "ns" "x" }})",
+       "function 'lookup' is outside the supported subset"},
+      {"method-call", R"({{ .Capabilities.APIVersions.Has "x" }})", "method calls are outside"},
+      {"nil-field", R"({{ $n := .Values.nil }}{{ $n.x }})",
+       "nil pointer evaluating interface {}.x"},
+      {"missing-key", R"({{ index .Values "nope" }})", "index: key 'nope' is not defined"},
+      {"bad-semver", R"({{ semverCompare ">=1.0" "not-a-version" }})",
+       "invalid semantic version 'not-a-version'"},
+      {"len-nil", R"({{ len .Values.nil }})", "len of nil pointer"},
+      {"range-text", R"({{ range .Values.str }}{{ end }})", "range can't iterate over hello"},
+      {"no-template", R"({{ include "t.missing" . }})", "no template named 't.missing'"},
+      // Go templates do not convert arguments: values.yaml numbers are float64.
+      {"string-param", R"({{ upper .Values.num }})",
+       "upper: wrong type for value; expected string; got float64"},
+      {"int-param", R"({{ indent .Values.small "x" }})",
+       "indent: wrong type for value; expected int; got float64"},
+      {"bool-param", R"({{ ternary "y" "n" "true" }})",
+       "ternary: wrong type for value; expected bool; got string"},
+  };
+}
+
+TEST(HelmChartRenderer, TemplateFunctionsBehaveAsHelmAndSprigDocumentThem) {
+  TempDir tmp = MakeTemp();
+  fs::path chart = tmp.path() / "t";
+  WriteFile(tmp, "t/Chart.yaml",
+            "apiVersion: v2\nname: t\nversion: 1.2.3+build.5\nappVersion: \"9.9\"\n");
+  WriteFile(tmp, "t/values.yaml", kFunctionValues);
+  WriteFile(tmp, "t/templates/_helpers.tpl", "{{- define \"t.greet\" -}}hi {{ . }}{{- end -}}\n");
+  std::vector<FunctionCase> cases = FunctionCases();
+  std::string notes;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    absl::StrAppend(&notes, "[[", i, "]]", cases[i].tmpl, "[[/", i, "]]\n");
+  }
+  for (const ErrorCase& e : ErrorCases()) {
+    absl::StrAppend(&notes, "{{- if eq .Values.case \"", e.name, "\" }}", e.tmpl, "{{ end }}\n");
+  }
+  WriteFile(tmp, "t/templates/NOTES.txt", notes);
+  std::vector<std::string> args = {"--release", "rel", "--namespace", "ns"};
+  for (const ErrorCase& e : ErrorCases()) {
+    args.push_back("--variant");
+    args.push_back(e.name + "=" +
+                   WriteFile(tmp, e.name + ".yaml", "case: " + e.name + "\n").string());
+  }
+  Rendered r = Render(tmp, "out", args, chart);
+  ASSERT_EQ(r.errors, "") << r.result.output;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    SCOPED_TRACE(cases[i].tmpl);
+    const std::string open = absl::StrCat("[[", i, "]]"), close = absl::StrCat("[[/", i, "]]");
+    size_t from = r.notes.find(open), to = r.notes.find(close);
+    ASSERT_NE(from, std::string::npos);
+    ASSERT_NE(to, std::string::npos);
+    EXPECT_EQ(r.notes.substr(from + open.size(), to - from - open.size()), cases[i].expected);
+  }
+  for (const ErrorCase& e : ErrorCases()) {
+    SCOPED_TRACE(e.tmpl);
+    Rendered failed = Load(r.dir / "variants" / e.name);
+    EXPECT_THAT(failed.errors, HasSubstr(e.reason));
+    EXPECT_THAT(failed.errors, HasSubstr("t/templates/NOTES.txt")) << "the template is named";
+  }
 }
 
 }  // namespace
