@@ -39,7 +39,8 @@ std::string FlagNames(uint32_t flags) {
                                            "unknown GPU model",
                                            "single samples",
                                            "DCGM profiling paused or unavailable",
-                                           "profiling counters stuck at 0"};
+                                           "profiling counters stuck at 0",
+                                           "GPU shared with other jobs"};
   std::vector<std::string> out;
   for (uint32_t i = 1; i < std::size(kNames); ++i) {
     if (flags & (1u << i)) out.push_back(kNames[i]);
