@@ -32,9 +32,9 @@ class SilentJobsIntegration : public ::testing::Test {
   void SetUp() override {
     ASSERT_NO_FATAL_FAILURE(testing::StartPostgres(&pg_));
     const std::string dsn = pg_->Dsn(testing::kDatabase);
-    absl::Status migrated =
+    absl::StatusOr<platform::MigrationReport> migrated =
         platform::ApplyMigrations(dsn, std::string(GOODPUT_SOURCE_DIR) + "/migrations");
-    ASSERT_TRUE(migrated.ok()) << migrated;
+    ASSERT_TRUE(migrated.ok()) << migrated.status();
     auto pool = platform::PgPool::Create({.dsn = dsn});
     ASSERT_TRUE(pool.ok()) << pool.status();
     pool_ = *std::move(pool);
