@@ -171,10 +171,14 @@ ofu:
 YAML
         ;;
       # Framework throughput series that reach ingest by remote_write become MFU reports.
+      # The demo replays 21 simulated hours: its running jobs' samples are hours old, which
+      # must not read as GPUs gone silent without an epilog.
       ingest) cat >>"$data/etc/$svc.yaml" <<YAML
 ingest:
   mfu_metrics:
     mfu_address: 127.0.0.1:${gport[mfu]}
+  jobs:
+    silent_after_s: 172800
 YAML
         ;;
       mfu) cat >>"$data/etc/$svc.yaml" <<YAML

@@ -607,6 +607,7 @@ TEST(HelmChart, SampleOverrideRendersConfigsTheRealServicesAcceptWithTheirTokens
   EXPECT_THAT(r.Config("ofu"), HasSubstr("shard_count: 4"));
   EXPECT_THAT(r.Config("ofu"), HasSubstr("window_s: 30"));
   EXPECT_THAT(r.Config("ingest"), HasSubstr("cluster: eos"));
+  EXPECT_THAT(r.Config("ingest"), HasSubstr("silent_after_s: 43200"));
   EXPECT_THAT(r.Config("alerting"), HasSubstr("kind: alertmanager"));
   EXPECT_EQ(r.Find("Secret", "-postgres"), nullptr) << "existingSecret given: none rendered";
 

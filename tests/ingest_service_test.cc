@@ -407,6 +407,40 @@ TEST_F(IngestServiceIntegration, RequeuedJobRunsAgainAndBothRunsStayVisible) {
             "n5,n6");
 }
 
+// ingest.jobs.silent_after_s: job 8001's node went away without an epilog; the maintenance
+// round ends it at its last sample, while 8002, whose GPU still reports, runs on.
+TEST_F(IngestServiceIntegration, JobWhoseGpusWentSilentIsEndedByMaintenance) {
+  const int64_t now = NowMs();
+  v1::RegisterJobResponse r;
+  ASSERT_TRUE(Register(SlurmJob("8001", "n7", {0}, now - 7'200'000), &r).ok());
+  ASSERT_TRUE(Register(SlurmJob("8002", "n7", {1}, now - 7'200'000), &r).ok());
+  v1::PushSamplesRequest batch;
+  batch.set_batch_id("silent-1");
+  batch.set_cluster("eos");
+  *batch.add_samples() = MakeSample("n7", 0, now - 5'400'000);
+  *batch.add_samples() = MakeSample("n7", 1, now - 60'000);
+  v1::PushSamplesResponse pushed;
+  ASSERT_TRUE(Push({batch}, &pushed).ok());
+
+  ingest_.reset();
+  ASSERT_NO_FATAL_FAILURE(StartIngest("  jobs:\n    silent_after_s: 3600\n"));
+  auto get = [&](const std::string& id) {
+    v1::GetJobRequest request;
+    request.mutable_key()->set_cluster("eos");
+    request.mutable_key()->set_job_id(id);
+    grpc::ClientContext ctx;
+    v1::GetJobResponse response;
+    EXPECT_TRUE(jobs_->GetJob(&ctx, request, &response).ok());
+    return response.job();
+  };
+  ASSERT_TRUE(
+      PollUntil([&] { return get("8001").state() == v1::JOB_STATE_ENDED; }, absl::Seconds(30)));
+  v1::Job silent = get("8001");
+  EXPECT_EQ(silent.end_time().seconds(), (now - 5'400'000) / 1000);
+  EXPECT_EQ(silent.labels().at("ended_by"), "silent");
+  EXPECT_EQ(get("8002").state(), v1::JOB_STATE_RUNNING);
+}
+
 TEST_F(IngestServiceIntegration, BatchIdsOfTwoClustersDoNotCollide) {
   const int64_t now = NowMs();
   v1::PushSamplesRequest eos;

@@ -96,8 +96,71 @@ constexpr char kTakeOverSamples[] =
 
 constexpr char kEndAbandonedJob[] =
     "UPDATE jobs j SET end_time = GREATEST(to_timestamp($2::bigint / 1000.0), j.start_time), "
-    "state = 'ended', updated_at = now() WHERE j.id = $1 AND j.end_time IS NULL "
+    "state = 'ended', labels = j.labels || '{\"ended_by\": \"next_job\"}', updated_at = now() "
+    "WHERE j.id = $1 AND j.end_time IS NULL "
     "AND NOT EXISTS (SELECT 1 FROM job_gpus g WHERE g.job = $1 AND upper_inf(g.valid))";
+
+// A job whose epilog never came and whose GPUs nobody registered again: it has held its open
+// allocations since before $1 (the silence threshold; a requeued run that started later is
+// not silent yet) and its GPUs have sent no sample attributed to it since. Its open
+// allocations are closed, and it is ended, at its last sample, or where its current run
+// started when it has none. Open jobs come from jobs_open_by_start (0053), their allocations
+// from job_gpus_by_job, and the samples probes use samples_by_job, `sample_time >= $1`
+// pruning them to the partitions after the threshold; the last sample is the first row of a
+// backward scan (newest partition first: a bound on the run's start would make PostgreSQL
+// aggregate every sample of the run instead). Rows locked by another ingest replica's sweep are
+// skipped; up to $2 jobs.
+constexpr char kEndSilentJobs[] =
+    "WITH silent AS ("
+    " SELECT j.id, j.start_time, held.since FROM jobs j"
+    " CROSS JOIN LATERAL (SELECT max(lower(g.valid)) AS since FROM job_gpus g"
+    "  WHERE g.job = j.id AND upper_inf(g.valid)) held"
+    " WHERE j.end_time IS NULL AND j.state = 'running'"
+    " AND j.start_time < to_timestamp($1::bigint / 1000.0)"
+    " AND held.since < to_timestamp($1::bigint / 1000.0)"
+    " AND NOT EXISTS (SELECT 1 FROM samples s WHERE s.job = j.id"
+    "  AND s.sample_time >= to_timestamp($1::bigint / 1000.0))"
+    " ORDER BY j.start_time, j.id LIMIT $2 FOR UPDATE OF j SKIP LOCKED"
+    "), ends AS ("
+    " SELECT s.id, GREATEST(s.start_time, s.since,"
+    "  (SELECT max(x.sample_time) FROM samples x WHERE x.job = s.id"
+    "   AND x.sample_time < to_timestamp($1::bigint / 1000.0))) AS end_time"
+    " FROM silent s"
+    "), closed AS ("
+    " UPDATE job_gpus g SET valid = tstzrange(lower(g.valid),"
+    "  GREATEST(e.end_time, lower(g.valid) + interval '1 millisecond'), '[)')"
+    " FROM ends e WHERE g.job = e.id AND upper_inf(g.valid)"
+    ") "
+    "UPDATE jobs j SET end_time = e.end_time, state = 'ended', "
+    "labels = j.labels || '{\"ended_by\": \"silent\"}', updated_at = now() "
+    "FROM ends e WHERE j.id = e.id "
+    "RETURNING j.cluster, j.job_id, (extract(epoch FROM e.end_time) * 1000)::bigint";
+
+// A job that goodput ended on its own (kEndAbandonedJob, kEndSilentJobs) and whose real end
+// arrives later: the allocations that guessed end closed ($3), and those reaching past the
+// real end ($2), are set to end at the real end, but never into another job's later
+// allocation of the GPU. Returns each moved allocation with its end before and after, so
+// that the samples of a longer allocation are attached, and those past a shorter one let go.
+constexpr char kMoveAllocationEnds[] =
+    "UPDATE job_gpus g SET valid = tstzrange(lower(g.valid), GREATEST(lower(g.valid) + "
+    "interval '1 millisecond', LEAST(to_timestamp($2::bigint / 1000.0), COALESCE((SELECT "
+    "min(lower(o.valid)) FROM job_gpus o WHERE o.job <> g.job AND ((o.cluster = g.cluster AND "
+    "o.host = g.host AND o.gpu_index = g.gpu_index) OR o.gpu_uuid = g.gpu_uuid) AND "
+    "lower(o.valid) >= upper(g.valid)), 'infinity'::timestamptz))), '[)') "
+    "FROM (SELECT ctid AS row, upper(valid) AS old_end FROM job_gpus WHERE job = $1 "
+    "AND NOT upper_inf(valid) AND (upper(valid) >= to_timestamp($3::bigint / 1000.0) OR "
+    "upper(valid) > to_timestamp($2::bigint / 1000.0))) moved "
+    "WHERE g.ctid = moved.row "
+    "RETURNING g.host, g.gpu_index, g.gpu_uuid, "
+    "(extract(epoch FROM moved.old_end) * 1000)::bigint, "
+    "(extract(epoch FROM upper(g.valid)) * 1000)::bigint";
+
+// Samples of the job from its (earlier) real end on: no longer the job's. New seq and
+// transaction id, as when samples move between jobs, so that watermark readers see them.
+constexpr char kReleaseSamplesAfter[] =
+    "UPDATE samples SET job = NULL, seq = nextval('samples_seq'), "
+    "ingest_xid = pg_current_xact_id() "
+    "WHERE job = $1 AND sample_time >= to_timestamp($2::bigint / 1000.0)";
 
 constexpr char kInsertAllocation[] =
     "INSERT INTO job_gpus (job, cluster, host, gpu_index, gpu_uuid, valid, mig_instance, "
@@ -341,6 +404,22 @@ absl::StatusOr<std::string> Merged(absl::string_view field, const std::string& s
 
 }  // namespace
 
+absl::StatusOr<std::vector<SilentJob>> JobStore::EndSilentJobs(int64_t silent_since_unix_ms,
+                                                               int limit) {
+  return pool_->RunTransactionFor<std::vector<SilentJob>>(
+      [&](pqxx::work& txn) -> absl::StatusOr<std::vector<SilentJob>> {
+        std::vector<SilentJob> ended;
+        for (const pqxx::row& r : txn.exec_params(kEndSilentJobs, silent_since_unix_ms, limit)) {
+          SilentJob job;
+          job.key.set_cluster(r[0].as<std::string>());
+          job.key.set_job_id(r[1].as<std::string>());
+          job.end_unix_ms = r[2].as<int64_t>();
+          ended.push_back(std::move(job));
+        }
+        return ended;
+      });
+}
+
 absl::StatusOr<RegisterJobResult> JobStore::Register(const v1::Job& job, int64_t now_unix_ms) {
   if (absl::Status s = CheckJobKey(job.key()); !s.ok()) return s;
   if (!job.has_start_time() && job.state() != v1::JOB_STATE_PENDING) {
@@ -442,12 +521,14 @@ absl::StatusOr<RegisterJobResult> JobStore::Register(const v1::Job& job, int64_t
       // Slurm requeue: the same job id starts again after it ended (node failure, preemption,
       // `scontrol requeue`). The job runs again from the new start; the first run stays
       // visible through its closed allocations, and `labels["requeues"]` counts the runs.
+      // How goodput guessed the first run's end (`ended_by`) is no longer true of the job.
       const std::optional<int64_t> stored_end = ToMs(stored.end_time(), stored.has_end_time());
       if (stored_end && start_ms && *start_ms >= *stored_end && !end_ms) {
         txn.exec_params(
-            "UPDATE jobs SET end_time = NULL, state = 'running', labels = labels || "
-            "jsonb_build_object('requeues', (coalesce((labels ->> 'requeues')::int, 0) + 1)::text), "
-            "updated_at = now() WHERE id = $1",
+            "UPDATE jobs SET end_time = NULL, state = 'running', "
+            "labels = (labels - 'ended_by') || jsonb_build_object('requeues', "
+            "(coalesce((labels ->> 'requeues')::int, 0) + 1)::text), updated_at = now() "
+            "WHERE id = $1",
             row_id);
         effective_start = start_ms;
       }
@@ -549,22 +630,40 @@ absl::StatusOr<v1::Job> JobStore::End(const v1::JobKey& key, std::optional<int64
     absl::StatusOr<std::pair<v1::Job, int64_t>> loaded = LoadJob(txn, key, true);
     if (!loaded.ok()) return loaded.status();
     const v1::Job& stored = loaded->first;
-    if (stored.has_end_time()) {
+    const int64_t end = end_unix_ms.value_or(now_unix_ms);
+    // The scheduler's word wins over an end that goodput guessed (labels["ended_by"]: the
+    // next job on a GPU, or silence) or that said nothing of how the job ended.
+    const bool restate =
+        stored.has_end_time() && stored.state() == v1::JOB_STATE_ENDED &&
+        (final_state != v1::JOB_STATE_ENDED || stored.labels().contains("ended_by"));
+    if (stored.has_end_time() && !restate) {
       const int64_t stored_end = *ToMs(stored.end_time(), true);
       if (!end_unix_ms.has_value() || *end_unix_ms == stored_end) return stored;
       return absl::FailedPreconditionError(absl::StrCat("job ", JobName(key), " already ended at ",
                                                         stored_end, " ms, not ", *end_unix_ms,
                                                         " ms"));
     }
-    int64_t end = end_unix_ms.value_or(now_unix_ms);
     if (auto start = ToMs(stored.start_time(), stored.has_start_time()); start && end < *start) {
       return absl::InvalidArgumentError(
           absl::StrCat("end_time ", end, " ms is before the job's start_time ", *start, " ms"));
     }
     txn.exec_params(
         "UPDATE jobs SET end_time = to_timestamp($2::bigint / 1000.0), state = $3, "
-        "updated_at = now() WHERE id = $1",
+        "labels = labels - 'ended_by', updated_at = now() WHERE id = $1",
         loaded->second, end, api::JobStateName(final_state));
+    if (restate) {
+      const int64_t guessed_end = *ToMs(stored.end_time(), true);
+      for (const pqxx::row& moved :
+           txn.exec_params(kMoveAllocationEnds, loaded->second, end, guessed_end)) {
+        const int64_t before = moved[3].as<int64_t>();
+        const int64_t after = moved[4].as<int64_t>();
+        if (after <= before) continue;
+        txn.exec_params(kAttachByAllocation, loaded->second, key.cluster(),
+                        moved[0].as<std::string>(), Opt<int>(moved[1]), Opt<std::string>(moved[2]),
+                        before, after);
+      }
+      if (end < guessed_end) txn.exec_params(kReleaseSamplesAfter, loaded->second, end);
+    }
     txn.exec_params(kCloseAllocations, loaded->second, end);
     absl::StatusOr<std::pair<v1::Job, int64_t>> updated = LoadJob(txn, key, false);
     if (!updated.ok()) return updated.status();

@@ -10,6 +10,12 @@
 // fall in a new allocation, or whose `hpc_job`/Osmo workflow label names the job, are
 // attached to it in the same transaction.
 //
+// goodput ends a job on its own when its epilog evidently never came: when another job is
+// registered on one of its GPUs (see RegisterJob in job.proto), and when its GPUs have been
+// silent for long (EndSilentJobs, run by Maintenance). Such a job is JOB_STATE_ENDED with
+// `labels["ended_by"]` = "next_job" or "silent"; a later EndJob with the scheduler's end
+// replaces the guess (End).
+//
 // This adapter speaks the API's message types (goodput.v1.Job) so that the RPC layer stays a
 // thin translation; times are passed to SQL as milliseconds since the epoch.
 #pragma once
@@ -29,6 +35,12 @@ struct RegisterJobResult {
   v1::Job job;
   bool created = false;
   int64_t attached_sample_count = 0;
+};
+
+// A job EndSilentJobs ended, and where.
+struct SilentJob {
+  v1::JobKey key;
+  int64_t end_unix_ms = 0;
 };
 
 struct ListJobsResult {
@@ -53,9 +65,21 @@ class JobStore {
 
   // Sets the end time (`end_unix_ms`, or now) and final state, and closes open allocations.
   // Ending an ended job again returns it unchanged unless a different end time is given
-  // (FAILED_PRECONDITION naming both). NOT_FOUND for an unknown job.
+  // (FAILED_PRECONDITION naming both), except a JOB_STATE_ENDED job given a real final
+  // state, or one goodput ended on its own (`labels["ended_by"]`): it takes the given end
+  // and state, and its allocations closed by the earlier end move to the new end (up to the
+  // GPU's next job), taking along the samples they then cover, or letting go of those after
+  // an earlier end. NOT_FOUND for an unknown job.
   absl::StatusOr<v1::Job> End(const v1::JobKey& key, std::optional<int64_t> end_unix_ms,
                               v1::JobState final_state, int64_t now_unix_ms);
+
+  // Ends up to `limit` running jobs whose epilog evidently never came: they have held open
+  // allocations since before `silent_since_unix_ms` and have no sample attributed at or
+  // after it. Each is ended, its open allocations closed, at its last sample (or the start
+  // of its current run when it has none): state JOB_STATE_ENDED, `labels["ended_by"]` =
+  // "silent". Samples that arrive later for those GPUs stay unattributed until the GPUs are
+  // registered again or the scheduler's EndJob moves the end (End).
+  absl::StatusOr<std::vector<SilentJob>> EndSilentJobs(int64_t silent_since_unix_ms, int limit);
 
   // NOT_FOUND naming the job when unknown.
   absl::StatusOr<v1::Job> Get(const v1::JobKey& key);

@@ -11,7 +11,9 @@
 //   ingest.retention_days [30]               samples older are refused; partitions dropped
 //   ingest.partitions_ahead_days [7]         daily partitions created ahead of time
 //   ingest.batch_id_retention_days [7]       how long a batch id is remembered for retries
-//   ingest.maintenance_interval_s [300]      partition and batch-id upkeep period
+//   ingest.maintenance_interval_s [300]      partition, batch-id and silent-job upkeep period
+//   ingest.jobs.silent_after_s [21600]       a running job whose GPUs sent no sample for this
+//                                            long (its epilog never came) is ended; 0: never
 //   ingest.remote_write.cluster [""]         cluster of remote_write series without a
 //                                            `cluster` label (or ?cluster= on the URL)
 //   ingest.remote_write.ha_replica_labels [__replica__, prometheus_replica, replica]
@@ -117,6 +119,10 @@ absl::StatusOr<std::shared_ptr<void>> Setup(platform::ServiceContext& ctx) {
     return absl::InvalidArgumentError("config key ingest.maintenance_interval_s must be positive");
   }
   maintenance.interval = *interval;
+  absl::StatusOr<int64_t> silent_after =
+      config.GetIntInRange("ingest.jobs.silent_after_s", 6 * 3600, 0, 365LL * 86'400);
+  if (!silent_after.ok()) return silent_after.status();
+  maintenance.silent_job_after_ms = *silent_after * 1000;
   RemoteWriteOptions remote_write;
   absl::StatusOr<std::string> rw_cluster = config.GetString("ingest.remote_write.cluster", "");
   if (!rw_cluster.ok()) return rw_cluster.status();
@@ -177,8 +183,8 @@ absl::StatusOr<std::shared_ptr<void>> Setup(platform::ServiceContext& ctx) {
   runtime->ingest_service = std::make_unique<IngestServiceImpl>(runtime->pipeline.get());
   runtime->job_service = std::make_unique<JobServiceImpl>(
       runtime->job_store.get(), NowUnixMs, runtime->catalog.get(), *std::move(identity));
-  runtime->maintenance = std::make_unique<Maintenance>(runtime->sample_store.get(), maintenance,
-                                                       NowUnixMs, ctx.logger);
+  runtime->maintenance = std::make_unique<Maintenance>(
+      runtime->sample_store.get(), runtime->job_store.get(), maintenance, NowUnixMs, ctx.logger);
 
   const int max_request_bytes = static_cast<int>(*max_request);
   ctx.grpc->ConfigureBuilder([max_request_bytes](grpc::ServerBuilder& builder) {

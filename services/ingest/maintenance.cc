@@ -8,9 +8,10 @@ namespace {
 constexpr int64_t kDayMs = 86'400'000;
 }
 
-Maintenance::Maintenance(SampleStore* store, MaintenanceOptions options,
+Maintenance::Maintenance(SampleStore* samples, JobStore* jobs, MaintenanceOptions options,
                          std::function<int64_t()> now_unix_ms, platform::Logger logger)
-    : store_(store),
+    : store_(samples),
+      jobs_(jobs),
       options_(options),
       now_unix_ms_(std::move(now_unix_ms)),
       logger_(std::move(logger)) {}
@@ -41,8 +42,23 @@ absl::Status Maintenance::RunOnce() {
         store_->ForgetBatchesBefore(now - options_.batch_id_retention_ms);
     if (!forgotten.ok()) first.Update(forgotten.status());
   }
+  if (options_.silent_job_after_ms > 0) {
+    absl::StatusOr<std::vector<SilentJob>> ended =
+        jobs_->EndSilentJobs(now - options_.silent_job_after_ms, options_.silent_jobs_per_round);
+    if (!ended.ok()) {
+      first.Update(ended.status());
+    } else {
+      for (const SilentJob& job : *ended) {
+        logger_.Info("job ended: its GPUs sent no sample and no epilog came",
+                     {{"cluster", job.key.cluster()},
+                      {"job_id", job.key.job_id()},
+                      {"end_unix_ms", job.end_unix_ms},
+                      {"silent_after_s", options_.silent_job_after_ms / 1000}});
+      }
+    }
+  }
   if (!first.ok()) {
-    logger_.Warn("samples maintenance failed; retrying at the next tick",
+    logger_.Warn("ingest maintenance failed; retrying at the next tick",
                  {{"error", std::string(first.message())}});
   }
   return first;

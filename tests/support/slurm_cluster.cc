@@ -121,6 +121,7 @@ absl::Status SlurmCluster::Start(const SlurmClusterOptions& options) {
          << "NodeName=" << kNodeName << " NodeAddr=127.0.0.1 NodeHostname=localhost CPUs=" << cpus
          << " State=UNKNOWN\n"
          << "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP\n";
+    for (const std::string& line : options.extra_conf) conf << line << "\n";
   }
   const std::vector<std::pair<std::string, std::string>> env = Env();
   absl::StatusOr<std::unique_ptr<ChildProcess>> ctld =
@@ -217,13 +218,20 @@ std::filesystem::path SlurmCluster::JobStderrPath(const std::string& job_id) con
 }
 
 absl::StatusOr<std::string> SlurmCluster::SubmitSleepJob(const SleepJobOptions& options) {
+  std::vector<std::string> args;
+  if (!options.comment.empty()) args.push_back(absl::StrCat("--comment=", options.comment));
+  if (!options.name.empty()) args.push_back(absl::StrCat("--job-name=", options.name));
+  return SubmitJob(absl::StrCat("sleep ", options.seconds), args);
+}
+
+absl::StatusOr<std::string> SlurmCluster::SubmitJob(const std::string& command,
+                                                    const std::vector<std::string>& sbatch_args) {
   std::vector<std::string> argv = {"sbatch", "--parsable",
                                    "-D",     (dir_.path() / "jobs").string(),
                                    "-o",     (dir_.path() / "jobs" / "%j.out").string(),
                                    "-e",     (dir_.path() / "jobs" / "%j.err").string()};
-  if (!options.comment.empty()) argv.push_back(absl::StrCat("--comment=", options.comment));
-  if (!options.name.empty()) argv.push_back(absl::StrCat("--job-name=", options.name));
-  argv.push_back(absl::StrCat("--wrap=sleep ", options.seconds));
+  argv.insert(argv.end(), sbatch_args.begin(), sbatch_args.end());
+  argv.push_back(absl::StrCat("--wrap=", command));
   absl::StatusOr<std::string> out = Run(std::move(argv));
   if (!out.ok()) return out.status();
   std::string id(absl::StripAsciiWhitespace(*out));

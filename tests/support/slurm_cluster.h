@@ -30,6 +30,8 @@ namespace goodput::testing {
 
 struct SlurmClusterOptions {
   absl::Duration start_timeout = absl::Seconds(60);
+  // More slurm.conf lines, e.g. "Epilog=/path/epilog.sh" or another partition.
+  std::vector<std::string> extra_conf = {};
 };
 
 struct SleepJobOptions {
@@ -58,6 +60,10 @@ class SlurmCluster {
   // Submits `sleep <seconds>` with sbatch; returns the job id. Its stdout and stderr go to
   // JobStdoutPath / JobStderrPath.
   absl::StatusOr<std::string> SubmitSleepJob(const SleepJobOptions& options = {});
+  // Submits shell command `command` with sbatch and more sbatch options `sbatch_args`
+  // (e.g. "--partition=urgent"); returns the job id.
+  absl::StatusOr<std::string> SubmitJob(const std::string& command,
+                                        const std::vector<std::string>& sbatch_args = {});
   std::filesystem::path JobStderrPath(const std::string& job_id) const;
   // Polls squeue until the job's state is `state` (RUNNING, PENDING, ...).
   absl::Status WaitForJobState(const std::string& job_id, const std::string& state,

@@ -372,8 +372,10 @@ std::vector<Command> JobCommands() {
        .arguments = "[CLUSTER/JOB_ID]",
        .summary = "mark a job ended and release its GPUs; idempotent",
        .details = "  --cluster C --job-id J    the job key (or CLUSTER/JOB_ID)\n"
-                  "  --state S                 completed|failed|cancelled|timed_out|preempted "
-                  "[completed]\n"
+                  "  --state S                 completed|failed|cancelled|timed_out|preempted|"
+                  "ended [completed]\n"
+                  "                            (ended: the caller cannot tell; a later real "
+                  "state replaces it)\n"
                   "  --end TIME                RFC 3339 or \"now\" [now]\n",
        .flags = {"cluster", "job-id", "state", "end"},
        .run = EndJob},
