@@ -44,7 +44,7 @@ struct BatchWrite {
     std::string host;
     std::string reported_as;
   };
-  std::vector<HostSeen> hosts_seen;
+  std::vector<HostSeen> hosts_seen = {};
 };
 
 struct BatchWriteResult {
