@@ -146,14 +146,15 @@ constexpr char kMoveAllocationEnds[] =
     "interval '1 millisecond', LEAST(to_timestamp($2::bigint / 1000.0), COALESCE((SELECT "
     "min(lower(o.valid)) FROM job_gpus o WHERE o.job <> g.job AND ((o.cluster = g.cluster AND "
     "o.host = g.host AND o.gpu_index = g.gpu_index) OR o.gpu_uuid = g.gpu_uuid) AND "
-    "lower(o.valid) >= upper(g.valid)), 'infinity'::timestamptz))), '[)') "
+    "o.slots && g.slots AND lower(o.valid) >= upper(g.valid)), 'infinity'::timestamptz))), "
+    "'[)') "
     "FROM (SELECT ctid AS row, upper(valid) AS old_end FROM job_gpus WHERE job = $1 "
     "AND NOT upper_inf(valid) AND (upper(valid) >= to_timestamp($3::bigint / 1000.0) OR "
     "upper(valid) > to_timestamp($2::bigint / 1000.0))) moved "
     "WHERE g.ctid = moved.row "
     "RETURNING g.host, g.gpu_index, g.gpu_uuid, "
     "(extract(epoch FROM moved.old_end) * 1000)::bigint, "
-    "(extract(epoch FROM upper(g.valid)) * 1000)::bigint";
+    "(extract(epoch FROM upper(g.valid)) * 1000)::bigint, g.mig_instance";
 
 // Samples of the job from its (earlier) real end on: no longer the job's. New seq and
 // transaction id, as when samples move between jobs, so that watermark readers see them.
@@ -660,7 +661,7 @@ absl::StatusOr<v1::Job> JobStore::End(const v1::JobKey& key, std::optional<int64
         if (after <= before) continue;
         txn.exec_params(kAttachByAllocation, loaded->second, key.cluster(),
                         moved[0].as<std::string>(), Opt<int>(moved[1]), Opt<std::string>(moved[2]),
-                        before, after);
+                        before, after, Opt<int>(moved[5]));
       }
       if (end < guessed_end) txn.exec_params(kReleaseSamplesAfter, loaded->second, end);
     }
