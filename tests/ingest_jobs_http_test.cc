@@ -34,7 +34,7 @@ constexpr char kEndBody[] =
     R"({"key": {"cluster": "eos", "jobId": "777"}, "endTime": "2026-01-05T11:00:00Z",
         "finalState": "JOB_STATE_TIMED_OUT"})";
 
-class JobsHttp : public ::testing::Test {
+class IngestJobsHttp : public ::testing::Test {
  protected:
   void Start(bool auth_on) {
     ASSERT_NO_FATAL_FAILURE(testing::StartPostgres(&pg_));
@@ -78,7 +78,7 @@ class JobsHttp : public ::testing::Test {
   std::unique_ptr<ServiceProcess> ingest_;
 };
 
-TEST_F(JobsHttp, RegistersAndEndsAJobAsGrpcWould) {
+TEST_F(IngestJobsHttp, RegistersAndEndsAJobAsGrpcWould) {
   ASSERT_NO_FATAL_FAILURE(Start(/*auth_on=*/false));
   httplib::Result r = Post("/api/v1/jobs:register", kRegisterBody);
   ASSERT_TRUE(r) << httplib::to_string(r.error());
@@ -114,7 +114,7 @@ TEST_F(JobsHttp, RegistersAndEndsAJobAsGrpcWould) {
   EXPECT_EQ(job->end_time().seconds(), job->start_time().seconds() + 3600);
 }
 
-TEST_F(JobsHttp, RefusesBadRequestsNamingTheProblem) {
+TEST_F(IngestJobsHttp, RefusesBadRequestsNamingTheProblem) {
   ASSERT_NO_FATAL_FAILURE(Start(/*auth_on=*/false));
   // An unknown field (a typo) is refused, not ignored.
   httplib::Result r = Post("/api/v1/jobs:register",
@@ -156,7 +156,7 @@ TEST_F(JobsHttp, RefusesBadRequestsNamingTheProblem) {
   EXPECT_EQ(r->status, 413);
 }
 
-TEST_F(JobsHttp, TakesTheTokensJobServiceTakes) {
+TEST_F(IngestJobsHttp, TakesTheTokensJobServiceTakes) {
   ASSERT_NO_FATAL_FAILURE(Start(/*auth_on=*/true));
   httplib::Result r = Post("/api/v1/jobs:register", kRegisterBody);
   ASSERT_TRUE(r);

@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "goodput/v1/job.grpc.pb.h"
 #include "gmock/gmock.h"
+#include "goodput/v1/job.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "tests/support/free_port.h"
 #include "tests/support/postgres_server.h"
@@ -56,8 +56,7 @@ std::vector<std::pair<std::string, std::string>> SlurmEnv(const std::string& ing
           {"SLURM_CLUSTER_NAME", "perlmutter"},
           {"SLURM_JOB_ID", "4242"},
           {"SLURM_JOB_USER", "alice"},
-          {"SLURM_JOB_ACCOUNT", "m1234"},
-          {"SLURM_JOB_NAME", "llama \"pretrain\" \\ v2"},
+          {"SLURM_JOB_UID", "1000"},
           {"SLURM_JOB_PARTITION", "gpu"},
           {"SLURM_JOB_GPUS", "0,1,3"}};
 }
@@ -72,6 +71,21 @@ std::vector<fs::path> Spooled(const fs::path& spool) {
     }
   }
   return files;
+}
+
+// A `scontrol` that answers the prolog's question about job 4242 as Slurm 22.05 does, for an
+// array task whose name holds a quote, a backslash, a newline and what looks like fields.
+void WriteFakeScontrol(const fs::path& dir) {
+  const fs::path path = dir / "scontrol";
+  std::ofstream out(path);
+  out << "#!/bin/sh\n"
+      << "[ \"$*\" = \"--oneliner show job 4242\" ] || exit 1\n"
+      << "printf '%s\\n' 'JobId=4242 ArrayJobId=4240 ArrayTaskId=2 JobName=llama \"pretrain\" "
+         "\\ v2' 'UserId=eve(0) Account=evil UserId=alice(1000) GroupId=alice(1000) "
+         "MCS_label=N/A Priority=1 Nice=0 Account=m1234 QOS=normal JobState=RUNNING "
+         "Comment=UserId=alice(1000) Account=evil'\n";
+  out.close();
+  chmod(path.c_str(), 0755);
 }
 
 // A `nvidia-smi` that answers the query the prolog makes as a node with 4 GPUs would.
@@ -120,6 +134,7 @@ TEST(SlurmScripts, PrologRegistersTheNodesGpusAndEpilogEndsTheJob) {
   const fs::path spool = dir->path() / "spool";
   fs::create_directories(dir->path() / "bin");
   WriteFakeNvidiaSmi(dir->path() / "bin");
+  WriteFakeScontrol(dir->path() / "bin");
 
   const auto started = std::chrono::steady_clock::now();
   absl::StatusOr<ProgramResult> prolog =
@@ -135,8 +150,9 @@ TEST(SlurmScripts, PrologRegistersTheNodesGpusAndEpilogEndsTheJob) {
   ASSERT_TRUE(job.ok()) << job.status() << "\nprolog said: " << prolog->output;
   EXPECT_EQ(job->user(), "alice");
   EXPECT_EQ(job->team(), "m1234");
-  EXPECT_EQ(job->name(), "llama \"pretrain\" \\ v2");
+  EXPECT_EQ(job->name(), "llama \"pretrain\" \\ v2\nUserId=eve(0) Account=evil");
   EXPECT_EQ(job->labels().at("partition"), "gpu");
+  EXPECT_EQ(job->labels().at("array_task"), "4240_2");
   EXPECT_EQ(job->scheduler(), goodput::v1::SCHEDULER_KIND_SLURM);
   ASSERT_EQ(job->allocations_size(), 3);
   std::vector<std::string> gpus;
@@ -149,7 +165,7 @@ TEST(SlurmScripts, PrologRegistersTheNodesGpusAndEpilogEndsTheJob) {
                                             "1 GPU-5d5ba0d6-d33d-2b2c-524d-9e3d8d2b8a71",
                                             "3 GPU-5d5ba0d6-d33d-2b2c-524d-9e3d8d2b8a73"}));
   EXPECT_TRUE(Spooled(spool).empty());
-  struct stat st{};
+  struct stat st = {};
   ASSERT_EQ(stat(spool.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0700u);
 
@@ -170,13 +186,13 @@ TEST(SlurmScripts, PrologRegistersTheNodesGpusAndEpilogEndsTheJob) {
 
 // An executable script at `path` that runs `script` with the ingest URL and a spool folder
 // set, as a site's /etc/goodput/slurm.env would (slurmd and slurmctld start prologs and
-// epilogs with a bare environment).
+// epilogs with a bare environment); what it logs lands in `path`.log.
 void WriteWrapper(const fs::path& path, const fs::path& script, const std::string& ingest_url,
                   const fs::path& spool) {
   std::ofstream out(path);
   out << "#!/bin/sh\nexport PATH=/usr/bin:/bin GOODPUT_SLURM_ENV=/nonexistent GOODPUT_INGEST_URL="
       << ingest_url << " GOODPUT_SPOOL_DIR=" << spool.string() << "\nexec " << script.string()
-      << "\n";
+      << " 2>>" << path.string() << ".log\n";
   out.close();
   chmod(path.c_str(), 0755);
 }
@@ -266,7 +282,8 @@ TEST(SlurmScripts, EpilogsEndEachJobInTheStateSlurmEndedItIn) {
   }
   absl::StatusOr<goodput::v1::Job> job = GetJob(**ingest, "goodputtest", completed);
   ASSERT_TRUE(job.ok()) << job.status();
-  EXPECT_EQ(job->name(), odd_name);
+  EXPECT_EQ(job->name(), odd_name) << "prolog said:\n"
+                                   << ReadFileTail(fs::path(prolog.string() + ".log"), 4000);
   EXPECT_EQ(job->user(), "root");
   EXPECT_TRUE(Spooled(spool).empty());
 }

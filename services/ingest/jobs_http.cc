@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/util/json_util.h"
 #include "grpcpp/server_context.h"
@@ -13,22 +14,12 @@ namespace {
 // What a client should wait before retrying a 429 or 503.
 constexpr int kRetryAfterS = 5;
 
-constexpr absl::string_view kCodeNames[] = {
-    "OK",           "CANCELLED",         "UNKNOWN",          "INVALID_ARGUMENT",
-    "DEADLINE_EXCEEDED", "NOT_FOUND",     "ALREADY_EXISTS",   "PERMISSION_DENIED",
-    "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED",   "OUT_OF_RANGE",
-    "UNIMPLEMENTED", "INTERNAL",         "UNAVAILABLE",      "DATA_LOSS",
-    "UNAUTHENTICATED"};
-
-absl::string_view CodeName(grpc::StatusCode code) {
-  const int i = static_cast<int>(code);
-  return i >= 0 && i < static_cast<int>(std::size(kCodeNames)) ? kCodeNames[i] : "UNKNOWN";
-}
-
 JsonHttpReply ErrorReply(grpc::StatusCode code, absl::string_view message) {
   JsonHttpReply reply;
   reply.status = HttpStatusForGrpc(code);
-  reply.body = JsonError(reply.status, CodeName(code), message);
+  // grpc::StatusCode and absl::StatusCode share their values.
+  reply.body = JsonError(reply.status,
+                         absl::StatusCodeToString(static_cast<absl::StatusCode>(code)), message);
   if (reply.status == 503 || reply.status == 429) reply.retry_after_s = kRetryAfterS;
   reply.www_authenticate = reply.status == 401;
   return reply;
@@ -40,13 +31,13 @@ JsonHttpReply Run(absl::string_view route, absl::string_view body, Call call) {
   Request request;
   google::protobuf::util::JsonParseOptions parse_options;
   parse_options.ignore_unknown_fields = false;
-  const auto parsed = google::protobuf::util::JsonStringToMessage(
-      std::string(body), &request, parse_options);
+  const auto parsed =
+      google::protobuf::util::JsonStringToMessage(std::string(body), &request, parse_options);
   if (!parsed.ok()) {
-    return ErrorReply(grpc::StatusCode::INVALID_ARGUMENT,
-                      absl::StrCat(route, ": the body is not a valid ",
-                                   Request::descriptor()->full_name(), " in JSON: ",
-                                   std::string(parsed.message())));
+    return ErrorReply(
+        grpc::StatusCode::INVALID_ARGUMENT,
+        absl::StrCat(route, ": the body is not a valid ", Request::descriptor()->full_name(),
+                     " in JSON: ", std::string(parsed.message())));
   }
   Response response;
   grpc::ServerContext context;
@@ -54,8 +45,8 @@ JsonHttpReply Run(absl::string_view route, absl::string_view body, Call call) {
   if (!status.ok()) return ErrorReply(status.error_code(), status.error_message());
   JsonHttpReply reply;
   google::protobuf::util::JsonPrintOptions print_options;
-  const auto printed = google::protobuf::util::MessageToJsonString(response, &reply.body,
-                                                                  print_options);
+  const auto printed =
+      google::protobuf::util::MessageToJsonString(response, &reply.body, print_options);
   if (!printed.ok()) {
     return ErrorReply(grpc::StatusCode::INTERNAL,
                       absl::StrCat("the response could not be printed as JSON: ",

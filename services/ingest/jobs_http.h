@@ -34,8 +34,8 @@ inline constexpr int64_t kDefaultJobsHttpMaxBodyBytes = 1 << 20;
 
 struct JsonHttpReply {
   int status = 200;
-  std::string body;       // JSON, newline-terminated
-  int retry_after_s = 0;  // > 0: send Retry-After
+  std::string body;               // JSON, newline-terminated
+  int retry_after_s = 0;          // > 0: send Retry-After
   bool www_authenticate = false;  // send WWW-Authenticate: Bearer
 };
 
@@ -43,8 +43,7 @@ struct JsonHttpReply {
 int HttpStatusForGrpc(grpc::StatusCode code);
 
 // {"error": {...}} for `status` answered with `http_status`.
-std::string JsonError(int http_status, absl::string_view canonical_code,
-                      absl::string_view message);
+std::string JsonError(int http_status, absl::string_view canonical_code, absl::string_view message);
 
 class JobsHttp {
  public:

@@ -242,18 +242,18 @@ absl::StatusOr<std::shared_ptr<void>> Setup(platform::ServiceContext& ctx) {
   runtime->jobs_http = std::make_unique<JobsHttp>(runtime->job_service.get(), ctx.auth);
   for (const auto method : {JobsHttp::Method::kRegister, JobsHttp::Method::kEnd}) {
     const JobsHttp* jobs = runtime->jobs_http.get();
-    ctx.http->Post(
-        method == JobsHttp::Method::kRegister ? kRegisterJobPath : kEndJobPath,
-        [jobs, method](const httplib::Request& req, httplib::Response& res) {
-          JsonHttpReply reply = jobs->Handle(method, req.get_header_value("Authorization"), req.body);
-          res.status = reply.status;
-          if (reply.retry_after_s > 0) {
-            res.set_header("Retry-After", std::to_string(reply.retry_after_s));
-          }
-          if (reply.www_authenticate) res.set_header("WWW-Authenticate", "Bearer");
-          res.set_content(reply.body, "application/json");
-        },
-        {.max_bytes = *jobs_http_body, .config_key = "ingest.jobs.max_http_body_bytes"});
+    ctx.http->Post(method == JobsHttp::Method::kRegister ? kRegisterJobPath : kEndJobPath,
+                   [jobs, method](const httplib::Request& req, httplib::Response& res) {
+                     JsonHttpReply reply =
+                         jobs->Handle(method, req.get_header_value("Authorization"), req.body);
+                     res.status = reply.status;
+                     if (reply.retry_after_s > 0) {
+                       res.set_header("Retry-After", std::to_string(reply.retry_after_s));
+                     }
+                     if (reply.www_authenticate) res.set_header("WWW-Authenticate", "Bearer");
+                     res.set_content(reply.body, "application/json");
+                   },
+                   {.max_bytes = *jobs_http_body, .config_key = "ingest.jobs.max_http_body_bytes"});
   }
   runtime->maintenance->Start();
   runtime->scraper->Start();

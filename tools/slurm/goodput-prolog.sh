@@ -25,17 +25,21 @@ host=${HOSTNAME:-$(hostname)}
 host=${host%%.*}
 
 # The node prolog gets neither the job's name, account nor array ids (Slurm 22.05), so they
-# come from `scontrol show job -o`, one bounded call. Its fields are `Key=value` separated by
-# spaces, but JobName is free text (spaces, '=', newlines). Only what the user cannot
-# forge is trusted: the fields before JobName, and the name up to the UserId field that
-# follows it, recognised by the user and uid Slurm put in our environment.
+# come from `scontrol --oneliner show job`, one bounded call. Its fields are `Key=value`
+# separated by spaces, but JobName is free text (spaces, '=', newlines). Only what the user
+# cannot forge is trusted: the fields before JobName, the name up to the UserId field that
+# follows it (recognised by the user name Slurm put in our environment), and the Account
+# after that field when nothing else repeats it.
 name=${SLURM_JOB_NAME:-}
 account=${SLURM_JOB_ACCOUNT:-}
 array_job_id=${SLURM_ARRAY_JOB_ID:-}
 array_task_id=${SLURM_ARRAY_TASK_ID:-}
 partition=${SLURM_JOB_PARTITION:-}
-if info=$(timeout 5 scontrol show job -o "$job_id" 2>/dev/null) &&
-  [[ "$info" == "JobId=$job_id "*" JobName="* ]]; then
+info=$(timeout 5 scontrol --oneliner show job "$job_id" 2>&1)
+if [[ "$info" != "JobId=$job_id "* || "$info" != *" JobName="* ]]; then
+  info=${info//[[:cntrl:]]/ }
+  gp_log "scontrol show job $job_id: ${info:0:300} (job name, account and array ids not sent)"
+else
   head_fields=${info%%" JobName="*}
   rest=${info#*" JobName="}
   read -ra head_words <<<"$head_fields"
@@ -50,7 +54,10 @@ if info=$(timeout 5 scontrol show job -o "$job_id" 2>/dev/null) &&
     [[ -z "$name" ]] && name=${rest%%"$user_marker"*}
     after=${rest#*"$user_marker"}
     # GroupId, MCS_label, Priority and Nice come between UserId and Account: no user text.
-    if [[ -z "$account" && "$after" == *" Account="* ]]; then
+    # A name (or a later free-text field) that repeats the UserId field could pass another
+    # account off as the job's: then no account is sent.
+    others=${after//"$user_marker"/}
+    if [[ -z "$account" && "$after" == *" Account="* && "$others" == "$after" ]]; then
       account=${after#*" Account="}
       account=${account%%[[:space:]]*}
     fi
