@@ -5,6 +5,8 @@
 // run delivers it. Under a real Slurm (slurmctld + slurmd, 22.05 on Debian 12) running them
 // as Prolog, Epilog and EpilogSlurmctld, each job ends in goodput in the state Slurm ended it
 // in, under the name it was submitted with.
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -333,6 +335,51 @@ TEST(SlurmScripts, PrologSpoolsWhenGoodputIsDownAndTheNextRunDelivers) {
   EXPECT_LE(job->start_time().seconds(), job->end_time().seconds());
   EXPECT_TRUE(Spooled(spool).empty()) << epilog->output;
   EXPECT_THAT(epilog->output, ::testing::HasSubstr("HTTP 404"));
+}
+
+// An ingest that takes connections and never answers (a hung server, or a listener whose
+// process is stopped): each request gives up at GOODPUT_HTTP_TIMEOUT_S and the run stops
+// sending, so the prolog is bounded; the spool keeps at most GOODPUT_SPOOL_MAX_FILES
+// requests, dropping the oldest.
+TEST(SlurmScripts, PrologGivesUpOnAnIngestThatDoesNotAnswerAndBoundsTheSpool) {
+  const int listener = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_in addr = {};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(listen(listener, 16), 0);  // the kernel completes connections; nobody reads
+  ASSERT_EQ(getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  absl::StatusOr<TempDir> dir = TempDir::Create("goodput-slurm-node");
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  const fs::path spool = dir->path() / "spool";
+  fs::create_directories(spool);
+  for (const char* old : {"1000000000000001.1.end.json", "1000000000000002.1.end.json",
+                          "1000000000000003.1.end.json"}) {
+    std::ofstream(spool / old) << R"({"key": {"cluster": "perlmutter", "jobId": "1"}})";
+  }
+  std::vector<std::pair<std::string, std::string>> env =
+      SlurmEnv(absl::StrCat("http://127.0.0.1:", ntohs(addr.sin_port)), spool);
+  env.emplace_back("GOODPUT_HTTP_TIMEOUT_S", "1");
+  env.emplace_back("GOODPUT_SPOOL_MAX_FILES", "3");
+  const auto started = std::chrono::steady_clock::now();
+  absl::StatusOr<ProgramResult> prolog =
+      RunProgram({(SourceDir() / "tools/slurm/goodput-prolog.sh").string()}, env);
+  const double prolog_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  close(listener);
+  ASSERT_TRUE(prolog.ok()) << prolog.status();
+  EXPECT_EQ(prolog->exit.exit_code, 0) << prolog->output;
+  std::cout << "prolog with ingest not answering (1 s timeout): " << prolog_s << " s\n";
+  // One request tried (the oldest), then the run stopped: not one timeout per request.
+  EXPECT_LT(prolog_s, 4.0) << prolog->output;
+  EXPECT_THAT(prolog->output, ::testing::HasSubstr("dropping the oldest 1"));
+  std::vector<fs::path> left = Spooled(spool);
+  std::sort(left.begin(), left.end());
+  ASSERT_EQ(left.size(), 3u) << prolog->output;
+  EXPECT_EQ(left[0].filename(), "1000000000000002.1.end.json");
+  EXPECT_THAT(left[2].filename().string(), ::testing::EndsWith(".register.json"));
 }
 
 }  // namespace
