@@ -102,6 +102,9 @@ for entry in "${entries[@]}"; do
     uuid=$entry
     index=${index_of[$entry]:-}
   else
+    # MIG devices ("MIG-<uuid>") are not registered yet: `nvidia-smi -L` names their parent
+    # GPU but not their GPU instance id, which attribution needs (README.md).
+    [[ "$entry" == MIG-* ]] && gp_log "MIG device $entry not registered (not supported yet)"
     continue
   fi
   gpu="\"host\":$j_host"
