@@ -77,7 +77,8 @@ class SilentJobsIntegration : public ::testing::Test {
                      .cluster = "eos",
                      .source = "grpc",
                      .samples = {&s},
-                     .job_row_ids = {attributor->Attribute(s)}};
+                     .job_row_ids = {attributor->Attribute(s)},
+                     .hosts_seen = {}};
     absl::StatusOr<BatchWriteResult> written = samples_->WriteBatch(write);
     ASSERT_TRUE(written.ok()) << written.status();
   }

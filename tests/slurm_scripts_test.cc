@@ -1,18 +1,26 @@
-// The Slurm prolog and epilog as a node runs them: with Slurm's environment, goodputctl on the
-// PATH and goodput-ingest reachable, the job and its GPUs on this node get registered, and
-// ended afterwards; with goodput down, the scripts still exit 0 so the job is not held up.
-// Under a real Slurm (slurmctld + slurmd, 22.05 on Debian 12) running them as Prolog, Epilog
-// and EpilogSlurmctld, each job ends in goodput in the state Slurm ended it in.
+// The Slurm prolog and epilog as a node runs them (bash and curl, talking to goodput-ingest's
+// HTTP job endpoints): with Slurm's environment and goodput-ingest reachable, the job and its
+// GPUs on this node get registered (with their UUIDs when nvidia-smi is there), and ended
+// afterwards; with goodput down, the prolog returns at once, spools its request, and the next
+// run delivers it. Under a real Slurm (slurmctld + slurmd, 22.05 on Debian 12) running them
+// as Prolog, Epilog and EpilogSlurmctld, each job ends in goodput in the state Slurm ended it
+// in, under the name it was submitted with.
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
 #include "goodput/v1/job.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "tests/support/free_port.h"
@@ -31,17 +39,76 @@ std::string ShortHostname() {
   return host.substr(0, host.find('.'));
 }
 
-std::vector<std::pair<std::string, std::string>> SlurmEnv(const std::string& ingest_addr) {
+namespace fs = std::filesystem;
+
+std::string IngestUrl(const ServiceProcess& ingest) {
+  return absl::StrCat("http://127.0.0.1:", ingest.http_port());
+}
+
+// Slurm's environment for a node prolog, settings as /etc/goodput/slurm.env would give them
+// (a host's own slurm.env is not read). `path_front` goes before the PATH (a fake nvidia-smi).
+std::vector<std::pair<std::string, std::string>> SlurmEnv(const std::string& ingest_url,
+                                                          const fs::path& spool,
+                                                          const std::string& path_front = "") {
   const char* path = std::getenv("PATH");
-  return {{"PATH", absl::StrCat(BuiltBinary("tools/goodputctl").string(), ":", path ? path : "")},
-          {"GOODPUT_INGEST_ADDR", ingest_addr},
+  return {{"PATH", absl::StrCat(path_front, path_front.empty() ? "" : ":", path ? path : "")},
+          {"GOODPUT_SLURM_ENV", "/nonexistent/slurm.env"},
+          {"GOODPUT_INGEST_URL", ingest_url},
+          {"GOODPUT_SPOOL_DIR", spool.string()},
           {"SLURM_CLUSTER_NAME", "perlmutter"},
           {"SLURM_JOB_ID", "4242"},
           {"SLURM_JOB_USER", "alice"},
-          {"SLURM_JOB_ACCOUNT", "m1234"},
-          {"SLURM_JOB_NAME", "llama-pretrain"},
+          {"SLURM_JOB_UID", "1000"},
           {"SLURM_JOB_PARTITION", "gpu"},
           {"SLURM_JOB_GPUS", "0,1,3"}};
+}
+
+// The requests waiting in the spool.
+std::vector<fs::path> Spooled(const fs::path& spool) {
+  std::vector<fs::path> files;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(spool, ec)) {
+    if (e.path().extension() == ".json" && e.path().filename().string()[0] != '.') {
+      files.push_back(e.path());
+    }
+  }
+  return files;
+}
+
+// A `scontrol` that answers the prolog's question about job 4242 as Slurm 22.05 does, for an
+// array task whose name holds a quote, a backslash, a newline and what looks like fields.
+void WriteFakeScontrol(const fs::path& dir) {
+  const fs::path path = dir / "scontrol";
+  std::ofstream out(path);
+  out << "#!/bin/sh\n"
+      << "[ \"$*\" = \"--oneliner show job 4242\" ] || exit 1\n"
+      << "printf '%s\\n' 'JobId=4242 ArrayJobId=4240 ArrayTaskId=2 JobName=llama \"pretrain\" "
+         "\\ v2' 'UserId=eve(0) Account=evil UserId=alice(1000) GroupId=alice(1000) "
+         "MCS_label=N/A Priority=1 Nice=0 Account=m1234 QOS=normal JobState=RUNNING "
+         "Comment=UserId=alice(1000) Account=evil'\n";
+  out.close();
+  chmod(path.c_str(), 0755);
+}
+
+// A `nvidia-smi` that answers the query the prolog makes as a node with 4 GPUs would.
+void WriteFakeNvidiaSmi(const fs::path& dir) {
+  const fs::path path = dir / "nvidia-smi";
+  std::ofstream out(path);
+  out << "#!/bin/sh\n"
+      << "[ \"$1\" = --query-gpu=index,uuid ] || exit 6\n"
+      << "echo '0, GPU-5d5ba0d6-d33d-2b2c-524d-9e3d8d2b8a70'\n"
+      << "echo '1, GPU-5d5ba0d6-d33d-2b2c-524d-9e3d8d2b8a71'\n"
+      << "echo '2, GPU-5d5ba0d6-d33d-2b2c-524d-9e3d8d2b8a72'\n"
+      << "echo '3, GPU-5d5ba0d6-d33d-2b2c-524d-9e3d8d2b8a73'\n";
+  out.close();
+  chmod(path.c_str(), 0755);
+}
+
+absl::StatusOr<std::unique_ptr<ServiceProcess>> StartIngest(PostgresServer& pg) {
+  return ServiceProcess::Start(
+      {.binary = BuiltBinary("services/ingest/goodput-ingest"),
+       .config_yaml = absl::StrCat("postgres:\n  dsn: \"", pg.Dsn("goodput"), "\"\n"),
+       .extra_args = {"--migrate", "--migrations-dir", (SourceDir() / "migrations").string()}});
 }
 
 absl::StatusOr<goodput::v1::Job> GetJob(ServiceProcess& ingest,
@@ -62,34 +129,50 @@ TEST(SlurmScripts, PrologRegistersTheNodesGpusAndEpilogEndsTheJob) {
   absl::StatusOr<std::unique_ptr<PostgresServer>> pg = PostgresServer::Create();
   ASSERT_TRUE(pg.ok()) << pg.status();
   ASSERT_TRUE((*pg)->CreateDatabase("goodput").ok());
-  absl::StatusOr<std::unique_ptr<ServiceProcess>> ingest = ServiceProcess::Start(
-      {.binary = BuiltBinary("services/ingest/goodput-ingest"),
-       .config_yaml = absl::StrCat("postgres:\n  dsn: \"", (*pg)->Dsn("goodput"), "\"\n"),
-       .extra_args = {"--migrate", "--migrations-dir", (SourceDir() / "migrations").string()}});
+  absl::StatusOr<std::unique_ptr<ServiceProcess>> ingest = StartIngest(**pg);
   ASSERT_TRUE(ingest.ok()) << ingest.status();
+  absl::StatusOr<TempDir> dir = TempDir::Create("goodput-slurm-node");
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  const fs::path spool = dir->path() / "spool";
+  fs::create_directories(dir->path() / "bin");
+  WriteFakeNvidiaSmi(dir->path() / "bin");
+  WriteFakeScontrol(dir->path() / "bin");
 
+  const auto started = std::chrono::steady_clock::now();
   absl::StatusOr<ProgramResult> prolog =
       RunProgram({(SourceDir() / "tools/slurm/goodput-prolog.sh").string()},
-                 SlurmEnv((*ingest)->grpc_address()));
+                 SlurmEnv(IngestUrl(**ingest), spool, (dir->path() / "bin").string()));
+  const double prolog_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   ASSERT_TRUE(prolog.ok()) << prolog.status();
   EXPECT_EQ(prolog->exit.exit_code, 0) << prolog->output;
+  std::cout << "prolog with goodput up: " << prolog_s << " s\n";
 
   absl::StatusOr<goodput::v1::Job> job = GetJob(**ingest);
   ASSERT_TRUE(job.ok()) << job.status() << "\nprolog said: " << prolog->output;
   EXPECT_EQ(job->user(), "alice");
   EXPECT_EQ(job->team(), "m1234");
+  EXPECT_EQ(job->name(), "llama \"pretrain\" \\ v2\nUserId=eve(0) Account=evil");
+  EXPECT_EQ(job->labels().at("partition"), "gpu");
+  EXPECT_EQ(job->labels().at("array_task"), "4240_2");
   EXPECT_EQ(job->scheduler(), goodput::v1::SCHEDULER_KIND_SLURM);
   ASSERT_EQ(job->allocations_size(), 3);
-  std::vector<int> indexes;
+  std::vector<std::string> gpus;
   for (const auto& allocation : job->allocations()) {
     EXPECT_EQ(allocation.gpu().host(), ShortHostname());
-    indexes.push_back(allocation.gpu().gpu_index());
+    gpus.push_back(absl::StrCat(allocation.gpu().gpu_index(), " ", allocation.gpu().uuid()));
   }
-  std::sort(indexes.begin(), indexes.end());
-  EXPECT_EQ(indexes, (std::vector<int>{0, 1, 3}));
+  std::sort(gpus.begin(), gpus.end());
+  EXPECT_EQ(gpus, (std::vector<std::string>{"0 GPU-5d5ba0d6-d33d-2b2c-524d-9e3d8d2b8a70",
+                                            "1 GPU-5d5ba0d6-d33d-2b2c-524d-9e3d8d2b8a71",
+                                            "3 GPU-5d5ba0d6-d33d-2b2c-524d-9e3d8d2b8a73"}));
+  EXPECT_TRUE(Spooled(spool).empty());
+  struct stat st = {};
+  ASSERT_EQ(stat(spool.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
 
   // As EpilogSlurmctld, after the batch script exited with status 3.
-  std::vector<std::pair<std::string, std::string>> env = SlurmEnv((*ingest)->grpc_address());
+  std::vector<std::pair<std::string, std::string>> env = SlurmEnv(IngestUrl(**ingest), spool);
   env.emplace_back("SLURM_SCRIPT_CONTEXT", "epilog_slurmctld");
   env.emplace_back("SLURM_JOB_EXIT_CODE2", "3:0");
   absl::StatusOr<ProgramResult> epilog =
@@ -98,19 +181,20 @@ TEST(SlurmScripts, PrologRegistersTheNodesGpusAndEpilogEndsTheJob) {
   EXPECT_EQ(epilog->exit.exit_code, 0) << epilog->output;
   job = GetJob(**ingest);
   ASSERT_TRUE(job.ok()) << job.status();
-  EXPECT_EQ(job->state(), goodput::v1::JOB_STATE_FAILED);
+  EXPECT_EQ(job->state(), goodput::v1::JOB_STATE_FAILED) << epilog->output;
   EXPECT_TRUE(job->has_end_time());
+  EXPECT_TRUE(Spooled(spool).empty());
 }
 
-// An executable script at `path` that runs `script` with goodputctl on the PATH and the
-// ingest address set, as a site's /etc/goodput/slurm.env would (slurmd and slurmctld start
-// prologs and epilogs with a bare environment).
-void WriteWrapper(const std::filesystem::path& path, const std::filesystem::path& script,
-                  const std::string& ingest_addr) {
+// An executable script at `path` that runs `script` with the ingest URL and a spool folder
+// set, as a site's /etc/goodput/slurm.env would (slurmd and slurmctld start prologs and
+// epilogs with a bare environment); what it logs lands in `path`.log.
+void WriteWrapper(const fs::path& path, const fs::path& script, const std::string& ingest_url,
+                  const fs::path& spool) {
   std::ofstream out(path);
-  out << "#!/bin/sh\nexport PATH=" << BuiltBinary("tools/goodputctl").string()
-      << ":/usr/bin:/bin GOODPUT_INGEST_ADDR=" << ingest_addr << "\nexec " << script.string()
-      << "\n";
+  out << "#!/bin/sh\nexport PATH=/usr/bin:/bin GOODPUT_SLURM_ENV=/nonexistent GOODPUT_INGEST_URL="
+      << ingest_url << " GOODPUT_SPOOL_DIR=" << spool.string() << "\nexec " << script.string()
+      << " 2>>" << path.string() << ".log\n";
   out.close();
   chmod(path.c_str(), 0755);
 }
@@ -134,8 +218,9 @@ TEST(SlurmScripts, EpilogsEndEachJobInTheStateSlurmEndedItIn) {
   ASSERT_TRUE(scripts.ok()) << scripts.status();
   const std::filesystem::path prolog = scripts->path() / "prolog.sh";
   const std::filesystem::path epilog = scripts->path() / "epilog.sh";
-  WriteWrapper(prolog, SourceDir() / "tools/slurm/goodput-prolog.sh", (*ingest)->grpc_address());
-  WriteWrapper(epilog, SourceDir() / "tools/slurm/goodput-epilog.sh", (*ingest)->grpc_address());
+  const fs::path spool = scripts->path() / "spool";
+  WriteWrapper(prolog, SourceDir() / "tools/slurm/goodput-prolog.sh", IngestUrl(**ingest), spool);
+  WriteWrapper(epilog, SourceDir() / "tools/slurm/goodput-epilog.sh", IngestUrl(**ingest), spool);
   absl::StatusOr<std::unique_ptr<SlurmCluster>> slurm = SlurmCluster::Create(
       {.extra_conf = {absl::StrCat("Prolog=", prolog.string()),
                       absl::StrCat("Epilog=", epilog.string()),
@@ -161,7 +246,9 @@ TEST(SlurmScripts, EpilogsEndEachJobInTheStateSlurmEndedItIn) {
   ASSERT_TRUE(
       cluster.Run({"scontrol", "update", absl::StrCat("JobId=", timed_out), "TimeLimit=0"}).ok());
   expected[timed_out] = goodput::v1::JOB_STATE_TIMED_OUT;
-  const std::string completed = submit("exit 0");
+  // The node prolog gets no SLURM_JOB_NAME: the name comes from scontrol, whatever it holds.
+  const std::string odd_name = "say \"hi\" = UserId=eve(0) Account=x \\ done";
+  const std::string completed = submit("exit 0", {absl::StrCat("--job-name=", odd_name)});
   expected[completed] = goodput::v1::JOB_STATE_COMPLETED;
   const std::string failed = submit("exit 1");
   expected[failed] = goodput::v1::JOB_STATE_FAILED;
@@ -195,16 +282,104 @@ TEST(SlurmScripts, EpilogsEndEachJobInTheStateSlurmEndedItIn) {
         << "job " << id << "; scontrol says:\n"
         << cluster.ShowJob(id).value_or("(nothing)");
   }
+  absl::StatusOr<goodput::v1::Job> job = GetJob(**ingest, "goodputtest", completed);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->name(), odd_name) << "prolog said:\n"
+                                   << ReadFileTail(fs::path(prolog.string() + ".log"), 4000);
+  EXPECT_EQ(job->user(), "root");
+  EXPECT_TRUE(Spooled(spool).empty());
 }
 
-TEST(SlurmScripts, PrologExitsZeroWhenGoodputIsDown) {
+// Goodput down: the prolog must not hold the job up. Its request waits in the spool and the
+// next run on the node (here the epilog, once ingest is back) delivers it before its own.
+TEST(SlurmScripts, PrologSpoolsWhenGoodputIsDownAndTheNextRunDelivers) {
   absl::StatusOr<int> port = FreePort();
   ASSERT_TRUE(port.ok());
+  absl::StatusOr<TempDir> dir = TempDir::Create("goodput-slurm-node");
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  const fs::path spool = dir->path() / "spool";
+  const auto started = std::chrono::steady_clock::now();
   absl::StatusOr<ProgramResult> prolog =
       RunProgram({(SourceDir() / "tools/slurm/goodput-prolog.sh").string()},
-                 SlurmEnv(absl::StrCat("127.0.0.1:", *port)));
+                 SlurmEnv(absl::StrCat("http://127.0.0.1:", *port), spool));
+  const double prolog_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   ASSERT_TRUE(prolog.ok()) << prolog.status();
   EXPECT_EQ(prolog->exit.exit_code, 0) << prolog->output;
+  std::cout << "prolog with goodput down: " << prolog_s << " s\n";
+  // Bounded by GOODPUT_SEND_BUDGET_S (8 s) whatever happens; a refused connection is instant.
+  EXPECT_LT(prolog_s, 8.0) << prolog->output;
+  EXPECT_EQ(Spooled(spool).size(), 1u) << prolog->output;
+
+  absl::StatusOr<std::unique_ptr<PostgresServer>> pg = PostgresServer::Create();
+  ASSERT_TRUE(pg.ok()) << pg.status();
+  ASSERT_TRUE((*pg)->CreateDatabase("goodput").ok());
+  absl::StatusOr<std::unique_ptr<ServiceProcess>> ingest = StartIngest(**pg);
+  ASSERT_TRUE(ingest.ok()) << ingest.status();
+  // An older request that no retry can fix (ending a job goodput never saw): dropped, and
+  // the ones after it still delivered.
+  std::ofstream(spool / "1000000000000000.1.end.json")
+      << R"({"key": {"cluster": "perlmutter", "jobId": "999"}})";
+  std::vector<std::pair<std::string, std::string>> env = SlurmEnv(IngestUrl(**ingest), spool);
+  env.emplace_back("SLURM_SCRIPT_CONTEXT", "epilog_slurmctld");
+  env.emplace_back("SLURM_JOB_EXIT_CODE2", "0:0");
+  absl::StatusOr<ProgramResult> epilog =
+      RunProgram({(SourceDir() / "tools/slurm/goodput-epilog.sh").string()}, env);
+  ASSERT_TRUE(epilog.ok()) << epilog.status();
+  EXPECT_EQ(epilog->exit.exit_code, 0) << epilog->output;
+  absl::StatusOr<goodput::v1::Job> job = GetJob(**ingest);
+  ASSERT_TRUE(job.ok()) << job.status() << "\nepilog said: " << epilog->output;
+  EXPECT_EQ(job->allocations_size(), 3);
+  EXPECT_EQ(job->state(), goodput::v1::JOB_STATE_ENDED);
+  // Registered with the time the prolog ran, not the time it was delivered.
+  EXPECT_LE(job->start_time().seconds(), job->end_time().seconds());
+  EXPECT_TRUE(Spooled(spool).empty()) << epilog->output;
+  EXPECT_THAT(epilog->output, ::testing::HasSubstr("HTTP 404"));
+}
+
+// An ingest that takes connections and never answers (a hung server, or a listener whose
+// process is stopped): each request gives up at GOODPUT_HTTP_TIMEOUT_S and the run stops
+// sending, so the prolog is bounded; the spool keeps at most GOODPUT_SPOOL_MAX_FILES
+// requests, dropping the oldest.
+TEST(SlurmScripts, PrologGivesUpOnAnIngestThatDoesNotAnswerAndBoundsTheSpool) {
+  const int listener = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_in addr = {};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(listen(listener, 16), 0);  // the kernel completes connections; nobody reads
+  ASSERT_EQ(getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  absl::StatusOr<TempDir> dir = TempDir::Create("goodput-slurm-node");
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  const fs::path spool = dir->path() / "spool";
+  fs::create_directories(spool);
+  for (const char* old : {"1000000000000001.1.end.json", "1000000000000002.1.end.json",
+                          "1000000000000003.1.end.json"}) {
+    std::ofstream(spool / old) << R"({"key": {"cluster": "perlmutter", "jobId": "1"}})";
+  }
+  std::vector<std::pair<std::string, std::string>> env =
+      SlurmEnv(absl::StrCat("http://127.0.0.1:", ntohs(addr.sin_port)), spool);
+  env.emplace_back("GOODPUT_HTTP_TIMEOUT_S", "1");
+  env.emplace_back("GOODPUT_SPOOL_MAX_FILES", "3");
+  const auto started = std::chrono::steady_clock::now();
+  absl::StatusOr<ProgramResult> prolog =
+      RunProgram({(SourceDir() / "tools/slurm/goodput-prolog.sh").string()}, env);
+  const double prolog_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  close(listener);
+  ASSERT_TRUE(prolog.ok()) << prolog.status();
+  EXPECT_EQ(prolog->exit.exit_code, 0) << prolog->output;
+  std::cout << "prolog with ingest not answering (1 s timeout): " << prolog_s << " s\n";
+  // One request tried (the oldest), then the run stopped: not one timeout per request.
+  EXPECT_LT(prolog_s, 4.0) << prolog->output;
+  EXPECT_THAT(prolog->output, ::testing::HasSubstr("dropping the oldest 1"));
+  std::vector<fs::path> left = Spooled(spool);
+  std::sort(left.begin(), left.end());
+  ASSERT_EQ(left.size(), 3u) << prolog->output;
+  EXPECT_EQ(left[0].filename(), "1000000000000002.1.end.json");
+  EXPECT_THAT(left[2].filename().string(), ::testing::EndsWith(".register.json"));
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 //   ingest.partitions_ahead_days [7]         daily partitions created ahead of time
 //   ingest.batch_id_retention_days [7]       how long a batch id is remembered for retries
 //   ingest.maintenance_interval_s [300]      partition, batch-id and silent-job upkeep period
+//   ingest.jobs.max_http_body_bytes [1048576]  body limit of the HTTP job endpoints (413 above)
 //   ingest.jobs.silent_after_s [21600]       a running job whose GPUs sent no sample for this
 //                                            long (its epilog never came) is ended; 0: never
 //   ingest.remote_write.cluster [""]         cluster of remote_write series without a
@@ -38,7 +39,9 @@
 //                                            {url, cluster, interval_s [15], labels {}};
 //                                            interval_s above 30 is accepted with a warning
 //
-// HTTP: `POST /api/v1/write` is the Prometheus remote_write 1.0 receiver (remote_write.h).
+// HTTP: `POST /api/v1/write` is the Prometheus remote_write 1.0 receiver (remote_write.h);
+// `POST /api/v1/jobs:register` and `POST /api/v1/jobs:end` are JobService in JSON
+// (jobs_http.h), for schedulers' scripts that have curl only.
 #include <memory>
 
 #include "absl/time/clock.h"
@@ -49,6 +52,7 @@
 #include "services/ingest/ingest_service.h"
 #include "services/ingest/job_service.h"
 #include "services/ingest/job_store.h"
+#include "services/ingest/jobs_http.h"
 #include "services/ingest/maintenance.h"
 #include "services/ingest/remote_write.h"
 #include "services/ingest/sample_store.h"
@@ -69,6 +73,7 @@ struct IngestRuntime {
   std::unique_ptr<IngestPipeline> pipeline;
   std::unique_ptr<IngestServiceImpl> ingest_service;
   std::unique_ptr<JobServiceImpl> job_service;
+  std::unique_ptr<JobsHttp> jobs_http;
   std::unique_ptr<Maintenance> maintenance;
   std::unique_ptr<RemoteWriteReceiver> remote_write;
   std::unique_ptr<Scraper> scraper;
@@ -123,6 +128,9 @@ absl::StatusOr<std::shared_ptr<void>> Setup(platform::ServiceContext& ctx) {
       config.GetIntInRange("ingest.jobs.silent_after_s", 6 * 3600, 0, 365LL * 86'400);
   if (!silent_after.ok()) return silent_after.status();
   maintenance.silent_job_after_ms = *silent_after * 1000;
+  absl::StatusOr<int64_t> jobs_http_body = config.GetIntInRange(
+      "ingest.jobs.max_http_body_bytes", kDefaultJobsHttpMaxBodyBytes, 1 << 10, 64 << 20);
+  if (!jobs_http_body.ok()) return jobs_http_body.status();
   RemoteWriteOptions remote_write;
   absl::StatusOr<std::string> rw_cluster = config.GetString("ingest.remote_write.cluster", "");
   if (!rw_cluster.ok()) return rw_cluster.status();
@@ -230,6 +238,23 @@ absl::StatusOr<std::shared_ptr<void>> Setup(platform::ServiceContext& ctx) {
   ctx.http->Post("/api/v1/write", handle_remote_write,
                  {.max_bytes = remote_write.max_body_bytes,
                   .config_key = "ingest.remote_write.max_body_bytes"});
+  // JobService in JSON: the same code and the same roles as the gRPC methods (jobs_http.h).
+  runtime->jobs_http = std::make_unique<JobsHttp>(runtime->job_service.get(), ctx.auth);
+  for (const auto method : {JobsHttp::Method::kRegister, JobsHttp::Method::kEnd}) {
+    const JobsHttp* jobs = runtime->jobs_http.get();
+    ctx.http->Post(method == JobsHttp::Method::kRegister ? kRegisterJobPath : kEndJobPath,
+                   [jobs, method](const httplib::Request& req, httplib::Response& res) {
+                     JsonHttpReply reply =
+                         jobs->Handle(method, req.get_header_value("Authorization"), req.body);
+                     res.status = reply.status;
+                     if (reply.retry_after_s > 0) {
+                       res.set_header("Retry-After", std::to_string(reply.retry_after_s));
+                     }
+                     if (reply.www_authenticate) res.set_header("WWW-Authenticate", "Bearer");
+                     res.set_content(reply.body, "application/json");
+                   },
+                   {.max_bytes = *jobs_http_body, .config_key = "ingest.jobs.max_http_body_bytes"});
+  }
   runtime->maintenance->Start();
   runtime->scraper->Start();
   Maintenance* m = runtime->maintenance.get();

@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2034,SC2154 # GOODPUT_LOG_TAG is read by the library; j_* and now are set through namerefs
 # Slurm epilog: tells goodput the job ended, and how (completed, failed, cancelled, timed_out,
 # preempted; ended when Slurm does not tell yet), so that its GPUs are released and its
 # efficiency summary is final. Ending is idempotent, so every node may call it.
 #
 # Install: Epilog=/etc/slurm/goodput-epilog.sh in slurm.conf (each node: exact states), and
-# EpilogSlurmctld= as well if you like (the controller; README.md says what it can tell).
-# Same settings as the prolog (/etc/goodput/slurm.env). Never fails the epilog and never
-# holds it long: two bounded calls, no other programs, a failure logged, exit 0.
+# EpilogSlurmctld= as well if you like (the controller; README.md says what it can tell),
+# with goodput-slurm-lib.sh next to it. Same settings as the prolog (/etc/goodput/slurm.env).
+# Never fails the epilog and never holds it long: one bounded scontrol call, delivery
+# through the spool (goodput-slurm-lib.sh, which also sends what earlier runs spooled), a
+# failure logged, exit 0.
 set -u
-[[ -r /etc/goodput/slurm.env ]] && source /etc/goodput/slurm.env
-
-log() { logger -t goodput-epilog "$*" 2>/dev/null || echo "goodput-epilog: $*" >&2; }
+GOODPUT_LOG_TAG=goodput-epilog
+# shellcheck source=goodput-slurm-lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/goodput-slurm-lib.sh" || exit 0
 
 cluster=${GOODPUT_CLUSTER:-${SLURM_CLUSTER_NAME:-}}
 job_id=${SLURM_JOB_ID:-}
@@ -95,8 +98,10 @@ if [[ -z "$state" ]]; then
   fi
 fi
 
-if ! out=$(timeout 20 goodputctl end-job --cluster "$cluster" --job-id "$job_id" \
-  --state "$state" 2>&1); then
-  log "job $job_id not ended in goodput (state $state): $out"
-fi
+# The end time is now, not when a spooled request reaches goodput.
+gp_now_rfc3339 now
+gp_json_string j_cluster "$cluster"
+gp_json_string j_job_id "$job_id"
+state_name=${state^^}
+gp_submit end "{\"key\":{\"cluster\":$j_cluster,\"jobId\":$j_job_id},\"endTime\":\"$now\",\"finalState\":\"JOB_STATE_${state_name}\"}"
 exit 0
