@@ -78,10 +78,18 @@ cleanup() {
 trap cleanup EXIT
 make_work() {
   mkdir -p "$BUILD/package-test"
+  # Work folders of runs killed an hour ago or more (a tmpfs is gone with its run; the folder
+  # under it stays).
+  find "$BUILD/package-test" -mindepth 1 -maxdepth 1 -type d -name '*.??????' -mmin +60 \
+    -exec rm -rf --one-file-system {} + 2>/dev/null || true
   WORK=$(mktemp -d "$BUILD/package-test/$STEP.XXXXXX")
   # In memory: a root written by dpkg takes longer to delete from a busy disk than the test
   # takes to run. Mode 0755: PostgreSQL runs as the postgres user and must reach its folder.
-  mount -t tmpfs -o mode=0755,size=6g goodput-package-test "$WORK"
+  if [[ -n "${GOODPUT_PACKAGE_TEST_KEEP:-}" ]]; then
+    chmod 0755 "$WORK"  # on disk, to be looked at after the run
+  else
+    mount -t tmpfs -o mode=0755,size=6g goodput-package-test "$WORK"
+  fi
 }
 
 # --- the Debian mirror this machine uses ---------------------------------------------------
@@ -443,32 +451,74 @@ PY
     say "  dashboard: / serves the front-end from /usr/share/goodput/web"
   fi
 
+  say "the installed Slurm prolog and epilog register and end a job through the installed goodputctl"
+  local -a slurm_env=(SLURM_CLUSTER_NAME=package-test SLURM_JOB_ID=4242 SLURM_JOB_USER=alice
+                      SLURM_JOB_ACCOUNT=m1234 SLURM_JOB_GPUS=0,1
+                      GOODPUT_INGEST_ADDR="127.0.0.1:${gport[ingest]}")
+  in_root "$root" "${slurm_env[@]}" /usr/share/goodput/slurm/goodput-prolog.sh >"$WORK/prolog.out" 2>&1 ||
+    { cat "$WORK/prolog.out" >&2; fail "the installed prolog exited non-zero"; }
+  "$GOODPUT_CTL" jobs show package-test/4242 --addr "127.0.0.1:${gport[ingest]}" --json \
+    >"$WORK/job.json" 2>&1 || { cat "$WORK/prolog.out" "$WORK/job.json" >&2; fail "the prolog registered no job"; }
+  grep -q '"alice"' "$WORK/job.json" || { cat "$WORK/job.json" >&2; fail "the registered job lacks its user"; }
+  in_root "$root" "${slurm_env[@]}" /usr/share/goodput/slurm/goodput-epilog.sh >"$WORK/epilog.out" 2>&1 ||
+    { cat "$WORK/epilog.out" >&2; fail "the installed epilog exited non-zero"; }
+  "$GOODPUT_CTL" jobs show package-test/4242 --addr "127.0.0.1:${gport[ingest]}" --json >"$WORK/job.json" 2>&1
+  grep -q 'JOB_STATE_COMPLETED' "$WORK/job.json" ||
+    { cat "$WORK/epilog.out" "$WORK/job.json" >&2; fail "the epilog did not end the job"; }
+  say "  job package-test/4242 registered by the prolog, completed by the epilog"
+
   say "stopping (SIGTERM: each must drain and exit 0)"
   stop_pid "${pid[dashboard]}" goodput-dashboard
   for svc in alerting mfu ofu ingest; do stop_pid "${pid[$svc]}" "goodput-$svc"; done
+
+  say "an administrator's edit of /etc/goodput survives a reinstall; purge removes everything"
+  echo "# edited by the administrator" >>"$root/etc/goodput/ingest.yaml"
+  if ! in_root "$root" sh -c 'DEBIAN_FRONTEND=noninteractive apt-get install -y -q --reinstall \
+        /tmp/goodput/goodput-server_*.deb' >>"$WORK/apt.log" 2>&1; then
+    tail -n 20 "$WORK/apt.log" >&2
+    fail "reinstalling goodput-server failed"
+  fi
+  grep -q "edited by the administrator" "$root/etc/goodput/ingest.yaml" ||
+    fail "reinstalling goodput-server overwrote the edited /etc/goodput/ingest.yaml"
+  if ! in_root "$root" sh -c 'DEBIAN_FRONTEND=noninteractive apt-get purge -y -q \
+        goodput-server goodput-slurm goodputctl' >>"$WORK/apt.log" 2>&1; then
+    tail -n 20 "$WORK/apt.log" >&2
+    fail "apt-get purge of the packages failed"
+  fi
+  local left
+  left=$(cd "$root" && ls -d usr/bin/goodput* usr/share/goodput etc/goodput \
+           usr/lib/systemd/system/goodput-* 2>/dev/null || true)
+  [[ -z "$left" ]] || fail "left behind after purge: $left"
   say "ok: installed from the packages into a clean Debian $SUITE root and served"
 }
 
 # --- image --------------------------------------------------------------------------------
 # Private container storage in the build folder (vfs, as containers.md says for these
-# machines), and the settings the sandbox needs: runc, cgroupfs, no default ulimits.
+# machines), and the settings the sandbox needs: runc, cgroupfs, no default ulimits. Podman
+# records its run and temporary folders in its database on first use and keeps using those,
+# so they are fixed folders beside the storage, not the run's tmpfs.
 setup_containers() {
   need buildah podman runc
   local store=$CACHE/containers
-  mkdir -p "$store/storage" "$WORK/containers"
+  if [[ "$(cat "$store/.path" 2>/dev/null)" != "$store" ]]; then
+    rm -rf "$store"  # made for another path (a moved build folder): podman would use that one
+  fi
+  mkdir -p "$store/storage" "$store/run" "$store/libpod-tmp" "$WORK/containers"
+  echo "$store" >"$store/.path"
   cat >"$WORK/containers/storage.conf" <<EOF
 [storage]
 driver = "vfs"
 graphroot = "$store/storage"
-runroot = "$WORK/containers/run"
+runroot = "$store/run"
 EOF
-  cat >"$WORK/containers/containers.conf" <<'EOF'
+  cat >"$WORK/containers/containers.conf" <<EOF
 [containers]
 default_ulimits = []
 [engine]
 cgroup_manager = "cgroupfs"
 events_logger = "file"
 runtime = "runc"
+tmp_dir = "$store/libpod-tmp"
 EOF
   export CONTAINERS_STORAGE_CONF="$WORK/containers/storage.conf"
   export CONTAINERS_CONF="$WORK/containers/containers.conf"
@@ -521,6 +571,9 @@ step_image() {
   deb_file goodputctl amd64 >/dev/null
   make_work
   setup_containers
+  # Left over from a run that was killed (a timeout): this storage is this build's own.
+  podman rm -af >/dev/null 2>&1 || true
+  buildah rm --all >/dev/null 2>&1 || true
   ensure_base_image
   local image=localhost/goodput:$VERSION
   podman rmi -f "$image" >/dev/null 2>&1 || true
@@ -545,12 +598,6 @@ step_image() {
     fail "image does not expose 7103"
 
   local -a run=(podman run --rm --network host)
-  local id; id=$("${run[@]}" "$image" id -u 2>"$WORK/run.err") ||
-    { cat "$WORK/run.err" >&2; fail "podman run $image id -u failed"; }
-  [[ "$id" == 10001 ]] || fail "the container runs as uid $id; expected 10001"
-  say "  runs as uid $id; entrypoint $entry; --help:"
-  "${run[@]}" "$image" | sed 's/^/    /' | head -n 4
-
   say "PostgreSQL on the host loopback"
   start_postgres
   local dsn=$DSN
@@ -573,7 +620,11 @@ step_image() {
     { cat "$WORK/run.err" >&2; fail "podman run $image mfu failed"; }
   CLEANUPS+=("podman rm -f '$name'")
   podman logs -f "$name" >"$WORK/mfu.log" 2>&1 &
+  CLEANUPS+=("kill $! && wait $!")
   wait_serving mfu "$gport" "$WORK/mfu.log"
+  local id; id=$(podman exec "$name" id -u)
+  [[ "$id" == 10001 ]] || fail "the container runs as uid $id; expected 10001"
+  say "  runs as uid $id; entrypoint $entry"
   say "stopping the container (SIGTERM: mfu must drain and exit 0)"
   podman stop --time 30 "$name" >/dev/null
   local rc; rc=$(podman inspect --format '{{.State.ExitCode}}' "$name")
