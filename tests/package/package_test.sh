@@ -117,7 +117,8 @@ ensure_base_root() {
   mirror=$(debian_mirror)
   [[ -n "$mirror" ]] ||
     fail "no Debian $SUITE archive among this machine's apt sources (apt-get indextargets)"
-  key="debootstrap --variant=minbase $SUITE $mirror"
+  # The first word changes when what this function makes does (a cache made before is redone).
+  key="v2 debootstrap --variant=minbase $SUITE $mirror"
   if [[ -f "$BASE_TAR" && "$(cat "$BASE_TAR.key" 2>/dev/null)" == "$key" ]]; then
     say "Debian $SUITE minbase root: cached ($(du -h "$BASE_TAR" | cut -f1), $BASE_TAR)"
     return
@@ -125,6 +126,7 @@ ensure_base_root() {
   mkdir -p "$CACHE"
   local root; root=$(mktemp -d "$CACHE/root.XXXXXX")
   CLEANUPS+=("rm -rf --one-file-system '$root'")
+  chmod 0755 "$root"  # it becomes /: the goodput user must get through it
   say "debootstrap --variant=minbase $SUITE from $mirror (takes a few minutes; cached after)"
   if ! debootstrap --variant=minbase "$SUITE" "$root" "$mirror" >"$CACHE/debootstrap.log" 2>&1; then
     tail -n 30 "$CACHE/debootstrap.log" >&2
@@ -148,6 +150,7 @@ make_root() {
   ROOT=$WORK/root
   mkdir -p "$ROOT"
   tar -C "$ROOT" --numeric-owner -xf "$BASE_TAR"
+  chmod 0755 "$ROOT"  # / of the chroot: the goodput user must get through it
   cp -L /etc/resolv.conf "$ROOT/etc/resolv.conf"
   mount -t proc proc "$ROOT/proc"
   mkdir -p "$CACHE/apt-archives/partial"
