@@ -15,8 +15,9 @@
 #                              the migrations and goodput-mfu from it with podman, check health
 #
 # Environment (set by tests/package/CMakeLists.txt): GOODPUT_SOURCE_DIR, GOODPUT_BUILD_DIR,
-# GOODPUT_VERSION, GOODPUT_INSTALL_PREFIX (must be /usr), GOODPUT_CPACK, GOODPUT_CTL (the build tree's goodputctl, the host-side
-# health checker), GOODPUT_EXPECT_WEB (ON when the front-end was built into the package).
+# GOODPUT_VERSION, GOODPUT_INSTALL_PREFIX (must be /usr), GOODPUT_CPACK, GOODPUT_CTL (the build
+# tree's goodputctl, the host-side health checker), GOODPUT_EXPECT_WEB (ON when the front-end
+# was built into the package); GOODPUT_PACKAGE_TEST_KEEP=1 keeps the work folder on disk.
 #
 # Needs root, debootstrap, dpkg-dev, buildah, podman and runc (scripts/install-deps.sh); a
 # missing one fails the test, it never skips. The base root is cached in
@@ -116,7 +117,7 @@ ensure_base_root() {
   local mirror key
   mirror=$(debian_mirror)
   [[ -n "$mirror" ]] ||
-    fail "no Debian $SUITE archive among this machine's apt sources (apt-get indextargets)"
+    fail "no Debian $SUITE archive among this machine's apt sources (apt-get indextargets; after apt-get update?)"
   # The first word changes when what this function makes does (a cache made before is redone).
   key="v2 debootstrap --variant=minbase $SUITE $mirror"
   if [[ -f "$BASE_TAR" && "$(cat "$BASE_TAR.key" 2>/dev/null)" == "$key" ]]; then
@@ -181,7 +182,7 @@ check_deb_field() {  # DEB FIELD REGEX
 }
 
 step_packages() {
-  need dpkg-deb dpkg-shlibdeps "${GOODPUT_CPACK:?}"
+  need dpkg-deb dpkg-shlibdeps readelf "${GOODPUT_CPACK:?}"
   [[ "${GOODPUT_INSTALL_PREFIX:-}" == /usr ]] ||
     fail "the build is configured with CMAKE_INSTALL_PREFIX=${GOODPUT_INSTALL_PREFIX:-?}; the Debian packages need /usr (cmake -DCMAKE_INSTALL_PREFIX=/usr $BUILD, as ./goodput does)"
   say "cpack: building the Debian packages into $PACKAGES"
@@ -318,7 +319,7 @@ step_install() {
   fi
   say "  $(grep -cE '^(Unpacking|Setting up) ' "$WORK/apt.log" || true) unpack/setup steps; installed:"
   in_root "$root" dpkg-query -W -f='    ${Package} ${Version} ${Status}\n' goodput-server goodputctl goodput-slurm
-  local state
+  local state p
   for p in goodput-server goodputctl goodput-slurm; do
     state=$(in_root "$root" dpkg-query -W -f='${Status}' "$p")
     [[ "$state" == "install ok installed" ]] || fail "$p is \"$state\" after apt-get install"
