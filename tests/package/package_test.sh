@@ -464,12 +464,14 @@ PY
   "$GOODPUT_CTL" jobs show package-test/4242 --addr "127.0.0.1:${gport[ingest]}" --json \
     >"$WORK/job.json" 2>&1 || { cat "$WORK/prolog.out" "$WORK/job.json" >&2; fail "the prolog registered no job"; }
   grep -q '"alice"' "$WORK/job.json" || { cat "$WORK/job.json" >&2; fail "the registered job lacks its user"; }
-  in_root "$root" "${slurm_env[@]}" /usr/share/goodput/slurm/goodput-epilog.sh >"$WORK/epilog.out" 2>&1 ||
+  # As EpilogSlurmctld (no scontrol in this root), with the exit status Slurm hands over.
+  in_root "$root" "${slurm_env[@]}" SLURM_SCRIPT_CONTEXT=epilog_slurmctld SLURM_JOB_EXIT_CODE2=1:0 \
+    /usr/share/goodput/slurm/goodput-epilog.sh >"$WORK/epilog.out" 2>&1 ||
     { cat "$WORK/epilog.out" >&2; fail "the installed epilog exited non-zero"; }
   "$GOODPUT_CTL" jobs show package-test/4242 --addr "127.0.0.1:${gport[ingest]}" --json >"$WORK/job.json" 2>&1
-  grep -q 'JOB_STATE_COMPLETED' "$WORK/job.json" ||
-    { cat "$WORK/epilog.out" "$WORK/job.json" >&2; fail "the epilog did not end the job"; }
-  say "  job package-test/4242 registered by the prolog, completed by the epilog"
+  grep -q 'JOB_STATE_FAILED' "$WORK/job.json" ||
+    { cat "$WORK/epilog.out" "$WORK/job.json" >&2; fail "the epilog did not end the job as failed (exit 1:0)"; }
+  say "  job package-test/4242 registered by the prolog, ended as failed by the epilog (exit 1:0)"
 
   say "stopping (SIGTERM: each must drain and exit 0)"
   stop_pid "${pid[dashboard]}" goodput-dashboard
@@ -596,7 +598,7 @@ step_image() {
   local user entry
   user=$(podman image inspect --format '{{.Config.User}}' "$image")
   entry=$(podman image inspect --format '{{json .Config.Entrypoint}}' "$image")
-  [[ "$user" == "10001:10001" ]] || fail "image user is \"$user\"; expected 10001:10001"
+  [[ "$user" == "65532:65532" ]] || fail "image user is \"$user\"; expected 65532:65532"
   [[ "$entry" == '["/usr/libexec/goodput/container-entrypoint"]' ]] || fail "image entrypoint is $entry"
   podman image inspect --format '{{json .Config.ExposedPorts}}' "$image" | grep -q '"7103/tcp"' ||
     fail "image does not expose 7103"
@@ -627,7 +629,7 @@ step_image() {
   CLEANUPS+=("kill $! && wait $!")
   wait_serving mfu "$gport" "$WORK/mfu.log"
   local id; id=$(podman exec "$name" id -u)
-  [[ "$id" == 10001 ]] || fail "the container runs as uid $id; expected 10001"
+  [[ "$id" == 65532 ]] || fail "the container runs as uid $id; expected 65532"
   say "  runs as uid $id; entrypoint $entry"
   say "stopping the container (SIGTERM: mfu must drain and exit 0)"
   podman stop --time 30 "$name" >/dev/null
