@@ -25,6 +25,9 @@ packages=(
   python3-yaml python3-jsonschema
   # the dashboard's end-to-end test drives headless Chromium (Node.js and npm come with the machine)
   chromium
+  # the package tests: .deb packages (CPack, dpkg-shlibdeps) installed into a debootstrapped
+  # Debian root, and the container image built from that root with buildah and run by podman
+  dpkg-dev debootstrap buildah podman runc
 )
 
 missing=()

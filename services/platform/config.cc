@@ -375,8 +375,8 @@ absl::StatusOr<ServiceConfig> ParseServiceConfig(const ConfigTree& tree,
         "auth.token_files");
   }
 
-  std::set<std::string, std::less<>> known = {"service", "grpc", "http", "postgres",
-                                              "redis",   "log",  "auth", "shutdown"};
+  std::set<std::string, std::less<>> known = {"service", "grpc", "http",     "postgres",  "redis",
+                                              "log",     "auth", "shutdown", "migrations"};
   known.insert(service_sections.begin(), service_sections.end());
   for (const std::string& key : tree.ChildKeys("")) {
     if (!known.contains(key)) {

@@ -147,6 +147,8 @@ struct HttpLimits {
 //   log.level [info], log.format [json]   (json|text)
 //   auth.enabled [false], auth.tokens.<role>, auth.token_files.<role>
 //   shutdown.drain_timeout_s [10]
+//   migrations.dir [./migrations, else the installed /usr/share/goodput/migrations]   (read by
+//       service_main.cc for --migrate)
 struct ServiceConfig {
   std::string service_name;
   std::string grpc_host = "0.0.0.0";

@@ -150,6 +150,16 @@ TEST(ServiceConfig, WarnsAboutUnknownTopLevelKeys) {
   EXPECT_THAT(config->warnings[0], HasSubstr("\"ofu\""));
 }
 
+// The installed configuration files name the installed migrations folder (deploy/etc/).
+TEST(ServiceConfig, KnowsTheMigrationsSectionEveryServiceReads) {
+  absl::StatusOr<ConfigTree> tree =
+      ConfigTree::LoadString("migrations:\n  dir: /usr/share/goodput/migrations\n");
+  ASSERT_TRUE(tree.ok()) << tree.status();
+  absl::StatusOr<ServiceConfig> config = ParseServiceConfig(*tree, "goodput-ingest");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_TRUE(config->warnings.empty()) << config->warnings[0];
+}
+
 TEST(ServiceConfig, ReadsTokensFromListsEnvironmentAndFiles) {
   std::string path = ::testing::TempDir() + "/operator.tokens";
   {

@@ -17,6 +17,7 @@
 #include "google/protobuf/descriptor.pb.h"
 #include "google/protobuf/message.h"
 #include "services/platform/auth.h"
+#include "services/platform/install_paths.h"
 #include "services/platform/migrations.h"
 
 namespace goodput::platform {
@@ -183,7 +184,8 @@ int RunServiceMain(int argc, char** argv, const ServiceSpec& spec) {
     if (!pg) return Fail(spec, 2, "--migrate needs postgres.dsn");
     std::string dir = cl->migrations_dir;
     if (dir.empty()) {
-      absl::StatusOr<std::string> from_config = tree->GetString("migrations.dir", "migrations");
+      absl::StatusOr<std::string> from_config =
+          tree->GetString("migrations.dir", DefaultMigrationsDir());
       if (!from_config.ok()) return Fail(spec, 2, from_config.status().message());
       dir = *from_config;
     }

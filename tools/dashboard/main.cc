@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "grpcpp/grpcpp.h"
 #include "services/platform/http_server.h"
+#include "services/platform/install_paths.h"
 #include "services/platform/signals.h"
 #include "tools/dashboard/events.h"
 #include "tools/dashboard/gateway.h"
@@ -23,13 +24,19 @@
 namespace goodput::dashboard {
 namespace {
 
-// In a build tree the front-end is built into <build>/web/dist and this binary lives in
-// <build>/tools/dashboard.
+// The built front-end: <build>/web/dist when this binary runs from a build tree
+// (<build>/tools/dashboard), else the installed <prefix>/share/goodput/web (the Debian
+// package, the container image). Where neither holds one, the place an installed binary
+// looks, so that the message saying there is no front-end names it.
 std::string DefaultStaticDir() {
+  std::filesystem::path exe = platform::ExecutablePath();
+  if (exe.empty()) return "";
+  std::filesystem::path build_tree = exe.parent_path().parent_path().parent_path() / "web" / "dist";
+  std::filesystem::path installed = platform::InstalledDataDir(exe, "web");
   std::error_code ec;
-  std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (ec) return "";
-  return (exe.parent_path().parent_path().parent_path() / "web" / "dist").string();
+  if (std::filesystem::exists(build_tree / "index.html", ec)) return build_tree.string();
+  if (std::filesystem::exists(installed / "index.html", ec)) return installed.string();
+  return (exe.parent_path().filename() == "bin" ? installed : build_tree).string();
 }
 
 int Run(int argc, char** argv) {

@@ -21,7 +21,8 @@ Serves goodput's web dashboard and its JSON API, reading the four services over 
   --alerting HOST:PORT goodput-alerting [$GOODPUT_ALERTING_ADDR or 127.0.0.1:7104]
   --token TOKEN        bearer token (operator role) for the services [$GOODPUT_TOKEN]
   --static-dir DIR     the built front-end (scripts/build-web.sh)
-                       [$GOODPUT_DASHBOARD_STATIC_DIR or web/dist of the build tree]
+                       [$GOODPUT_DASHBOARD_STATIC_DIR, else web/dist of the build tree
+                       or, installed, /usr/share/goodput/web]
   --max-streams N      live-update streams served at once [$GOODPUT_DASHBOARD_MAX_STREAMS
                        or 64]
   --max-streams-per-client N

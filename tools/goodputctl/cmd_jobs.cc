@@ -13,6 +13,7 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "nlohmann/json.hpp"
 #include "services/api/api_convert.h"
+#include "services/platform/install_paths.h"
 #include "services/platform/migrations.h"
 #include "tools/goodputctl/commands.h"
 #include "tools/goodputctl/format.h"
@@ -26,7 +27,7 @@ int Migrate(const Args& args) {
     if (const char* env = std::getenv("GOODPUT_POSTGRES__DSN")) dsn = env;
   }
   if (!dsn || dsn->empty()) return UsageError("migrate needs --dsn (or GOODPUT_POSTGRES__DSN)");
-  std::string dir = args.Flag("dir").value_or("migrations");
+  std::string dir = args.Flag("dir").value_or(platform::DefaultMigrationsDir());
   Progress progress(!args.json);
   progress.Show(absl::StrCat("applying migrations from ", dir, " ..."));
   absl::StatusOr<platform::MigrationReport> report = platform::ApplyMigrations(*dsn, dir);
@@ -343,7 +344,8 @@ std::vector<Command> JobCommands() {
       {.words = {"migrate"},
        .summary = "apply pending database migrations",
        .details = "  --dsn DSN    PostgreSQL connection string [$GOODPUT_POSTGRES__DSN]\n"
-                  "  --dir DIR    folder of numbered .sql files [migrations]\n",
+                  "  --dir DIR    folder of numbered .sql files [./migrations, else the installed\n"
+                  "               /usr/share/goodput/migrations]\n",
        .flags = {"dsn", "dir"},
        .run = Migrate},
       {.words = {"health"},
