@@ -1,5 +1,7 @@
 #include "services/ingest/jobs_http.h"
 
+#include "services/platform/status_convert.h"
+
 #include <utility>
 
 #include "absl/status/status.h"
@@ -59,33 +61,7 @@ JsonHttpReply Run(absl::string_view route, absl::string_view body, Call call) {
 }  // namespace
 
 int HttpStatusForGrpc(grpc::StatusCode code) {
-  switch (code) {
-    case grpc::StatusCode::OK:
-      return 200;
-    case grpc::StatusCode::INVALID_ARGUMENT:
-    case grpc::StatusCode::OUT_OF_RANGE:
-      return 400;
-    case grpc::StatusCode::UNAUTHENTICATED:
-      return 401;
-    case grpc::StatusCode::PERMISSION_DENIED:
-      return 403;
-    case grpc::StatusCode::NOT_FOUND:
-      return 404;
-    case grpc::StatusCode::ALREADY_EXISTS:
-    case grpc::StatusCode::FAILED_PRECONDITION:
-    case grpc::StatusCode::ABORTED:
-      return 409;
-    case grpc::StatusCode::RESOURCE_EXHAUSTED:
-      return 429;
-    case grpc::StatusCode::UNAVAILABLE:
-      return 503;
-    case grpc::StatusCode::DEADLINE_EXCEEDED:
-      return 504;
-    case grpc::StatusCode::UNIMPLEMENTED:
-      return 501;
-    default:
-      return 500;
-  }
+  return platform::HttpStatusFor(static_cast<absl::StatusCode>(code));
 }
 
 std::string JsonError(int http_status, absl::string_view canonical_code,

@@ -183,6 +183,7 @@ TEST(Routes, MapStatusCodesToHttp) {
   EXPECT_EQ(HttpStatusFor(absl::StatusCode::kInvalidArgument), 400);
   EXPECT_EQ(HttpStatusFor(absl::StatusCode::kUnavailable), 503);
   EXPECT_EQ(HttpStatusFor(absl::StatusCode::kUnimplemented), 501);
+  EXPECT_EQ(HttpStatusFor(absl::StatusCode::kInternal), 502);  // a gateway's upstream failed
 }
 
 TEST(Options, LiveStreamLimitsComeFromFlagsOrTheEnvironment) {

@@ -1,5 +1,7 @@
 #include "tools/dashboard/routes.h"
 
+#include "services/platform/status_convert.h"
+
 #include <filesystem>
 #include <memory>
 #include <utility>
@@ -57,28 +59,9 @@ std::string PercentEncode(const std::string& text) {
 }  // namespace
 
 int HttpStatusFor(absl::StatusCode code) {
-  switch (code) {
-    case absl::StatusCode::kOk:
-      return 200;
-    case absl::StatusCode::kInvalidArgument:
-    case absl::StatusCode::kOutOfRange:
-      return 400;
-    case absl::StatusCode::kUnauthenticated:
-      return 401;
-    case absl::StatusCode::kPermissionDenied:
-      return 403;
-    case absl::StatusCode::kNotFound:
-      return 404;
-    case absl::StatusCode::kUnimplemented:
-      return 501;
-    case absl::StatusCode::kUnavailable:
-    case absl::StatusCode::kResourceExhausted:
-      return 503;
-    case absl::StatusCode::kDeadlineExceeded:
-      return 504;
-    default:
-      return 502;
-  }
+  // A gateway: a service failing in a way HTTP has no status for is a bad gateway.
+  const int status = platform::HttpStatusFor(code);
+  return status == 500 ? 502 : status;
 }
 
 void RegisterRoutes(httplib::Server& server, Gateway* gateway, EventHub* hub,
