@@ -223,7 +223,8 @@ step_packages() {
   check_deb_holds "$server" "${server_files[@]}"
   check_deb_holds "$ctl" /usr/bin/goodputctl
   check_deb_holds "$slurm" /usr/share/goodput/slurm/goodput-prolog.sh \
-    /usr/share/goodput/slurm/goodput-epilog.sh /etc/goodput/slurm.env
+    /usr/share/goodput/slurm/goodput-epilog.sh /usr/share/goodput/slurm/goodput-slurm-lib.sh \
+    /etc/goodput/slurm.env
   # dpkg-shlibdeps found the runtime libraries; adduser for the postinst.
   check_deb_field "$server" Depends 'libgrpc\+\+1\.51'
   check_deb_field "$server" Depends 'libpqxx-6\.4'
@@ -231,7 +232,7 @@ step_packages() {
   check_deb_field "$server" Depends '(^|, )adduser'
   check_deb_field "$server" Depends "goodputctl \\(= $VERSION\\)"
   check_deb_field "$ctl" Depends 'libgrpc\+\+1\.51'
-  check_deb_field "$slurm" Depends 'goodputctl'
+  check_deb_field "$slurm" Depends '(^|, )curl'
   local conffiles
   conffiles=$(dpkg-deb --ctrl-tarfile "$server" | tar -xOf - ./conffiles)
   for svc in "${SERVICES[@]}"; do
@@ -455,10 +456,10 @@ PY
     say "  dashboard: / serves the front-end from /usr/share/goodput/web"
   fi
 
-  say "the installed Slurm prolog and epilog register and end a job through the installed goodputctl"
+  say "the installed Slurm prolog and epilog register and end a job with curl (ingest's HTTP job endpoints)"
   local -a slurm_env=(SLURM_CLUSTER_NAME=package-test SLURM_JOB_ID=4242 SLURM_JOB_USER=alice
                       SLURM_JOB_ACCOUNT=m1234 SLURM_JOB_GPUS=0,1
-                      GOODPUT_INGEST_ADDR="127.0.0.1:${gport[ingest]}")
+                      GOODPUT_INGEST_URL="http://127.0.0.1:${hport[ingest]}")
   in_root "$root" "${slurm_env[@]}" /usr/share/goodput/slurm/goodput-prolog.sh >"$WORK/prolog.out" 2>&1 ||
     { cat "$WORK/prolog.out" >&2; fail "the installed prolog exited non-zero"; }
   "$GOODPUT_CTL" jobs show package-test/4242 --addr "127.0.0.1:${gport[ingest]}" --json \
