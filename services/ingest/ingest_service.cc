@@ -1,5 +1,6 @@
 #include "services/ingest/ingest_service.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/cleanup/cleanup.h"
@@ -102,6 +103,12 @@ std::string RefusalReasonLabel(RefusalCode code) {
 }  // namespace
 
 void IngestPipeline::NewHostForms(BatchWrite& write) {
+  // Most batches come from exporters printing canonical names: no lock for them.
+  const bool any_form =
+      std::any_of(write.samples.begin(), write.samples.end(), [](const Sample* s) {
+        return s->labels.contains("hostname_as_reported");
+      });
+  if (!any_form) return;
   absl::MutexLock lock(&hosts_seen_mu_);
   absl::flat_hash_set<std::string> in_batch;
   for (size_t i = 0; i < write.samples.size(); ++i) {

@@ -1,5 +1,7 @@
 #include "services/ingest/sample.h"
 
+#include <algorithm>
+
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
@@ -89,6 +91,13 @@ std::string SeriesKey(const Sample& sample) {
 }
 
 int64_t MarkSharedGpus(std::vector<Sample>& samples) {
+  // Series differ only by workload labels: a batch without any (Slurm nodes, agents) has no
+  // shared GPU, and its samples need no keys.
+  const bool any_workload = std::any_of(samples.begin(), samples.end(), [](const Sample& s) {
+    return std::any_of(kWorkloadLabels.begin(), kWorkloadLabels.end(),
+                       [&](const char* name) { return s.labels.contains(name); });
+  });
+  if (!any_workload) return 0;
   // Nearly every (GPU, time) holds one sample: workload labels are compared only where it
   // holds several.
   absl::flat_hash_map<std::pair<std::string, int64_t>, std::vector<size_t>> at;
