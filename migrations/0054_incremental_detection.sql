@@ -1,15 +1,15 @@
 -- 0054: alerting evaluates each job's windows once, in window order, with detector state kept
 -- in memory and checkpointed here (services/alerting/job_evaluator.h).
 --
--- alert_job_state gains the evaluation frontier: `evaluated_through` is the start of the last
+-- alert_job_state gains the evaluation frontier: `evaluated_end` is the end of the last
 -- window fed to the detectors, `generation` counts evaluations (a replica whose cached state
 -- is of another generation reloads it), and `checkpoint` is the detector state as of
--- `checkpoint_through` (CBOR), so that a restart replays only the windows after it.
+-- `checkpoint_end` (CBOR), so that a restart replays only the windows after it.
 ALTER TABLE alert_job_state
-  ADD COLUMN evaluated_through   timestamptz,
+  ADD COLUMN evaluated_end       timestamptz,
   ADD COLUMN generation          bigint      NOT NULL DEFAULT 0,
   ADD COLUMN checkpoint          bytea,
-  ADD COLUMN checkpoint_through  timestamptz;
+  ADD COLUMN checkpoint_end      timestamptz;
 
 -- A finding is identified by its fingerprint and onset: a replay from a checkpoint that meets
 -- a finding already recorded (open or resolved) does not record it twice.

@@ -1,12 +1,7 @@
-// Runs the detectors of services/detect over everything the alert engine knows about one job
-// and says which conditions hold now. Pure: the engine loads the job's windows, events and
-// its workload's earlier jobs from PostgreSQL, calls EvaluateJob, and reconciles the findings
-// with the open alerts (a finding with an open alert of the same fingerprint updates it, an
-// open alert without a finding resolves).
-//
-// Re-evaluating the whole job on every change, rather than keeping detector state in memory,
-// makes the result a function of what is committed: a restarted or second replica, a replay,
-// or a revised window all give the same findings.
+// What the detectors of services/detect say about one job: its windows and mfu's events as
+// the detectors take them (JobWindow, PrecisionSwitchObs, DivergenceObs), the options, and
+// the findings with the numbers behind them. job_evaluator.h runs the detectors window by
+// window; EvaluateJob here runs them over a whole job at once (tests, tools).
 //
 //   JobEvaluation e = EvaluateJob(input, options);
 //   for (const Finding& f : e.findings) ... Fingerprint(f.kind, cluster, job_id, f.detail) ...
@@ -139,17 +134,25 @@ struct Finding {
   std::vector<std::string> annotations;                // detector sentences
   int64_t evidence_from_s = 0;                         // windows in [from, to) are the evidence
   int64_t evidence_to_s = 0;
+  double straggler_ofu = 0;  // the straggler's OFU in the latest window (score x median)
+  // When the condition stopped holding (start of the first window without it); unset while
+  // it holds.
+  std::optional<int64_t> condition_end_s;
 };
 
 struct JobEvaluation {
+  // Conditions that hold after the last window.
   std::vector<Finding> findings;
+  // Conditions that held for a while and ended, in the order they ended (condition_end_s set).
+  std::vector<Finding> ended;
   // The job's steady state (frozen at a confirmed in-job regression), for later baselines.
   detect::JobSteadyState steady;
   // Drops that a precision switch explained: annotated, not alerted.
   std::vector<std::string> precision_annotations;
 };
 
-// Every condition of the job except telemetry_stopped (which needs the clock).
+// Every condition of the job except telemetry_stopped (which needs the clock), from all its
+// windows at once: JobEvaluator (job_evaluator.h) fed with them in order.
 JobEvaluation EvaluateJob(const JobInput& input, const DetectorOptions& options);
 
 // A running job whose newest window ended at `last_window_end_s` has stopped reporting at

@@ -59,6 +59,10 @@ void GpuFindingsTracker::AddWindow(int64_t start_s, int64_t end_s,
   }
 }
 
+void GpuFindingsTracker::Grow(int gpu_count) {
+  if (gpu_count > static_cast<int>(gpus_.size())) gpus_.resize(static_cast<size_t>(gpu_count));
+}
+
 std::vector<GpuFinding> GpuFindingsTracker::Findings() const {
   std::vector<GpuFinding> idle, slow;
   for (size_t g = 0; g < gpus_.size(); ++g) {

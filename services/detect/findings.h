@@ -51,7 +51,11 @@ struct GpuFinding {
   std::string annotation;
 };
 
+struct StateCodec;
+
 class GpuFindingsTracker {
+  friend struct StateCodec;
+
  public:
   explicit GpuFindingsTracker(int gpu_count, FindingsOptions options = {});
   // Adds one window; `per_gpu` is indexed like the allocation and must have gpu_count entries
@@ -59,6 +63,9 @@ class GpuFindingsTracker {
   void AddWindow(int64_t start_s, int64_t end_s, std::span<const GpuWindowValue> per_gpu);
   // Current findings, idle GPUs first, then stragglers by score (slowest first).
   std::vector<GpuFinding> Findings() const;
+  // Adds GPUs (never observed so far) up to `gpu_count`; fewer is a no-op.
+  void Grow(int gpu_count);
+  int gpu_count() const { return static_cast<int>(gpus_.size()); }
   int64_t windows() const { return windows_; }
 
  private:

@@ -117,6 +117,7 @@ double InJobRegressionDetector::reference_level() const {
 void InJobRegressionDetector::Restart(const std::vector<OfuWindow>& seed) {
   reference_.assign(seed.begin(), seed.end());
   test_.clear();
+  drop_pending_ = false;
 }
 
 std::optional<RegressionEvent> InJobRegressionDetector::Add(const OfuWindow& w) {
@@ -235,7 +236,12 @@ std::optional<RegressionEvent> InJobRegressionDetector::Evaluate(const OfuWindow
     std::vector<OfuWindow> after(test_.begin() + drop_onset, test_.end());
     const double after_level = Median(Ofus(after));
     const double factor = after_level > 0 ? level / after_level : INFINITY;
+    if (factor >= options_.min_factor && !drop_pending_) {
+      drop_pending_ = true;  // confirmed only if the rule still holds at the next window
+      return std::nullopt;
+    }
     if (factor >= options_.min_factor) {
+      drop_pending_ = false;
       RegressionEvent e;
       e.kind = RegressionEvent::Kind::kDrop;
       e.onset_s = test_[drop_onset].start_s;
@@ -260,6 +266,7 @@ std::optional<RegressionEvent> InJobRegressionDetector::Evaluate(const OfuWindow
   }
 
   // Recovery after a reported drop.
+  drop_pending_ = false;
   if (open_drop_before_ > 0) {
     const double high = std::max(open_drop_before_ / options_.recovery_factor, level + margin);
     const int rise_onset = onset_of([&](double x) { return x >= high; });

@@ -24,6 +24,8 @@
 
 namespace goodput::detect {
 
+struct StateCodec;  // state_codec.h: checkpoints of the detectors' state
+
 // One OFU window of a job (fractions, not percent).
 struct OfuWindow {
   int64_t start_s = 0;
@@ -77,6 +79,8 @@ struct RegressionEvent {
 
 // Tells when a job's warm-up is over: the first point at which the OFU level stops rising.
 class WarmupTracker {
+  friend struct StateCodec;
+
  public:
   explicit WarmupTracker(int lookback, double rise, int64_t max_warmup_s);
   // Feeds a window; returns true once warm-up is over (and stays true).
@@ -124,6 +128,8 @@ bool ExplainByPrecisionSwitch(const std::vector<OfuWindow>& before,
 //   O(n^2) per update.
 // - The threshold is a factor, the unit alerts speak in; memory is bounded by the windows.
 class InJobRegressionDetector {
+  friend struct StateCodec;
+
  public:
   explicit InJobRegressionDetector(RegressionOptions options = {});
   // Feeds the next window (time order). Returns an event when a drop (or, after a drop, a
@@ -145,6 +151,10 @@ class InJobRegressionDetector {
   bool stall_open_ = false;       // a stall was reported and the job has not resumed
   // Level before the last reported drop, for recovery; 0 when no drop is open.
   double open_drop_before_ = 0;
+  // The drop rule held at the previous computing window: it must hold at two in a row, so
+  // that phases back to back (evaluation passes around a checkpoint, whose edges cut windows
+  // to assorted levels) do not make a level change of their eight or nine slow minutes.
+  bool drop_pending_ = false;
 };
 
 // Steady-state summary of one finished (or running) job, for workload baselines.
@@ -160,6 +170,8 @@ struct JobSteadyState {
 // Windows are summarized per reported precision mix (effective peak): the summary is the
 // precision mix the job ran longest, so a BF16-only debugging phase does not shift it.
 class SteadyStateSummarizer {
+  friend struct StateCodec;
+
  public:
   explicit SteadyStateSummarizer(const RegressionOptions& options = {});
   void Add(const OfuWindow& w);
@@ -192,6 +204,8 @@ struct BaselineOptions {
 
 // Baseline level of one workload fingerprint: median of earlier jobs' steady medians.
 class WorkloadBaseline {
+  friend struct StateCodec;
+
  public:
   explicit WorkloadBaseline(BaselineOptions options = {});
   void AddJob(const JobSteadyState& job);
@@ -226,6 +240,8 @@ struct BaselineRegression {
 };
 
 class NewJobComparator {
+  friend struct StateCodec;
+
  public:
   // `baseline` must have a level(); it is copied (at most max_jobs summaries).
   NewJobComparator(WorkloadBaseline baseline, RegressionOptions warmup_options = {});

@@ -63,6 +63,53 @@ TEST(InJobRegression, EvaluationPassBackToBackWithACheckpointDoesNotFire) {
   EXPECT_TRUE(Detect(Job(600, 0.45, shape)).empty());
 }
 
+// A job's OFU over one-minute windows from a shape in seconds (second -> multiplier), so
+// that phases can start anywhere inside a window, as they do on real fleets.
+std::vector<OfuWindow> JobBySecond(int minutes, double level,
+                                   const std::function<double(int64_t)>& shape) {
+  std::vector<OfuWindow> w = Job(minutes, level);
+  for (int m = 8; m < minutes; ++m) {
+    double sum = 0;
+    for (int64_t t = m * 60; t < (m + 1) * 60; ++t) sum += shape(t);
+    w[static_cast<size_t>(m)].ofu *= sum / 60;
+  }
+  return w;
+}
+
+TEST(InJobRegression, BackToBackEvaluationPassesDoNotFire) {
+  // Two evaluation passes at half speed, 3 and 4 minutes, with one normal minute between:
+  // seven slow minutes out of eight, wherever they fall against the window boundaries, and
+  // whether or not a checkpoint follows.
+  for (int64_t offset = 0; offset < 60; offset += 5) {
+    for (const double depth : {0.5, 0.4, 0.6}) {
+      for (const bool checkpoint : {false, true}) {
+        const int64_t at = 120 * 60 + offset;
+        auto shape = [&](int64_t t) {
+          if (t >= at && t < at + 180) return depth;
+          if (t >= at + 240 && t < at + 480) return depth;
+          if (checkpoint && t >= at + 480 && t < at + 720) return 0.02;
+          return 1.0;
+        };
+        EXPECT_TRUE(Detect(JobBySecond(300, 0.45, shape)).empty())
+            << "offset " << offset << " s, depth " << depth << ", checkpoint " << checkpoint;
+      }
+    }
+  }
+}
+
+TEST(InJobRegression, TenMinuteDropsAreFoundWhereverTheyStart) {
+  for (int64_t offset = 0; offset < 60; offset += 5) {
+    for (const double factor : {1.5, 2.0, 3.0}) {
+      const int64_t at = 120 * 60 + offset;
+      auto shape = [&](int64_t t) { return t >= at && t < at + 600 ? 1 / factor : 1.0; };
+      std::vector<RegressionEvent> events = Detect(JobBySecond(300, 0.45, shape));
+      ASSERT_FALSE(events.empty()) << "offset " << offset << " s, factor " << factor;
+      EXPECT_TRUE(events[0].is_regression());
+      EXPECT_NEAR(static_cast<double>(events[0].onset_s), static_cast<double>(at), 120);
+    }
+  }
+}
+
 TEST(InJobRegression, AJobThatStopsComputingIsReportedAsStalled) {
   auto events = Detect(Job(400, 0.45, [](int m) { return m >= 150 && m < 300 ? 0.001 : 1.0; }));
   ASSERT_EQ(events.size(), 2u);

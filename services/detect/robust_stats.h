@@ -16,7 +16,11 @@ double MedianAbsDeviation(std::span<const double> values, double center);
 
 // Streaming median of fractions in [0, 1.5] with 0.1 pp resolution and fixed memory (~12 KiB),
 // so a job of any length summarizes in bounded space.
+struct StateCodec;
+
 class FractionHistogram {
+  friend struct StateCodec;
+
  public:
   void Add(double fraction);
   int64_t count() const { return count_; }

@@ -248,8 +248,12 @@ JobSummaryFigures SummarizeJob(const JobRow& job, const std::vector<StoredWindow
   // Stragglers and idle GPUs over the whole job, from the per-GPU means.
   std::vector<std::pair<std::string, double>> means;
   for (const PerGpuFigure& g : gpus) {
-    means.emplace_back(g.gpu, g.ofu);
-    if (g.idle) f.idle_gpus.push_back(g.gpu);
+    // An idle GPU is reported as idle only, not also as the slowest straggler.
+    if (g.idle) {
+      f.idle_gpus.push_back(g.gpu);
+    } else {
+      means.emplace_back(g.gpu, g.ofu);
+    }
   }
   absl::StatusOr<std::vector<core::GpuStraggler>> s =
       core::ScoreStragglers(means, straggler_threshold);

@@ -342,6 +342,17 @@ std::vector<WindowResult> ComputeWindow(const WindowInput& input, const EngineOp
     absl::StatusOr<core::TemporalImbalance> ti =
         core::ComputeTemporalImbalance(telemetry, core::ActivityCounter::kTensorActive);
     if (ti.ok()) job.temporal_imbalance = ti->ti;
+    job.idle_gpus = core::FindIdleGpus(telemetry,
+                                       any_gr_engine ? core::ActivityCounter::kGrEngineActive
+                                                     : core::ActivityCounter::kTensorActive,
+                                       options.idle_threshold);
+    // A GPU with unavailable or stuck counters in the window is not known to be idle.
+    std::erase_if(job.idle_gpus, [&](const std::string& g) { return untrusted_gpus.contains(g); });
+    // An idle GPU is reported as idle only: scored among the computing GPUs it would be the
+    // slowest straggler (score 0) of every window.
+    std::erase_if(gpu_means, [&](const std::pair<std::string, double>& g) {
+      return std::find(job.idle_gpus.begin(), job.idle_gpus.end(), g.first) != job.idle_gpus.end();
+    });
     absl::StatusOr<std::vector<core::GpuStraggler>> stragglers =
         core::ScoreStragglers(gpu_means, options.straggler_threshold);
     if (stragglers.ok()) {
@@ -352,12 +363,6 @@ std::vector<WindowResult> ComputeWindow(const WindowInput& input, const EngineOp
       std::sort(job.stragglers.begin(), job.stragglers.end(),
                 [](const StragglerResult& a, const StragglerResult& b) { return a.ofu < b.ofu; });
     }
-    job.idle_gpus = core::FindIdleGpus(telemetry,
-                                       any_gr_engine ? core::ActivityCounter::kGrEngineActive
-                                                     : core::ActivityCounter::kTensorActive,
-                                       options.idle_threshold);
-    // A GPU with unavailable or stuck counters in the window is not known to be idle.
-    std::erase_if(job.idle_gpus, [&](const std::string& g) { return untrusted_gpus.contains(g); });
     if (input.spec != nullptr) {
       job.roofline = MapRoofline(
           core::SummarizeRoofline(*input.spec, options.roofline_precision, telemetry).job_class);

@@ -1,0 +1,554 @@
+#include "services/alerting/job_evaluator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <exception>
+#include <limits>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "services/detect/state_codec.h"
+
+namespace goodput::alerting {
+namespace {
+
+using nlohmann::json;
+
+constexpr int64_t kEvidenceHalfSpanWindows = 30;  // evidence: up to 60 windows around onset
+constexpr size_t kMaxPrecisionNotes = 8;
+constexpr size_t kMaxBaselineJobIds = 20;
+constexpr int kCheckpointVersion = 1;
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  const size_t mid = v.size() / 2;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid), v.end());
+  double m = v[mid];
+  if (v.size() % 2 == 0) {
+    m = (m + *std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid))) / 2;
+  }
+  return m;
+}
+
+// Whether a window's OFU is no evidence of how the job runs (profiling paused or stuck).
+bool Untrusted(const JobWindow& w, const DetectorOptions& options) {
+  return (w.flags & options.untrusted_ofu_flags) != 0;
+}
+
+std::string Key(const Finding& f) { return absl::StrCat(KindName(f.kind), "/", f.detail); }
+
+json SaveEvent(const detect::RegressionEvent& e) {
+  return {{"onset", e.onset_s},   {"detected", e.detected_s}, {"before", e.before_ofu},
+          {"after", e.after_ofu}, {"factor", e.factor},       {"stalled", e.stalled},
+          {"note", e.annotation}};
+}
+detect::RegressionEvent LoadEvent(const json& j) {
+  detect::RegressionEvent e;
+  e.onset_s = j.at("onset").get<int64_t>();
+  e.detected_s = j.at("detected").get<int64_t>();
+  e.before_ofu = j.at("before").get<double>();
+  e.after_ofu = j.at("after").get<double>();
+  e.factor = j.at("factor").is_null() ? INFINITY : j.at("factor").get<double>();
+  e.stalled = j.at("stalled").get<bool>();
+  e.annotation = j.at("note").get<std::string>();
+  return e;
+}
+
+json SaveBaselineRegression(const detect::BaselineRegression& r) {
+  return {{"onset", r.onset_s},      {"detected", r.detected_s}, {"baseline", r.baseline_ofu},
+          {"job", r.job_ofu},        {"factor", r.factor},       {"jobs", r.baseline_jobs},
+          {"note", r.annotation}};
+}
+detect::BaselineRegression LoadBaselineRegression(const json& j) {
+  detect::BaselineRegression r;
+  r.onset_s = j.at("onset").get<int64_t>();
+  r.detected_s = j.at("detected").get<int64_t>();
+  r.baseline_ofu = j.at("baseline").get<double>();
+  r.job_ofu = j.at("job").get<double>();
+  r.factor = j.at("factor").get<double>();
+  r.baseline_jobs = j.at("jobs").get<int>();
+  r.annotation = j.at("note").get<std::string>();
+  return r;
+}
+
+json SaveDivergence(const DivergenceObs& d) {
+  return {{"time", d.time_s},        {"from", d.interval_start_s},
+          {"to", d.interval_end_s},  {"verdict", d.verdict},
+          {"ratio", d.ratio},        {"confidence", d.confidence},
+          {"correction", d.correction_factor}, {"cause", d.top_cause},
+          {"reason", d.reason}};
+}
+DivergenceObs LoadDivergence(const json& j) {
+  DivergenceObs d;
+  d.time_s = j.at("time").get<int64_t>();
+  d.interval_start_s = j.at("from").get<int64_t>();
+  d.interval_end_s = j.at("to").get<int64_t>();
+  d.verdict = j.at("verdict").get<std::string>();
+  d.ratio = j.at("ratio").get<double>();
+  d.confidence = j.at("confidence").get<double>();
+  d.correction_factor = j.at("correction").get<double>();
+  d.top_cause = j.at("cause").get<std::string>();
+  d.reason = j.at("reason").get<std::string>();
+  return d;
+}
+
+}  // namespace
+
+JobEvaluator::JobEvaluator(const DetectorOptions& options,
+                           const std::vector<EarlierJob>& earlier_jobs)
+    : options_(options),
+      in_job_(options.regression),
+      steady_(options.regression),
+      gpu_tracker_(0, options.findings) {
+  if (earlier_jobs.empty()) return;
+  detect::WorkloadBaseline baseline(options_.baseline);
+  // Oldest first: the baseline keeps the most recent max_jobs.
+  for (auto it = earlier_jobs.rbegin(); it != earlier_jobs.rend(); ++it) {
+    baseline.AddJob(it->steady);
+  }
+  if (!baseline.level()) return;
+  comparator_.emplace(baseline, options_.regression);
+  for (const EarlierJob& j : earlier_jobs) {
+    if (baseline_job_ids_.size() >= kMaxBaselineJobIds) break;
+    baseline_job_ids_.push_back(j.job_id);
+  }
+  baseline_last_end_s_ = earlier_jobs.front().last_end_s;
+}
+
+void JobEvaluator::AddPrecisionSwitch(const PrecisionSwitchObs& s) {
+  auto at = std::upper_bound(
+      switches_.begin(), switches_.end(), s.time_s,
+      [](int64_t t, const PrecisionSwitchObs& x) { return t < x.time_s; });
+  const size_t index = static_cast<size_t>(at - switches_.begin());
+  switches_.insert(at, s);
+  if (index < next_switch_) ++next_switch_;
+  if (switches_.size() == 1 && windows_ == 0) peak_ = s.peak_before_tflops;
+}
+
+void JobEvaluator::SetDivergence(const DivergenceObs& d) {
+  divergence_ = d;
+  Recompute();
+}
+
+int JobEvaluator::Slot(const std::string& gpu) {
+  auto [it, inserted] = gpu_slots_.try_emplace(gpu, static_cast<int>(gpu_names_.size()));
+  if (inserted) {
+    gpu_names_.push_back(gpu);
+    gpu_tracker_.Grow(static_cast<int>(gpu_names_.size()));
+  }
+  return it->second;
+}
+
+void JobEvaluator::AddWindow(const JobWindow& jw) {
+  if (windows_ == 0) {
+    first_start_s_ = jw.window.start_s;
+    window_len_s_ = std::max<int64_t>(1, jw.window.end_s - jw.window.start_s);
+    if (!switches_.empty()) peak_ = switches_.front().peak_before_tflops;
+  }
+  ++windows_;
+  last_start_s_ = jw.window.start_s;
+  last_end_s_ = jw.window.end_s;
+
+  // The window as the detectors take it: the effective peak of the precision mix in force at
+  // its start (only its ratios matter); no OFU when the counters cannot be trusted.
+  while (next_switch_ < switches_.size() && switches_[next_switch_].time_s <= jw.window.start_s) {
+    peak_ = switches_[next_switch_].peak_after_tflops;
+    ++next_switch_;
+  }
+  detect::OfuWindow w = jw.window;
+  if (w.effective_peak_tflops <= 0) w.effective_peak_tflops = peak_;
+  const bool untrusted = Untrusted(jw, options_);
+  if (untrusted) w.ofu = std::numeric_limits<double>::quiet_NaN();
+
+  // Regression inside the job.
+  steady_.Add(w);
+  if (std::optional<detect::RegressionEvent> e = in_job_.Add(w)) {
+    std::optional<std::string> note;
+    if (e->kind == detect::RegressionEvent::Kind::kRecovery) {
+      in_job_open_.reset();
+    } else if (e->precision_switch) {
+      note = e->annotation;
+    } else if ((note = SwitchExplains(*e))) {
+    } else {
+      in_job_open_ = e;
+      // A baseline of regressed runs would hide the next regression.
+      if (!e->stalled) steady_.Freeze();
+    }
+    if (note) {
+      precision_notes_.push_back(*note);
+      if (precision_notes_.size() > kMaxPrecisionNotes) precision_notes_.pop_front();
+    }
+  }
+
+  // Against the workload's earlier jobs.
+  if (comparator_ && !comparator_->decided()) {
+    if (std::optional<detect::BaselineRegression> r = comparator_->Add(w)) {
+      if (r->is_regression()) {
+        workload_found_ = r;
+      } else {
+        precision_notes_.push_back(r->annotation);
+        if (precision_notes_.size() > kMaxPrecisionNotes) precision_notes_.pop_front();
+      }
+    }
+  }
+  if (!jw.warmup && jw.window.gpu_coverage >= options_.regression.min_coverage && !untrusted) {
+    recent_steady_.push_back(jw.window.ofu);
+    if (static_cast<int>(recent_steady_.size()) > 2 * options_.baseline.first_steady_windows) {
+      recent_steady_.pop_front();
+    }
+  }
+
+  // Idle GPUs and stragglers: which GPUs idle or lag is unknown while the profiling
+  // counters cannot be trusted.
+  gpus_allocated_ = std::max(gpus_allocated_, jw.gpus_allocated);
+  if (!untrusted) {
+    for (const StragglerObs& s : jw.stragglers) Slot(s.gpu);
+    for (const std::string& g : jw.idle_gpus) Slot(g);
+  }
+  // Every trusted window counts, named GPUs or not: a GPU named late ran at the median before.
+  if (!untrusted && std::max(gpus_allocated_, static_cast<int>(gpu_names_.size())) > 0) {
+    const int named = static_cast<int>(gpu_names_.size());
+    gpu_tracker_.Grow(std::max(gpus_allocated_, named));
+    const int gpu_count = gpu_tracker_.gpu_count();
+    const double median = jw.gpu_ofu_median > 0 ? jw.gpu_ofu_median : jw.window.ofu;
+    std::vector<detect::GpuWindowValue> values(static_cast<size_t>(gpu_count),
+                                               detect::GpuWindowValue{median, 1.0, true});
+    for (const StragglerObs& s : jw.stragglers) {
+      values[static_cast<size_t>(gpu_slots_.at(s.gpu))] = {s.ofu, 1.0, true};
+    }
+    for (const std::string& g : jw.idle_gpus) {
+      values[static_cast<size_t>(gpu_slots_.at(g))] = {0, 0, true};
+    }
+    // GPUs that did not report are among the unnamed ones.
+    const int unnamed_reporting = std::max(0, jw.gpus_reporting - named);
+    for (int i = named; i < gpu_count; ++i) values[static_cast<size_t>(i)].reporting = i - named < unnamed_reporting;
+    gpu_tracker_.AddWindow(jw.window.start_s, jw.window.end_s, values);
+  }
+  if (!untrusted) last_gpu_ofu_median_ = jw.gpu_ofu_median;
+
+  data_quality_.push_back({jw.window.start_s, jw.flags, jw.gpus_allocated, jw.gpus_reporting,
+                           jw.power_w_mean});
+  if (static_cast<int>(data_quality_.size()) > options_.data_quality_windows) {
+    data_quality_.pop_front();
+  }
+
+  // What held before this window and no longer does ended at its start.
+  std::vector<Finding> before = std::move(current_);
+  Recompute();
+  for (Finding& f : before) {
+    const std::string key = Key(f);
+    const bool holds = std::any_of(current_.begin(), current_.end(),
+                                   [&](const Finding& c) { return Key(c) == key; });
+    if (holds || f.kind == Kind::kDivergence) continue;
+    f.condition_end_s = jw.window.start_s;
+    ended_.push_back(std::move(f));
+  }
+}
+
+std::vector<Finding> JobEvaluator::TakeEnded() {
+  std::vector<Finding> out = std::move(ended_);
+  ended_.clear();
+  return out;
+}
+
+std::vector<PrecisionSwitchObs> JobEvaluator::SwitchesNear(int64_t from_s, int64_t to_s) const {
+  std::vector<PrecisionSwitchObs> out;
+  for (const PrecisionSwitchObs& s : switches_) {
+    if (s.time_s >= from_s && s.time_s < to_s) out.push_back(s);
+  }
+  return out;
+}
+
+// The detector explains a drop by a precision switch only when the framework's MFU per
+// window moved with OFU; the windows alerting gets carry no MFU. mfu's switch event is the
+// evidence instead: a faster mix whose peak ratio covers the drop, within 10 windows of the
+// onset, annotates the drop rather than alerting.
+std::optional<std::string> JobEvaluator::SwitchExplains(const detect::RegressionEvent& e) const {
+  const int64_t near_s = 10 * window_len_s_;
+  for (const PrecisionSwitchObs& s : switches_) {
+    if (std::abs(s.time_s - e.onset_s) > near_s || s.peak_before_tflops <= 0) continue;
+    const double q = s.peak_after_tflops / s.peak_before_tflops;
+    if (q > 1.01 && e.factor <= q * options_.regression.precision_tolerance) {
+      return absl::StrFormat(
+          "precision mix changed (effective peak %.0f -> %.0f TFLOP/s, up to %.2fx) when OFU "
+          "fell %.2fx: the same work on a faster mix, not a regression",
+          s.peak_before_tflops, s.peak_after_tflops, q, e.factor);
+    }
+  }
+  return std::nullopt;
+}
+
+void JobEvaluator::Recompute() {
+  current_.clear();
+  InJob(current_);
+  Workload(current_);
+  Gpus(current_);
+  DataQuality(current_);
+  Divergence(current_);
+}
+
+void JobEvaluator::InJob(std::vector<Finding>& out) const {
+  if (!in_job_open_) return;
+  const detect::RegressionEvent& open = *in_job_open_;
+  Finding f;
+  f.kind = Kind::kRegressionInJob;
+  f.detector =
+      open.stalled ? "in_job_change_point/stall" : "in_job_change_point/two_window_median";
+  f.onset_s = open.onset_s;
+  f.detected_s = open.detected_s;
+  f.before_ofu = open.before_ofu;
+  f.after_ofu = open.after_ofu;
+  f.factor = open.factor;
+  f.stalled = open.stalled;
+  f.confidence =
+      open.stalled ? 0.95 : SeparationConfidence(open.factor, options_.regression.min_factor);
+  if (!open.annotation.empty()) f.annotations.push_back(open.annotation);
+  f.evidence_from_s = f.onset_s - kEvidenceHalfSpanWindows * window_len_s_;
+  f.evidence_to_s = f.onset_s + kEvidenceHalfSpanWindows * window_len_s_;
+  f.precision_switches = SwitchesNear(f.evidence_from_s, f.evidence_to_s);
+  out.push_back(std::move(f));
+}
+
+void JobEvaluator::Workload(std::vector<Finding>& out) const {
+  if (!workload_found_) return;
+  const detect::BaselineRegression& found = *workload_found_;
+  // Still below the baseline? The median of the latest steady computing windows decides.
+  std::vector<double> recent;
+  for (auto it = recent_steady_.rbegin();
+       it != recent_steady_.rend() &&
+       static_cast<int>(recent.size()) < options_.baseline.first_steady_windows;
+       ++it) {
+    if (*it < options_.baseline.dip_fraction * found.baseline_ofu) continue;
+    recent.push_back(*it);
+  }
+  const double level = recent.empty() ? found.job_ofu : Median(recent);
+  if (level * options_.workload_recovery_factor >= found.baseline_ofu) return;
+
+  Finding f;
+  f.kind = Kind::kRegressionVsWorkload;
+  f.detector = "workload_baseline/first_steady_windows";
+  f.onset_s = found.onset_s;
+  f.detected_s = found.detected_s;
+  f.after_ofu = level;
+  f.baseline_ofu = found.baseline_ofu;
+  f.factor = found.baseline_ofu / std::max(level, 1e-9);
+  f.baseline_jobs = found.baseline_jobs;
+  f.baseline_job_ids = baseline_job_ids_;
+  f.baseline_last_end_s = baseline_last_end_s_;
+  // More earlier jobs make the baseline more trustworthy.
+  const double jobs_weight = 1.0 - 1.0 / (1.0 + found.baseline_jobs);
+  f.confidence = std::min(0.99, SeparationConfidence(*f.factor, options_.baseline.min_factor) *
+                                    (0.75 + 0.25 * jobs_weight));
+  if (!found.annotation.empty()) f.annotations.push_back(found.annotation);
+  f.evidence_from_s = f.onset_s;
+  f.evidence_to_s = f.onset_s + 2 * kEvidenceHalfSpanWindows * window_len_s_;
+  f.precision_switches = SwitchesNear(f.evidence_from_s - 3600, f.evidence_to_s);
+  out.push_back(std::move(f));
+}
+
+// Idle GPUs and stragglers: ofu names, per job-level window, the GPUs that were idle or
+// slow; the other GPUs ran at about the job's median. That is what GpuFindingsTracker needs
+// to decide which GPUs are *persistently* idle or slow. A GPU found idle is reported as idle
+// only (the tracker decides idle first).
+void JobEvaluator::Gpus(std::vector<Finding>& out) const {
+  if (gpu_names_.empty()) return;
+  const int64_t evidence_from = last_end_s_ - 2 * kEvidenceHalfSpanWindows * window_len_s_;
+  Finding idle;
+  idle.kind = Kind::kIdleGpus;
+  idle.detector = "gpu_findings/idle_share";
+  for (const detect::GpuFinding& g : gpu_tracker_.Findings()) {
+    if (g.gpu_index >= static_cast<int>(gpu_names_.size())) continue;  // only named GPUs can be
+    const std::string& gpu = gpu_names_[static_cast<size_t>(g.gpu_index)];
+    if (g.kind == detect::GpuFinding::Kind::kIdle) {
+      idle.gpus.push_back(gpu);
+      idle.onset_s =
+          idle.gpus.size() == 1 ? g.first_seen_s : std::min(idle.onset_s, g.first_seen_s);
+      idle.idle_gpu_hours += static_cast<double>(g.windows * window_len_s_) / 3600.0;
+      idle.confidence = std::max(idle.confidence, g.score);
+      if (!g.annotation.empty()) idle.annotations.push_back(g.annotation);
+    } else {
+      Finding f;
+      f.kind = Kind::kStraggler;
+      f.detail = gpu;
+      f.detector = "gpu_findings/straggler_share";
+      f.gpus = {gpu};
+      f.onset_s = g.first_seen_s;
+      f.straggler_score = g.score;
+      f.straggler_ofu = g.score * last_gpu_ofu_median_;
+      f.factor = g.score > 0 ? std::optional<double>(1.0 / g.score) : std::nullopt;
+      f.confidence = std::min(0.99, 0.5 + 0.5 * static_cast<double>(g.windows) /
+                                              std::max<double>(1, gpu_tracker_.windows()));
+      if (!g.annotation.empty()) f.annotations.push_back(g.annotation);
+      f.evidence_from_s = evidence_from;
+      f.evidence_to_s = last_end_s_;
+      out.push_back(std::move(f));
+    }
+  }
+  if (!idle.gpus.empty()) {
+    idle.evidence_from_s = evidence_from;
+    idle.evidence_to_s = last_end_s_;
+    out.push_back(std::move(idle));
+  }
+}
+
+void JobEvaluator::DataQuality(std::vector<Finding>& out) const {
+  const int n = static_cast<int>(data_quality_.size());
+  if (n < std::min(5, options_.data_quality_windows)) return;
+  Finding f;
+  f.kind = Kind::kDataQuality;
+  f.detector = "data_quality/flag_share";
+  f.recent_windows = n;
+  double stuck_power_sum = 0;
+  int stuck_power_n = 0;
+  for (const DataQualityWindow& w : data_quality_) {
+    const uint32_t bad = w.flags & options_.data_quality_flags;
+    if (bad == 0) continue;
+    if (f.flagged_windows == 0) f.onset_s = w.start_s;
+    ++f.flagged_windows;
+    f.flags |= bad;
+    // A window has no per-GPU detail here: the GPUs it got no OFU from are the paused ones.
+    if (bad & (1u << 11)) {
+      f.profiling_unavailable_gpus =
+          std::max({f.profiling_unavailable_gpus, 1, w.gpus_allocated - w.gpus_reporting});
+    }
+    if ((bad & (1u << 12)) && w.power_w_mean > 0 && w.gpus_allocated > 0) {
+      stuck_power_sum += w.power_w_mean / w.gpus_allocated;
+      ++stuck_power_n;
+    }
+  }
+  if (stuck_power_n > 0) f.stuck_power_w_per_gpu = stuck_power_sum / stuck_power_n;
+  const double share = static_cast<double>(f.flagged_windows) / n;
+  if (f.flagged_windows == 0 || share < options_.data_quality_share) return;
+  f.confidence = share;
+  f.evidence_from_s = last_end_s_ - 2 * kEvidenceHalfSpanWindows * window_len_s_;
+  f.evidence_to_s = last_end_s_;
+  out.push_back(std::move(f));
+}
+
+void JobEvaluator::Divergence(std::vector<Finding>& out) const {
+  if (!divergence_) return;
+  const DivergenceObs& d = *divergence_;
+  if (d.verdict != "app_flops_overcount" && d.verdict != "app_flops_undercount") return;
+  if (d.confidence < options_.divergence_min_confidence) return;
+  Finding f;
+  f.kind = Kind::kDivergence;
+  f.detector = "mfu_ofu_divergence";
+  f.confidence = d.confidence;
+  f.onset_s = d.interval_start_s > 0 ? d.interval_start_s : d.time_s;
+  f.detected_s = d.time_s;
+  f.factor = d.ratio;
+  f.divergence = d;
+  f.evidence_from_s = d.interval_start_s;
+  f.evidence_to_s = d.interval_end_s;
+  out.push_back(std::move(f));
+}
+
+std::string JobEvaluator::Checkpoint() const {
+  using detect::StateCodec;
+  json switches = json::array();
+  for (const PrecisionSwitchObs& s : switches_) {
+    switches.push_back(json::array({s.time_s, s.peak_before_tflops, s.peak_after_tflops}));
+  }
+  json dq = json::array();
+  for (const DataQualityWindow& w : data_quality_) {
+    dq.push_back(json::array(
+        {w.start_s, w.flags, w.gpus_allocated, w.gpus_reporting, w.power_w_mean}));
+  }
+  json j = {
+      {"version", kCheckpointVersion},
+      {"windows", windows_},
+      {"first_start", first_start_s_},
+      {"last_start", last_start_s_},
+      {"last_end", last_end_s_},
+      {"window_len", window_len_s_},
+      {"switches", std::move(switches)},
+      {"next_switch", next_switch_},
+      {"peak", peak_},
+      {"divergence", divergence_ ? SaveDivergence(*divergence_) : json(nullptr)},
+      {"in_job", StateCodec::Save(in_job_)},
+      {"steady", StateCodec::Save(steady_)},
+      {"in_job_open", in_job_open_ ? SaveEvent(*in_job_open_) : json(nullptr)},
+      {"precision_notes", precision_notes_},
+      {"comparator", comparator_ ? StateCodec::Save(*comparator_) : json(nullptr)},
+      {"workload_found",
+       workload_found_ ? SaveBaselineRegression(*workload_found_) : json(nullptr)},
+      {"baseline_jobs", baseline_job_ids_},
+      {"baseline_last_end", baseline_last_end_s_},
+      {"recent_steady", recent_steady_},
+      {"gpu_names", gpu_names_},
+      {"gpus_allocated", gpus_allocated_},
+      {"gpu_tracker", StateCodec::Save(gpu_tracker_)},
+      {"gpu_median", last_gpu_ofu_median_},
+      {"data_quality", std::move(dq)},
+  };
+  std::vector<std::uint8_t> bytes = json::to_cbor(j);
+  return std::string(bytes.begin(), bytes.end());
+}
+
+absl::StatusOr<std::unique_ptr<JobEvaluator>> JobEvaluator::Restore(
+    const DetectorOptions& options, std::string_view checkpoint) {
+  using detect::StateCodec;
+  try {
+    const json j = json::from_cbor(checkpoint.begin(), checkpoint.end());
+    if (j.at("version").get<int>() != kCheckpointVersion) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("checkpoint: version ", j.at("version").dump(), " is not ",
+                       kCheckpointVersion));
+    }
+    auto ev = std::make_unique<JobEvaluator>(options, std::vector<EarlierJob>{});
+    ev->windows_ = j.at("windows").get<int64_t>();
+    ev->first_start_s_ = j.at("first_start").get<int64_t>();
+    ev->last_start_s_ = j.at("last_start").get<int64_t>();
+    ev->last_end_s_ = j.at("last_end").get<int64_t>();
+    ev->window_len_s_ = j.at("window_len").get<int64_t>();
+    for (const json& s : j.at("switches")) {
+      ev->switches_.push_back(
+          {s.at(0).get<int64_t>(), s.at(1).get<double>(), s.at(2).get<double>()});
+    }
+    ev->next_switch_ = j.at("next_switch").get<size_t>();
+    if (ev->next_switch_ > ev->switches_.size()) {
+      return absl::InvalidArgumentError("checkpoint: next_switch is past the switches");
+    }
+    ev->peak_ = j.at("peak").get<double>();
+    if (!j.at("divergence").is_null()) ev->divergence_ = LoadDivergence(j.at("divergence"));
+    StateCodec::Load(j.at("in_job"), ev->in_job_);
+    StateCodec::Load(j.at("steady"), ev->steady_);
+    if (!j.at("in_job_open").is_null()) ev->in_job_open_ = LoadEvent(j.at("in_job_open"));
+    ev->precision_notes_ = j.at("precision_notes").get<std::deque<std::string>>();
+    if (!j.at("comparator").is_null()) {
+      ev->comparator_.emplace(detect::WorkloadBaseline(options.baseline), options.regression);
+      StateCodec::Load(j.at("comparator"), *ev->comparator_);
+    }
+    if (!j.at("workload_found").is_null()) {
+      ev->workload_found_ = LoadBaselineRegression(j.at("workload_found"));
+    }
+    ev->baseline_job_ids_ = j.at("baseline_jobs").get<std::vector<std::string>>();
+    ev->baseline_last_end_s_ = j.at("baseline_last_end").get<int64_t>();
+    ev->recent_steady_ = j.at("recent_steady").get<std::deque<double>>();
+    ev->gpu_names_ = j.at("gpu_names").get<std::vector<std::string>>();
+    for (size_t i = 0; i < ev->gpu_names_.size(); ++i) {
+      ev->gpu_slots_[ev->gpu_names_[i]] = static_cast<int>(i);
+    }
+    ev->gpus_allocated_ = j.at("gpus_allocated").get<int>();
+    StateCodec::Load(j.at("gpu_tracker"), ev->gpu_tracker_);
+    if (ev->gpu_tracker_.gpu_count() < static_cast<int>(ev->gpu_names_.size())) {
+      return absl::InvalidArgumentError("checkpoint: fewer GPU counters than named GPUs");
+    }
+    ev->last_gpu_ofu_median_ = j.at("gpu_median").get<double>();
+    for (const json& w : j.at("data_quality")) {
+      ev->data_quality_.push_back({w.at(0).get<int64_t>(), w.at(1).get<uint32_t>(),
+                                   w.at(2).get<int>(), w.at(3).get<int>(),
+                                   w.at(4).get<double>()});
+    }
+    ev->Recompute();
+    return ev;
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("checkpoint: not a detector state (", e.what(),
+                                                   ")"));
+  }
+}
+
+}  // namespace goodput::alerting
