@@ -15,3 +15,7 @@ ALTER TABLE alert_job_state
 -- a finding already recorded (open or resolved) does not record it twice.
 ALTER TABLE alerts ADD COLUMN onset_time timestamptz;
 CREATE INDEX alerts_by_fingerprint_onset ON alerts (fingerprint, onset_time);
+
+-- The sweep's candidates: jobs with windows not yet evaluated (few next to all jobs).
+CREATE INDEX alert_job_state_to_evaluate ON alert_job_state (updated_at)
+  WHERE evaluated_end IS NULL OR evaluated_end < last_window_end;

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cstring>
 #include <exception>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <utility>
 
@@ -37,20 +38,33 @@ constexpr char kSetWatermark[] =
     "UPDATE alert_receiver_state SET watermark = $3, updated_at = now() "
     "WHERE stream = $1 AND producer = $2";
 
+// Returns a row when the window was written (new, or a higher revision).
 constexpr char kUpsertWindow[] =
     "INSERT INTO alert_windows (cluster, job_id, start_time, end_time, revision, window_pb) "
     "VALUES ($1, $2, " GP_MS(3) ", " GP_MS(4) ", $5, decode($6, 'base64')) "
     "ON CONFLICT (cluster, job_id, start_time) DO UPDATE SET end_time = EXCLUDED.end_time, "
     "  revision = EXCLUDED.revision, window_pb = EXCLUDED.window_pb, received_at = now() "
-    "WHERE alert_windows.revision < EXCLUDED.revision";
-constexpr char kJobWindows[] =
+    "WHERE alert_windows.revision < EXCLUDED.revision RETURNING 1";
+// The windows from the evaluation frontier on, in window order.
+constexpr char kWindowsFrom[] =
     "SELECT encode(window_pb, 'base64') FROM alert_windows WHERE cluster = $1 AND job_id = $2 "
-    "ORDER BY start_time";
+    "AND start_time >= " GP_MS(3) " ORDER BY start_time";
+constexpr char kEvidenceWindows[] =
+    "SELECT encode(window_pb, 'base64') FROM alert_windows WHERE cluster = $1 AND job_id = $2 "
+    "AND start_time >= " GP_MS(3) " AND start_time < " GP_MS(4) " ORDER BY start_time LIMIT 60";
 
 constexpr char kInsertEvent[] =
     "INSERT INTO alert_divergence_events (event_id, cluster, job_id, event_time, kind, event_pb) "
     "VALUES ($1, $2, $3, " GP_MS(4) ", $5, decode($6, 'base64')) "
-    "ON CONFLICT (event_id) DO NOTHING";
+    "ON CONFLICT (event_id) DO NOTHING RETURNING 1";
+constexpr char kLatestVerdicts[] =
+    "SELECT encode(event_pb, 'base64') FROM alert_divergence_events "
+    "WHERE cluster = $1 AND job_id = $2 AND kind = 'verdict' "
+    "ORDER BY event_time DESC, received_at DESC, event_id DESC LIMIT 20";
+constexpr char kSwitchesBetween[] =
+    "SELECT encode(event_pb, 'base64') FROM alert_divergence_events "
+    "WHERE cluster = $1 AND job_id = $2 AND kind = 'precision_switch' "
+    "AND event_time >= " GP_MS(3) " AND event_time < " GP_MS(4) " ORDER BY event_time";
 constexpr char kJobEvents[] =
     "SELECT encode(event_pb, 'base64') FROM alert_divergence_events "
     "WHERE cluster = $1 AND job_id = $2 ORDER BY event_time, received_at, event_id";
@@ -61,15 +75,40 @@ constexpr char kJobMeta[] =
     "SELECT scheduler, user_name, team, name, workload_fingerprint, gpu_model, state, "
     "  labels::text FROM jobs WHERE cluster = $1 AND job_id = $2";
 
-constexpr char kUpsertJobState[] =
+// The job's windows arrived: their span and workload (the state's row exists from then on).
+constexpr char kTouchJobState[] =
     "INSERT INTO alert_job_state (cluster, job_id, workload_fingerprint, first_window_start, "
-    "  last_window_end, steady_median_ofu, steady_mad_ofu, steady_windows, effective_peak_tflops) "
-    "VALUES ($1, $2, $3, " GP_MS(4) ", " GP_MS(5) ", $6, $7, $8, $9) "
-    "ON CONFLICT (cluster, job_id) DO UPDATE SET workload_fingerprint = EXCLUDED.workload_fingerprint, "
-    "  first_window_start = EXCLUDED.first_window_start, last_window_end = EXCLUDED.last_window_end, "
-    "  steady_median_ofu = EXCLUDED.steady_median_ofu, steady_mad_ofu = EXCLUDED.steady_mad_ofu, "
-    "  steady_windows = EXCLUDED.steady_windows, "
-    "  effective_peak_tflops = EXCLUDED.effective_peak_tflops, updated_at = now()";
+    "  last_window_end) VALUES ($1, $2, $3, " GP_MS(4) ", " GP_MS(5) ") "
+    "ON CONFLICT (cluster, job_id) DO UPDATE SET "
+    "  workload_fingerprint = CASE WHEN alert_job_state.workload_fingerprint = '' "
+    "    THEN EXCLUDED.workload_fingerprint ELSE alert_job_state.workload_fingerprint END, "
+    "  first_window_start = LEAST(alert_job_state.first_window_start, EXCLUDED.first_window_start), "
+    "  last_window_end = GREATEST(alert_job_state.last_window_end, EXCLUDED.last_window_end), "
+    "  updated_at = now()";
+// Where the job's evaluation stands; the last column: no window came for $3 seconds.
+constexpr char kJobState[] =
+    "SELECT workload_fingerprint, " GP_TO_MS("first_window_start") ", " GP_TO_MS(
+        "last_window_end") ", " GP_TO_MS("evaluated_end") ", generation, "
+    "  encode(checkpoint, 'base64'), " GP_TO_MS("checkpoint_end") ", "
+    "  updated_at < now() - $3 * interval '1 second' "
+    "FROM alert_job_state WHERE cluster = $1 AND job_id = $2";
+constexpr char kSaveJobState[] =
+    "UPDATE alert_job_state SET steady_median_ofu = $3, steady_mad_ofu = $4, steady_windows = $5, "
+    "  effective_peak_tflops = $6, evaluated_end = " GP_MS(7) ", generation = generation + 1, "
+    "  checkpoint = CASE WHEN $8::text IS NULL THEN checkpoint ELSE decode($8, 'base64') END, "
+    "  checkpoint_end = CASE WHEN $8::text IS NULL THEN checkpoint_end ELSE " GP_MS(7) " END "
+    "WHERE cluster = $1 AND job_id = $2 RETURNING generation";
+// Jobs with windows not yet evaluated that nothing newer will settle: ended, or quiet for $1 s.
+constexpr char kJobsToSettle[] =
+    "SELECT s.cluster, s.job_id FROM alert_job_state s LEFT JOIN jobs j "
+    "  ON j.cluster = s.cluster AND j.job_id = s.job_id "
+    "WHERE (s.evaluated_end IS NULL OR s.evaluated_end < s.last_window_end) "
+    "  AND (coalesce(j.state, 'running') NOT IN ('pending', 'running', 'unknown') "
+    "       OR s.updated_at < now() - $1 * interval '1 second') "
+    "UNION "
+    "SELECT DISTINCT a.cluster, a.job_id FROM alerts a JOIN jobs j "
+    "  ON j.cluster = a.cluster AND j.job_id = a.job_id "
+    "WHERE a.state <> 'resolved' AND j.state NOT IN ('pending', 'running', 'unknown')";
 // Earlier jobs of the workload: started before this one, most recent first.
 constexpr char kEarlierJobs[] =
     "SELECT job_id, (extract(epoch FROM last_window_end))::bigint, steady_median_ofu, "
@@ -93,9 +132,16 @@ constexpr char kAlertByIdForUpdate[] =
     "SELECT " GP_ALERT_COLUMNS " FROM alerts WHERE id = $1 FOR UPDATE";
 constexpr char kInsertAlert[] =
     "INSERT INTO alerts (fingerprint, kind, state, severity, cluster, job_id, labels, alert_pb, "
-    "  start_time, update_time) "
+    "  start_time, update_time, onset_time) "
     "VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, decode($8, 'base64'), " GP_MS(9) ", " GP_MS(
-        9) ") RETURNING id";
+        9) ", " GP_MS(10) ") RETURNING id";
+constexpr char kInsertResolvedAlert[] =
+    "INSERT INTO alerts (fingerprint, kind, state, severity, cluster, job_id, labels, alert_pb, "
+    "  start_time, end_time, update_time, onset_time) "
+    "VALUES ($1, $2, 'resolved', $3, $4, $5, $6::jsonb, decode($7, 'base64'), " GP_MS(8) ", " GP_MS(
+        9) ", " GP_MS(10) ", " GP_MS(11) ") RETURNING id";
+constexpr char kRecordedBefore[] =
+    "SELECT 1 FROM alerts WHERE fingerprint = $1 AND onset_time = " GP_MS(2) " LIMIT 1";
 constexpr char kUpdateAlertDecision[] =
     "UPDATE alerts SET severity = $2, labels = $3::jsonb, alert_pb = decode($4, 'base64'), "
     "  update_time = " GP_MS(5) " WHERE id = $1";
@@ -121,11 +167,6 @@ constexpr char kListAlerts[] =
     "  AND ($8::text IS NULL OR (update_time, id) < ($8::timestamptz, $9::bigint)) "
     "ORDER BY update_time DESC, id DESC LIMIT $10";
 
-// Jobs still holding open alerts that are over.
-constexpr char kOpenAlertsOfEndedJobs[] =
-    "SELECT DISTINCT a.cluster, a.job_id FROM alerts a JOIN jobs j "
-    "  ON j.cluster = a.cluster AND j.job_id = a.job_id "
-    "WHERE a.state <> 'resolved' AND j.state NOT IN ('pending', 'running', 'unknown')";
 // Running jobs whose telemetry is stale, and jobs with an open telemetry_stopped alert.
 constexpr char kTelemetryCandidates[] =
     "SELECT s.cluster, s.job_id, " GP_TO_MS("s.last_window_end") " FROM alert_job_state s "
@@ -411,11 +452,33 @@ void AlertHub::Publish(const v1::SubscribeAlertsResponse& change) {
 // ---------------------------------------------------------------------------------------------
 // The engine.
 
+struct AlertEngine::CachedJob {
+  std::unique_ptr<JobEvaluator> evaluator;
+  int64_t generation = 0;
+  int64_t used = 0;  // cache clock at the last evaluation
+};
+
+// A detector state advanced in a transaction: cached once the transaction committed.
+struct AlertEngine::EvaluatedJob {
+  JobKey key = {};
+  std::unique_ptr<JobEvaluator> evaluator = {};
+  int64_t generation = 0;
+};
+
+struct AlertEngine::JobChange {
+  // The earliest window start (s) written by the push: new, or a revision of a stored one.
+  int64_t first_changed_start_s = std::numeric_limits<int64_t>::max();
+  std::vector<PrecisionSwitchObs> switches = {};  // new precision switches
+  std::optional<DivergenceObs> divergence = {};   // the newest decisive verdict pushed
+  bool force = false;  // evaluate every stored window: nothing newer will settle them
+};
+
 struct AlertEngine::Tx {
   pqxx::work& w;
   int64_t now_ms;
   std::vector<v1::SubscribeAlertsResponse> changes;
   std::vector<ActiveSilence>* silences = nullptr;  // loaded once per transaction
+  std::vector<EvaluatedJob> evaluated = {};
 };
 
 struct AlertEngine::JobMeta {
@@ -485,6 +548,7 @@ AlertEngine::~AlertEngine() { Stop(); }
 
 absl::Status AlertEngine::RunAndPublish(const std::function<absl::Status(Tx&)>& fn) {
   std::vector<v1::SubscribeAlertsResponse> changes;
+  std::vector<EvaluatedJob> evaluated;
   const int64_t now_ms = ToMs(clock_());
   absl::Status s = pg_->RunTransaction([&](pqxx::work& w) -> absl::Status {
     Tx tx{.w = w, .now_ms = now_ms, .changes = {}};
@@ -494,10 +558,17 @@ absl::Status AlertEngine::RunAndPublish(const std::function<absl::Status(Tx&)>& 
     silences = *std::move(loaded);
     tx.silences = &silences;
     absl::Status st = fn(tx);
-    if (st.ok()) changes = std::move(tx.changes);
+    if (st.ok()) {
+      changes = std::move(tx.changes);
+      evaluated = std::move(tx.evaluated);
+    }
     return st;
   });
   if (!s.ok()) return s;
+  // Detector states advanced in a committed transaction are the job's state now.
+  for (EvaluatedJob& e : evaluated) {
+    if (e.evaluator != nullptr) PutCached(e.key, std::move(e.evaluator), e.generation);
+  }
   if (hub_ != nullptr) {
     for (const v1::SubscribeAlertsResponse& c : changes) hub_->Publish(c);
   }
@@ -557,8 +628,8 @@ absl::StatusOr<v1::DeliveryAck> AlertEngine::ReceiveInOrder(
       }
       JobSet jobs;
       write_items(tx, jobs);
-      for (const auto& [cluster, job_id] : jobs) {
-        if (absl::Status st = EvaluateJob(tx, cluster, job_id); !st.ok()) return st;
+      for (const auto& [key, change] : jobs) {
+        if (absl::Status st = EvaluateJob(tx, key.first, key.second, change); !st.ok()) return st;
       }
       tx.w.exec_params(kSetWatermark, stream, pos.producer_id(), pos.sequence());
       ack.set_watermark_sequence(pos.sequence());
@@ -575,6 +646,12 @@ absl::StatusOr<v1::DeliveryAck> AlertEngine::ReceiveInOrder(
 absl::StatusOr<v1::DeliveryAck> AlertEngine::PushWindows(const v1::PushWindowsRequest& request) {
   const v1::DeliverySequence& pos = request.position();
   return ReceiveInOrder(pos, "windows", "PushWindows", [&](Tx& tx, JobSet& jobs) {
+    // Per job: the span of the windows written, for its state row.
+    struct Span {
+      int64_t first_ms = INT64_MAX, last_end_ms = INT64_MIN;
+      std::string fingerprint;
+    };
+    std::map<JobKey, Span> spans;
     for (int i = 0; i < request.windows_size(); ++i) {
       const v1::OfuWindow& w = request.windows(i);
       if (w.job().cluster().empty() || w.job().job_id().empty() || !w.has_start_time() ||
@@ -583,14 +660,65 @@ absl::StatusOr<v1::DeliveryAck> AlertEngine::PushWindows(const v1::PushWindowsRe
                      {{"index", i}, {"producer", pos.producer_id()}, {"sequence", pos.sequence()}});
         continue;
       }
-      int64_t end_ms = w.has_end_time() ? TsMs(w.end_time())
-                                        : TsMs(w.start_time()) + int64_t{w.window_s()} * 1000;
-      tx.w.exec_params(kUpsertWindow, w.job().cluster(), w.job().job_id(), TsMs(w.start_time()),
-                       end_ms, w.revision(), Encode(w));
-      jobs.insert({w.job().cluster(), w.job().job_id()});
+      const int64_t start_ms = TsMs(w.start_time());
+      const int64_t end_ms =
+          w.has_end_time() ? TsMs(w.end_time()) : start_ms + int64_t{w.window_s()} * 1000;
+      pqxx::result r = tx.w.exec_params(kUpsertWindow, w.job().cluster(), w.job().job_id(),
+                                        start_ms, end_ms, w.revision(), Encode(w));
+      const JobKey key{w.job().cluster(), w.job().job_id()};
+      JobChange& change = jobs[key];
+      if (!r.empty()) {  // written: new, or a higher revision of a stored window
+        change.first_changed_start_s = std::min(change.first_changed_start_s, start_ms / 1000);
+      }
+      Span& span = spans[key];
+      span.first_ms = std::min(span.first_ms, start_ms);
+      span.last_end_ms = std::max(span.last_end_ms, end_ms);
+      if (span.fingerprint.empty()) span.fingerprint = w.workload_fingerprint();
+    }
+    for (const auto& [key, span] : spans) {
+      tx.w.exec_params(kTouchJobState, key.first, key.second, span.fingerprint, span.first_ms,
+                       span.last_end_ms);
     }
   });
 }
+
+namespace {
+
+PrecisionSwitchObs SwitchObs(const v1::DivergenceEvent& e) {
+  const v1::PrecisionSwitch& p = e.precision_switch();
+  return {TsMs(p.has_time() ? p.time() : e.time()) / 1000, p.peak_tflops_before(),
+          p.peak_tflops_after()};
+}
+
+std::string ProtoEnumSuffix(const std::string& full, const std::string& prefix) {
+  std::string s = full.substr(std::min(full.size(), prefix.size()));
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+// A decisive verdict (too little evidence says nothing about the last decisive one: it stands).
+std::optional<DivergenceObs> VerdictObs(const v1::DivergenceEvent& e) {
+  if (!e.has_verdict() || e.verdict().verdict() == v1::VERDICT_INSUFFICIENT_EVIDENCE) {
+    return std::nullopt;
+  }
+  const v1::Divergence& d = e.verdict();
+  DivergenceObs obs;
+  obs.time_s = TsMs(e.time()) / 1000;
+  obs.interval_start_s = TsMs(e.interval().start_time()) / 1000;
+  obs.interval_end_s = TsMs(e.interval().end_time()) / 1000;
+  obs.verdict = ProtoEnumSuffix(v1::Verdict_Name(d.verdict()), "VERDICT_");
+  obs.ratio = d.ratio();
+  obs.confidence = d.confidence();
+  obs.correction_factor = d.correction_factor();
+  if (!d.causes().empty()) {
+    obs.top_cause =
+        ProtoEnumSuffix(v1::DivergenceCause_Name(d.causes(0).cause()), "DIVERGENCE_CAUSE_");
+  }
+  obs.reason = d.reason();
+  return obs;
+}
+
+}  // namespace
 
 absl::StatusOr<v1::DeliveryAck> AlertEngine::PushDivergenceEvents(
     const v1::PushDivergenceEventsRequest& request) {
@@ -607,9 +735,17 @@ absl::StatusOr<v1::DeliveryAck> AlertEngine::PushDivergenceEvents(
       const bool verdict = e.event_case() == v1::DivergenceEvent::kVerdict;
       int64_t t_ms = e.has_time() ? TsMs(e.time()) : tx.now_ms;
       if (!verdict && e.precision_switch().has_time()) t_ms = TsMs(e.precision_switch().time());
-      tx.w.exec_params(kInsertEvent, e.event_id(), e.job().cluster(), e.job().job_id(), t_ms,
-                       verdict ? "verdict" : "precision_switch", Encode(e));
-      jobs.insert({e.job().cluster(), e.job().job_id()});
+      pqxx::result r =
+          tx.w.exec_params(kInsertEvent, e.event_id(), e.job().cluster(), e.job().job_id(), t_ms,
+                           verdict ? "verdict" : "precision_switch", Encode(e));
+      JobChange& change = jobs[{e.job().cluster(), e.job().job_id()}];
+      if (r.empty()) continue;  // an event already applied
+      if (!verdict) {
+        change.switches.push_back(SwitchObs(e));
+      } else if (std::optional<DivergenceObs> obs = VerdictObs(e);
+                 obs && (!change.divergence || change.divergence->time_s <= obs->time_s)) {
+        change.divergence = obs;
+      }
     }
   });
 }
@@ -637,12 +773,6 @@ JobWindow ToJobWindow(const v1::OfuWindow& w) {
   return j;
 }
 
-std::string ProtoEnumSuffix(const std::string& full, const std::string& prefix) {
-  std::string s = full.substr(std::min(full.size(), prefix.size()));
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-  return s;
-}
-
 }  // namespace
 
 AlertEngine::JobMeta AlertEngine::LockJobMeta(Tx& tx, const std::string& cluster,
@@ -665,80 +795,176 @@ AlertEngine::JobMeta AlertEngine::LockJobMeta(Tx& tx, const std::string& cluster
   return meta;
 }
 
-absl::Status AlertEngine::EvaluateJob(Tx& tx, const std::string& cluster,
-                                      const std::string& job_id) {
-  JobMeta meta = LockJobMeta(tx, cluster, job_id);
+std::unique_ptr<JobEvaluator> AlertEngine::TakeCached(const JobKey& key, int64_t generation) {
+  absl::MutexLock lock(&cache_mu_);
+  auto it = cache_.find(key);
+  if (it == cache_.end()) return nullptr;
+  std::unique_ptr<CachedJob> c = std::move(it->second);
+  cache_.erase(it);
+  // Another replica evaluated the job since: its state is in PostgreSQL, not here.
+  if (c->generation != generation) return nullptr;
+  return std::move(c->evaluator);
+}
 
-  JobInput input;
-  std::map<int64_t, v1::OfuWindow> windows;  // start (s) -> window
-  for (const pqxx::row& r : tx.w.exec_params(kJobWindows, cluster, job_id)) {
+void AlertEngine::PutCached(JobKey key, std::unique_ptr<JobEvaluator> evaluator,
+                            int64_t generation) {
+  absl::MutexLock lock(&cache_mu_);
+  auto c = std::make_unique<CachedJob>();
+  c->evaluator = std::move(evaluator);
+  c->generation = generation;
+  c->used = ++cache_clock_;
+  cache_[std::move(key)] = std::move(c);
+  if (cache_.size() <= config_.max_cached_jobs) return;
+  auto oldest = cache_.begin();
+  for (auto it = cache_.begin(); it != cache_.end(); ++it) {
+    if (it->second->used < oldest->second->used) oldest = it;
+  }
+  cache_.erase(oldest);
+}
+
+absl::Status AlertEngine::EvaluateJob(Tx& tx, const std::string& cluster,
+                                      const std::string& job_id, const JobChange& change) {
+  JobMeta meta = LockJobMeta(tx, cluster, job_id);
+  const JobKey key{cluster, job_id};
+  std::set<Kind> kinds(std::begin(kAllKinds), std::end(kAllKinds));
+  // Telemetry stopped is the sweep's: a replayed old window must not decide it.
+  if (meta.active()) kinds.erase(Kind::kTelemetryStopped);
+
+  pqxx::result row = tx.w.exec_params(kJobState, cluster, job_id, config_.settle_s);
+  if (row.empty()) {
+    // mfu's verdict on a job alerting has no windows of yet: only the verdict can be decided,
+    // and the state is built once windows arrive (from all events then).
+    JobEvaluator evaluator(config_.detectors, {});
+    if (change.divergence) evaluator.SetDivergence(*change.divergence);
+    LifecycleInput in{.job_active = meta.active(),
+                      .kinds = {Kind::kDivergence},
+                      .holding = evaluator.current(),
+                      .ended = {}};
+    std::vector<OpenAlertRef> open;
+    for (const pqxx::row& r : tx.w.exec_params(kOpenAlertsOfJob, cluster, job_id)) {
+      OpenAlert o = AlertFromRow<OpenAlert>(r);
+      open.push_back({o.id, o.fingerprint, o.kind});
+    }
+    return ApplyDecisions(tx, meta, DecideLifecycle(cluster, job_id, in, open));
+  }
+  const pqxx::row& st = row[0];
+  if (meta.workload_fingerprint.empty()) meta.workload_fingerprint = st[0].as<std::string>();
+  const int64_t first_start_ms = st[1].as<int64_t>();
+  const int64_t newest_end_s = st[2].as<int64_t>() / 1000;
+  const int64_t generation = st[4].as<int64_t>();
+  const bool quiet = st[7].as<bool>();  // no window came for settle_s
+
+  std::unique_ptr<JobEvaluator> ev = TakeCached(key, generation);
+  bool from_checkpoint = false;
+  if (ev == nullptr && !st[5].is_null()) {
+    std::string bytes;
+    if (absl::Base64Unescape(st[5].as<std::string>(), &bytes)) {
+      absl::StatusOr<std::unique_ptr<JobEvaluator>> restored =
+          JobEvaluator::Restore(config_.detectors, bytes);
+      if (restored.ok()) {
+        ev = *std::move(restored);
+        from_checkpoint = true;
+      } else {
+        logger_.Warn("rebuilding a job's detector state from its windows",
+                     {{"cluster", cluster}, {"job_id", job_id},
+                      {"error", restored.status().ToString()}});
+      }
+    }
+  }
+  bool rebuild = ev == nullptr;
+  // A revised window the detectors already saw, or a precision switch among those windows,
+  // changes how they read: replay the job.
+  if (ev != nullptr && change.first_changed_start_s < ev->last_end_s()) rebuild = true;
+  for (const PrecisionSwitchObs& s : change.switches) {
+    if (rebuild) break;
+    if (ev->needs_replay(s)) {
+      rebuild = true;
+    } else {
+      ev->AddPrecisionSwitch(s);
+    }
+  }
+  if (rebuild) {
+    std::vector<EarlierJob> earlier;
+    if (!meta.workload_fingerprint.empty()) {
+      for (const pqxx::row& r :
+           tx.w.exec_params(kEarlierJobs, meta.workload_fingerprint, first_start_ms, cluster,
+                            job_id, config_.detectors.baseline.max_jobs)) {
+        EarlierJob j;
+        j.job_id = r[0].as<std::string>();
+        j.last_end_s = r[1].as<int64_t>();
+        j.steady.job_id = j.job_id;
+        j.steady.median_ofu = r[2].as<double>();
+        j.steady.mad_ofu = r[3].as<double>();
+        j.steady.steady_windows = r[4].as<int64_t>();
+        j.steady.effective_peak_tflops = r[5].as<double>();
+        earlier.push_back(std::move(j));
+      }
+    }
+    ev = std::make_unique<JobEvaluator>(config_.detectors, earlier);
+    std::optional<DivergenceObs> verdict;
+    for (const pqxx::row& r : tx.w.exec_params(kJobEvents, cluster, job_id)) {
+      v1::DivergenceEvent e;
+      if (!Decode(r[0].as<std::string>(), &e)) continue;
+      if (e.has_precision_switch()) ev->AddPrecisionSwitch(SwitchObs(e));
+      if (std::optional<DivergenceObs> obs = VerdictObs(e)) verdict = obs;
+    }
+    if (verdict) ev->SetDivergence(*verdict);
+  } else if (change.divergence) {
+    ev->SetDivergence(*change.divergence);
+  }
+
+  // The windows after the frontier, in window order; the newest wait to settle while the job
+  // runs and windows keep coming.
+  const bool settle_all = change.force || !meta.active() || quiet;
+  const int64_t frontier_ms = ev->windows() > 0 ? ev->last_end_s() * 1000 : INT64_MIN / 2;
+  std::vector<Finding> ended;
+  for (const pqxx::row& r : tx.w.exec_params(kWindowsFrom, cluster, job_id, frontier_ms)) {
     v1::OfuWindow w;
     if (!Decode(r[0].as<std::string>(), &w)) continue;
-    input.windows.push_back(ToJobWindow(w));
-    if (meta.workload_fingerprint.empty()) meta.workload_fingerprint = w.workload_fingerprint();
+    JobWindow jw = ToJobWindow(w);
+    if (!settle_all && jw.window.end_s + config_.settle_s > newest_end_s) break;
     if (meta.gpu_model.empty()) meta.gpu_model = w.gpu_model();
-    windows.emplace(input.windows.back().window.start_s, std::move(w));
-  }
-  std::vector<v1::DivergenceEvent> events;
-  for (const pqxx::row& r : tx.w.exec_params(kJobEvents, cluster, job_id)) {
-    v1::DivergenceEvent e;
-    if (!Decode(r[0].as<std::string>(), &e)) continue;
-    if (e.has_precision_switch()) {
-      const v1::PrecisionSwitch& p = e.precision_switch();
-      input.precision_switches.push_back({TsMs(p.has_time() ? p.time() : e.time()) / 1000,
-                                          p.peak_tflops_before(), p.peak_tflops_after()});
-    } else if (e.has_verdict() && e.verdict().verdict() != v1::VERDICT_INSUFFICIENT_EVIDENCE) {
-      // Too little evidence says nothing about the last decisive verdict: it stands.
-      const v1::Divergence& d = e.verdict();
-      DivergenceObs obs;
-      obs.time_s = TsMs(e.time()) / 1000;
-      obs.interval_start_s = TsMs(e.interval().start_time()) / 1000;
-      obs.interval_end_s = TsMs(e.interval().end_time()) / 1000;
-      obs.verdict = ProtoEnumSuffix(v1::Verdict_Name(d.verdict()), "VERDICT_");
-      obs.ratio = d.ratio();
-      obs.confidence = d.confidence();
-      obs.correction_factor = d.correction_factor();
-      if (!d.causes().empty()) {
-        obs.top_cause =
-            ProtoEnumSuffix(v1::DivergenceCause_Name(d.causes(0).cause()), "DIVERGENCE_CAUSE_");
-      }
-      obs.reason = d.reason();
-      input.divergence = obs;
-    }
-    events.push_back(std::move(e));
-  }
-  if (!input.windows.empty() && !meta.workload_fingerprint.empty()) {
-    for (const pqxx::row& r : tx.w.exec_params(kEarlierJobs, meta.workload_fingerprint,
-                                               input.windows.front().window.start_s * 1000, cluster,
-                                               job_id, config_.detectors.baseline.max_jobs)) {
-      EarlierJob j;
-      j.job_id = r[0].as<std::string>();
-      j.last_end_s = r[1].as<int64_t>();
-      j.steady.job_id = j.job_id;
-      j.steady.median_ofu = r[2].as<double>();
-      j.steady.mad_ofu = r[3].as<double>();
-      j.steady.steady_windows = r[4].as<int64_t>();
-      j.steady.effective_peak_tflops = r[5].as<double>();
-      input.earlier_jobs.push_back(std::move(j));
-    }
+    ev->AddWindow(jw);
+    // Conditions that ended on the way are decided in order with the others.
+    for (Finding& f : ev->TakeEnded()) ended.push_back(std::move(f));
   }
 
-  JobEvaluation eval = alerting::EvaluateJob(input, config_.detectors);
-  if (!input.windows.empty()) {
-    tx.w.exec_params(kUpsertJobState, cluster, job_id, meta.workload_fingerprint,
-                     input.windows.front().window.start_s * 1000,
-                     input.windows.back().window.end_s * 1000, eval.steady.median_ofu,
-                     eval.steady.mad_ofu, eval.steady.steady_windows,
-                     eval.steady.effective_peak_tflops);
+  std::vector<OpenAlertRef> open;
+  for (const pqxx::row& r : tx.w.exec_params(kOpenAlertsOfJob, cluster, job_id)) {
+    OpenAlert o = AlertFromRow<OpenAlert>(r);
+    open.push_back({o.id, o.fingerprint, o.kind});
   }
-  std::set<Kind> kinds(std::begin(kAllKinds), std::end(kAllKinds));
-  if (meta.active()) {
-    // Telemetry stopped is the sweep's: a replayed old window must not decide it.
-    kinds.erase(Kind::kTelemetryStopped);
-  } else {
-    eval.findings.clear();  // the job ended: its alerts resolve
+  LifecycleInput in{.job_active = meta.active(),
+                    .kinds = kinds,
+                    .holding = ev->current(),
+                    .ended = std::move(ended)};
+  if (ev->windows() == 0) in.kinds = {Kind::kDivergence};
+  if (absl::Status s = ApplyDecisions(tx, meta, DecideLifecycle(cluster, job_id, in, open));
+      !s.ok()) {
+    return s;
   }
-  return Reconcile(tx, meta, eval.findings, kinds, windows, events);
+  if (ev->windows() == 0) return absl::OkStatus();
+
+  // Save where the job's evaluation stands; checkpoint now and then, after a rebuild, and
+  // when everything the job sent was evaluated after its end.
+  const int64_t checkpoint_end_s = st[6].is_null() ? INT64_MIN / 2 : st[6].as<int64_t>() / 1000;
+  const bool complete = !meta.active() && ev->last_end_s() >= newest_end_s;
+  const bool checkpoint = rebuild || complete ||
+                          ev->last_end_s() - checkpoint_end_s >= config_.checkpoint_every_s;
+  std::optional<std::string> blob;
+  if (checkpoint && !(from_checkpoint && ev->last_end_s() == checkpoint_end_s)) {
+    blob = absl::Base64Escape(ev->Checkpoint());
+  }
+  const detect::JobSteadyState steady = ev->steady();
+  pqxx::result saved = tx.w.exec_params(kSaveJobState, cluster, job_id, steady.median_ofu,
+                                        steady.mad_ofu, steady.steady_windows,
+                                        steady.effective_peak_tflops, ev->last_end_s() * 1000,
+                                        blob);
+  // A job evaluated to its end keeps no memory here; late windows restore the checkpoint.
+  if (!complete) {
+    tx.evaluated.push_back({key, std::move(ev), saved[0][0].as<int64_t>()});
+  }
+  return absl::OkStatus();
 }
 
 absl::Status AlertEngine::EnqueueState(Tx& tx, int64_t alert_id, const v1::Alert& a,
@@ -771,7 +997,8 @@ absl::Status AlertEngine::EnqueueState(Tx& tx, int64_t alert_id, const v1::Alert
   n.start_time =
       std::chrono::system_clock::time_point(std::chrono::milliseconds(TsMs(a.start_time())));
   if (state == "resolved") {
-    n.end_time = std::chrono::system_clock::time_point(std::chrono::milliseconds(tx.now_ms));
+    n.end_time = std::chrono::system_clock::time_point(
+        std::chrono::milliseconds(a.has_end_time() ? TsMs(a.end_time()) : tx.now_ms));
   }
   absl::StatusOr<int> added = Enqueue(tx.w, n, targets);
   if (!added.ok()) return added.status();
@@ -795,111 +1022,166 @@ absl::Status AlertEngine::Resolve(Tx& tx, const OpenAlert& open) {
   return absl::OkStatus();
 }
 
-absl::Status AlertEngine::Reconcile(Tx& tx, const JobMeta& meta,
-                                    const std::vector<Finding>& findings,
-                                    const std::set<Kind>& kinds,
-                                    const std::map<int64_t, v1::OfuWindow>& windows,
-                                    const std::vector<v1::DivergenceEvent>& events) {
-  std::map<std::string, OpenAlert> open;
-  for (const pqxx::row& r : tx.w.exec_params(kOpenAlertsOfJob, meta.cluster, meta.job_id)) {
-    OpenAlert o = AlertFromRow<OpenAlert>(r);
-    open.emplace(o.fingerprint, std::move(o));
-  }
-  std::set<std::string> holding;
+v1::Alert AlertEngine::DescribeFinding(const Tx& tx, const JobMeta& meta, const Finding& f,
+                                       const std::string& fp, Labels& labels) const {
+  v1::Alert a;
+  a.set_fingerprint(fp);
+  a.set_kind(KindToProto(f.kind));
+  a.mutable_job()->set_cluster(meta.cluster);
+  a.mutable_job()->set_job_id(meta.job_id);
+  labels = meta.labels;
+  Labels own = {
+      {"cluster", meta.cluster},     {"job_id", meta.job_id},
+      {"scheduler", meta.scheduler}, {"team", meta.team},
+      {"user", meta.user},           {"kind", std::string(KindName(f.kind))},
+      {"gpu_model", meta.gpu_model}, {"workload_fingerprint", meta.workload_fingerprint}};
+  if (f.kind == Kind::kStraggler) own["gpu"] = f.detail;
+  for (auto& [k, v] : own) labels[k] = v;
+  const Severity severity = DecideSeverity(config_.severity_rules, labels, f.factor);
+  labels["severity"] = std::string(SeverityName(severity));
+  a.set_severity(SeverityToProto(severity));
+  for (const auto& [k, v] : labels) (*a.mutable_labels())[k] = v;
   const int64_t now_s = tx.now_ms / 1000;
-  for (const Finding& f : findings) {
-    if (kinds.count(f.kind) == 0) continue;
-    const std::string fp = Fingerprint(f.kind, meta.cluster, meta.job_id, f.detail);
-    holding.insert(fp);
+  const Message msg = Describe(f, {.cluster = meta.cluster,
+                                   .job_id = meta.job_id,
+                                   .job_name = meta.name,
+                                   .gpu_model = meta.gpu_model,
+                                   .now_s = now_s});
+  a.set_summary(msg.summary);
+  std::string description = msg.description;
+  if (f.condition_end_s) {
+    const int64_t minutes = std::max<int64_t>(0, *f.condition_end_s - f.onset_s) / 60;
+    absl::StrAppend(&description, " It ended at ", ClockTime(*f.condition_end_s, now_s),
+                    ", after ", minutes, " minute", minutes == 1 ? "" : "s", ".");
+  }
+  a.set_description(description);
+  a.set_dashboard_url(DashboardUrl(config_.dashboard_url, meta.cluster, meta.job_id));
 
-    // The alert as decided now.
-    v1::Alert a;
-    a.set_fingerprint(fp);
-    a.set_kind(KindToProto(f.kind));
-    a.mutable_job()->set_cluster(meta.cluster);
-    a.mutable_job()->set_job_id(meta.job_id);
-    Labels labels = meta.labels;
-    Labels own = {
-        {"cluster", meta.cluster},     {"job_id", meta.job_id},
-        {"scheduler", meta.scheduler}, {"team", meta.team},
-        {"user", meta.user},           {"kind", std::string(KindName(f.kind))},
-        {"gpu_model", meta.gpu_model}, {"workload_fingerprint", meta.workload_fingerprint}};
-    if (f.kind == Kind::kStraggler) own["gpu"] = f.detail;
-    for (auto& [k, v] : own) labels[k] = v;
-    const Severity severity = DecideSeverity(config_.severity_rules, labels, f.factor);
-    labels["severity"] = std::string(SeverityName(severity));
-    a.set_severity(SeverityToProto(severity));
-    for (const auto& [k, v] : labels) (*a.mutable_labels())[k] = v;
-    const Message msg = Describe(f, {.cluster = meta.cluster,
-                                     .job_id = meta.job_id,
-                                     .job_name = meta.name,
-                                     .gpu_model = meta.gpu_model,
-                                     .now_s = now_s});
-    a.set_summary(msg.summary);
-    a.set_description(msg.description);
-    a.set_dashboard_url(DashboardUrl(config_.dashboard_url, meta.cluster, meta.job_id));
+  v1::AlertEvidence* ev = a.mutable_evidence();
+  ev->set_detector(f.detector);
+  ev->set_confidence(f.confidence);
+  *ev->mutable_onset_time() = MsTs(f.onset_s * 1000);
+  if (f.detected_s > 0) *ev->mutable_detected_time() = MsTs(f.detected_s * 1000);
+  if (f.condition_end_s) *ev->mutable_condition_end_time() = MsTs(*f.condition_end_s * 1000);
+  if (f.before_ofu) ev->set_before_ofu(*f.before_ofu);
+  if (f.after_ofu) ev->set_after_ofu(*f.after_ofu);
+  if (f.factor) ev->set_factor(*f.factor);
+  if (f.baseline_ofu) ev->set_baseline_ofu(*f.baseline_ofu);
+  for (const std::string& j : f.baseline_job_ids) {
+    v1::JobKey* k = ev->add_baseline_jobs();
+    k->set_cluster(meta.cluster);
+    k->set_job_id(j);
+  }
+  if (f.kind == Kind::kIdleGpus) ev->set_idle_gpu_hours(f.idle_gpu_hours);
+  for (int bit = 1; bit < 32; ++bit) {
+    if (f.flags & (1u << bit)) ev->add_data_quality_flags(static_cast<v1::DataQualityFlag>(bit));
+  }
+  if (f.kind == Kind::kTelemetryStopped)
+    *ev->mutable_last_sample_time() = MsTs(f.last_sample_s * 1000);
+  return a;
+}
 
-    v1::AlertEvidence* ev = a.mutable_evidence();
-    ev->set_detector(f.detector);
-    ev->set_confidence(f.confidence);
-    *ev->mutable_onset_time() = MsTs(f.onset_s * 1000);
-    if (f.before_ofu) ev->set_before_ofu(*f.before_ofu);
-    if (f.after_ofu) ev->set_after_ofu(*f.after_ofu);
-    if (f.factor) ev->set_factor(*f.factor);
-    if (f.baseline_ofu) ev->set_baseline_ofu(*f.baseline_ofu);
-    for (const std::string& j : f.baseline_job_ids) {
-      v1::JobKey* k = ev->add_baseline_jobs();
-      k->set_cluster(meta.cluster);
-      k->set_job_id(j);
-    }
-    for (const v1::DivergenceEvent& e : events) {
-      if (e.has_verdict() && f.kind == Kind::kDivergence &&
-          e.verdict().verdict() != v1::VERDICT_INSUFFICIENT_EVIDENCE) {
-        *ev->mutable_divergence() = e.verdict();
+void AlertEngine::AddEvidence(Tx& tx, const JobMeta& meta, const Finding& f, v1::Alert& a) {
+  v1::AlertEvidence* ev = a.mutable_evidence();
+  std::map<std::string, v1::GpuRef> refs;
+  if (f.evidence_to_s > f.evidence_from_s) {
+    for (const pqxx::row& r : tx.w.exec_params(kEvidenceWindows, meta.cluster, meta.job_id,
+                                               f.evidence_from_s * 1000, f.evidence_to_s * 1000)) {
+      v1::OfuWindow* w = ev->add_windows();
+      if (!Decode(r[0].as<std::string>(), w)) {
+        ev->mutable_windows()->RemoveLast();
+        continue;
       }
-      if (e.has_precision_switch()) {
-        const int64_t t = TsMs(e.precision_switch().time()) / 1000;
-        for (const PrecisionSwitchObs& p : f.precision_switches) {
-          if (p.time_s == t) *ev->add_precision_switches() = e.precision_switch();
+      for (const v1::Straggler& s : w->stragglers()) refs[GpuKey(s.gpu())] = s.gpu();
+      for (const v1::GpuRef& g : w->idle_gpus()) refs[GpuKey(g)] = g;
+    }
+  }
+  for (const std::string& g : f.gpus) {
+    v1::GpuRef ref = refs.count(g) ? refs[g] : v1::GpuRef();
+    *a.add_gpus() = ref;
+    if (f.kind == Kind::kIdleGpus) *ev->add_idle_gpus() = ref;
+    if (f.kind == Kind::kStraggler) {
+      v1::Straggler* s = ev->add_stragglers();
+      *s->mutable_gpu() = ref;
+      s->set_score(f.straggler_score);
+      s->set_ofu(f.straggler_ofu);
+    }
+  }
+  if (f.kind == Kind::kDivergence) {
+    for (const pqxx::row& r : tx.w.exec_params(kLatestVerdicts, meta.cluster, meta.job_id)) {
+      v1::DivergenceEvent e;
+      if (Decode(r[0].as<std::string>(), &e) && VerdictObs(e)) {
+        *ev->mutable_divergence() = e.verdict();
+        break;
+      }
+    }
+  }
+  if (!f.precision_switches.empty()) {
+    const int64_t from = f.precision_switches.front().time_s;
+    const int64_t to = f.precision_switches.back().time_s + 1;
+    for (const pqxx::row& r : tx.w.exec_params(kSwitchesBetween, meta.cluster, meta.job_id,
+                                               from * 1000, to * 1000)) {
+      v1::DivergenceEvent e;
+      if (!Decode(r[0].as<std::string>(), &e) || !e.has_precision_switch()) continue;
+      const int64_t t = SwitchObs(e).time_s;
+      for (const PrecisionSwitchObs& p : f.precision_switches) {
+        if (p.time_s == t) {
+          *ev->add_precision_switches() = e.precision_switch();
+          break;
         }
       }
     }
-    std::map<std::string, v1::GpuRef> refs;
-    for (auto it = windows.lower_bound(f.evidence_from_s);
-         it != windows.end() && it->first < f.evidence_to_s && ev->windows_size() < 60; ++it) {
-      *ev->add_windows() = it->second;
-    }
-    for (const auto& [start, w] : windows) {
-      for (const v1::Straggler& s : w.stragglers()) refs[GpuKey(s.gpu())] = s.gpu();
-      for (const v1::GpuRef& g : w.idle_gpus()) refs[GpuKey(g)] = g;
-    }
-    for (const std::string& g : f.gpus) {
-      v1::GpuRef ref = refs.count(g) ? refs[g] : v1::GpuRef();
-      *a.add_gpus() = ref;
-      if (f.kind == Kind::kIdleGpus) *ev->add_idle_gpus() = ref;
-      if (f.kind == Kind::kStraggler) {
-        v1::Straggler* s = ev->add_stragglers();
-        *s->mutable_gpu() = ref;
-        s->set_score(f.straggler_score);
-        if (!windows.empty())
-          s->set_ofu(f.straggler_score * windows.rbegin()->second.gpu_ofu_median());
-      }
-    }
-    if (f.kind == Kind::kIdleGpus) ev->set_idle_gpu_hours(f.idle_gpu_hours);
-    for (int bit = 1; bit < 32; ++bit) {
-      if (f.flags & (1u << bit)) ev->add_data_quality_flags(static_cast<v1::DataQualityFlag>(bit));
-    }
-    if (f.kind == Kind::kTelemetryStopped)
-      *ev->mutable_last_sample_time() = MsTs(f.last_sample_s * 1000);
+  }
+}
 
-    auto it = open.find(fp);
-    if (it != open.end()) {
+absl::Status AlertEngine::ApplyDecisions(Tx& tx, const JobMeta& meta,
+                                         const std::vector<Decision>& decisions) {
+  if (decisions.empty()) return absl::OkStatus();
+  std::map<int64_t, OpenAlert> open;
+  for (const pqxx::row& r : tx.w.exec_params(kOpenAlertsOfJob, meta.cluster, meta.job_id)) {
+    OpenAlert o = AlertFromRow<OpenAlert>(r);
+    open.emplace(o.id, std::move(o));
+  }
+  for (const Decision& d : decisions) {
+    auto it = open.find(d.alert_id);
+    if (d.action == Decision::Action::kResolve) {
+      if (it == open.end()) continue;
+      OpenAlert& o = it->second;
+      if (d.finding) {
+        // The alert as the condition ended, with its duration and evidence.
+        Labels labels;
+        v1::Alert a = DescribeFinding(tx, meta, *d.finding, d.fingerprint, labels);
+        AddEvidence(tx, meta, *d.finding, a);
+        tx.w.exec_params(kUpdateAlertDecision, o.id, o.alert.labels().count("severity")
+                                                         ? o.alert.labels().at("severity")
+                                                         : std::string("warning"),
+                         LabelsToJson(LabelsOf(o.alert)), Encode(a), tx.now_ms);
+        a.set_alert_id(o.alert.alert_id());
+        a.set_state(o.alert.state());
+        a.set_severity(o.alert.severity());
+        *a.mutable_labels() = o.alert.labels();
+        *a.mutable_start_time() = o.alert.start_time();
+        if (o.alert.has_acknowledgement()) *a.mutable_acknowledgement() = o.alert.acknowledgement();
+        o.alert = std::move(a);
+      }
+      if (absl::Status s = Resolve(tx, o); !s.ok()) return s;
+      open.erase(it);
+      continue;
+    }
+    const Finding& f = *d.finding;
+    Labels labels;
+    v1::Alert a = DescribeFinding(tx, meta, f, d.fingerprint, labels);
+    const Severity severity =
+        SeverityFromName(labels["severity"]).value_or(Severity::kWarning);
+    if (d.action == Decision::Action::kUpdate) {
+      if (it == open.end()) continue;
       OpenAlert& o = it->second;
       // Only what a person reads counts as a change; the evidence windows move every push.
       if (o.alert.summary() == a.summary() && o.alert.severity() == a.severity() &&
           o.alert.description() == a.description()) {
         continue;
       }
+      AddEvidence(tx, meta, f, a);
       tx.w.exec_params(kUpdateAlertDecision, o.id, std::string(SeverityName(severity)),
                        LabelsToJson(labels), Encode(a), tx.now_ms);
       a.set_alert_id(absl::StrCat(o.id));
@@ -913,14 +1195,64 @@ absl::Status AlertEngine::Reconcile(Tx& tx, const JobMeta& meta,
       tx.changes.push_back(std::move(c));
       continue;
     }
+    if (d.action == Decision::Action::kRecordResolved) {
+      // Recorded once: a replay from a checkpoint meets the findings it recorded before.
+      if (!tx.w.exec_params(kRecordedBefore, d.fingerprint, f.onset_s * 1000).empty()) continue;
+      AddEvidence(tx, meta, f, a);
+      a.set_found_after_job_end(d.found_after_job_end);
+      if (d.found_after_job_end) {
+        a.set_description(absl::StrCat(
+            a.description(),
+            " Found from data evaluated after the job had ended; not sent to its scheduler."));
+      }
+      const int64_t start_ms = f.detected_s > 0 ? std::min(f.detected_s * 1000, tx.now_ms)
+                                                : tx.now_ms;
+      const int64_t end_ms =
+          f.condition_end_s ? std::max(start_ms, std::min(*f.condition_end_s * 1000, tx.now_ms))
+                            : tx.now_ms;
+      pqxx::result r = tx.w.exec_params(
+          kInsertResolvedAlert, d.fingerprint, std::string(KindName(f.kind)),
+          std::string(SeverityName(severity)), meta.cluster, meta.job_id, LabelsToJson(labels),
+          Encode(a), start_ms, end_ms, tx.now_ms, f.onset_s * 1000);
+      const int64_t id = r[0][0].as<int64_t>();
+      a.set_alert_id(absl::StrCat(id));
+      a.set_state(v1::ALERT_STATE_RESOLVED);
+      *a.mutable_start_time() = MsTs(start_ms);
+      *a.mutable_end_time() = MsTs(end_ms);
+      *a.mutable_update_time() = MsTs(tx.now_ms);
+      // Resolved with its evidence, to the targets that keep a record; the scheduler has no
+      // running job to tell.
+      std::vector<std::string> targets;
+      for (const std::string& t : RouteTargets(config_.routing, labels)) {
+        auto kind = config_.target_kinds.find(t);
+        if (kind != config_.target_kinds.end() &&
+            (kind->second == "slurm" || kind->second == "osmo")) {
+          continue;
+        }
+        targets.push_back(t);
+      }
+      bool silenced = false;
+      for (const ActiveSilence& s : *tx.silences) silenced = silenced || MatchesAll(s.matchers, labels);
+      if (!silenced) {
+        if (absl::Status s = EnqueueState(tx, id, a, "resolved", targets); !s.ok()) return s;
+      }
+      v1::SubscribeAlertsResponse c;
+      c.set_change(v1::ALERT_CHANGE_RESOLVED);
+      *c.mutable_alert() = std::move(a);
+      tx.changes.push_back(std::move(c));
+      continue;
+    }
+    // kOpen.
+    AddEvidence(tx, meta, f, a);
     std::vector<int64_t> silenced_by;
     for (const ActiveSilence& s : *tx.silences) {
       if (MatchesAll(s.matchers, labels)) silenced_by.push_back(s.id);
     }
     const std::string state = silenced_by.empty() ? "firing" : "silenced";
-    pqxx::result r = tx.w.exec_params(kInsertAlert, fp, std::string(KindName(f.kind)), state,
-                                      std::string(SeverityName(severity)), meta.cluster,
-                                      meta.job_id, LabelsToJson(labels), Encode(a), tx.now_ms);
+    pqxx::result r = tx.w.exec_params(kInsertAlert, d.fingerprint, std::string(KindName(f.kind)),
+                                      state, std::string(SeverityName(severity)), meta.cluster,
+                                      meta.job_id, LabelsToJson(labels), Encode(a), tx.now_ms,
+                                      f.onset_s * 1000);
     const int64_t id = r[0][0].as<int64_t>();
     a.set_alert_id(absl::StrCat(id));
     a.set_state(StateFromName(state));
@@ -937,11 +1269,20 @@ absl::Status AlertEngine::Reconcile(Tx& tx, const JobMeta& meta,
     *c.mutable_alert() = std::move(a);
     tx.changes.push_back(std::move(c));
   }
-  for (auto& [fp, o] : open) {
-    if (holding.count(fp) > 0 || !o.kind || kinds.count(*o.kind) == 0) continue;
-    if (absl::Status s = Resolve(tx, o); !s.ok()) return s;
-  }
   return absl::OkStatus();
+}
+
+absl::Status AlertEngine::Reconcile(Tx& tx, const JobMeta& meta,
+                                    const std::vector<Finding>& findings,
+                                    const std::set<Kind>& kinds) {
+  std::vector<OpenAlertRef> open;
+  for (const pqxx::row& r : tx.w.exec_params(kOpenAlertsOfJob, meta.cluster, meta.job_id)) {
+    OpenAlert o = AlertFromRow<OpenAlert>(r);
+    open.push_back({o.id, o.fingerprint, o.kind});
+  }
+  // The sweep decides for a running job (job_active), whatever the job's state says.
+  LifecycleInput in{.job_active = true, .kinds = kinds, .holding = findings, .ended = {}};
+  return ApplyDecisions(tx, meta, DecideLifecycle(meta.cluster, meta.job_id, in, open));
 }
 
 absl::Status AlertEngine::ApplySilences(Tx& tx) {
@@ -1003,11 +1344,16 @@ absl::Status AlertEngine::ForEachCandidateJob(
 }
 
 absl::Status AlertEngine::SweepEndedJobs() {
-  return ForEachCandidateJob([](pqxx::work& w) { return w.exec(kOpenAlertsOfEndedJobs); },
-                             "sweep of ended jobs",
-                             [&](Tx& tx, const std::string& cluster, const std::string& job_id) {
-                               return EvaluateJob(tx, cluster, job_id);
-                             });
+  // Ended jobs with open alerts, and jobs with windows still to evaluate that will not be
+  // followed by newer ones (the job ended, or no window came for settle_s).
+  JobChange force;
+  force.force = true;
+  return ForEachCandidateJob(
+      [&](pqxx::work& w) { return w.exec_params(kJobsToSettle, config_.settle_s); },
+      "sweep of ended and quiet jobs",
+      [&](Tx& tx, const std::string& cluster, const std::string& job_id) {
+        return EvaluateJob(tx, cluster, job_id, force);
+      });
 }
 
 absl::Status AlertEngine::SweepTelemetry() {
@@ -1026,7 +1372,7 @@ absl::Status AlertEngine::SweepTelemetry() {
             findings.push_back(*f);
           }
         }
-        return Reconcile(tx, meta, findings, {Kind::kTelemetryStopped}, {}, {});
+        return Reconcile(tx, meta, findings, {Kind::kTelemetryStopped});
       });
 }
 

@@ -1,8 +1,11 @@
 // The alert engine: applies the ordered pushes of ofu (windows) and mfu (divergence events)
-// exactly once, runs the detectors on each job they touch, and turns the findings into alerts
-// with a lifecycle — all in the one PostgreSQL transaction that also advances the receiver's
-// watermark and enqueues the notifications (outbox.h). A push is acknowledged only after that
-// transaction committed; a replayed push (at or below the watermark) changes nothing.
+// exactly once, feeds each job's new windows, in window order, to its detector state
+// (job_evaluator.h), and turns what the detectors found into alerts with a lifecycle
+// (alert_lifecycle.h) — all in the one PostgreSQL transaction that also advances the
+// receiver's watermark, saves the detector state and enqueues the notifications (outbox.h).
+// A push is acknowledged only after that transaction committed; a replayed push (at or below
+// the watermark) changes nothing. The cost of a window does not depend on the job's length:
+// only the windows after the job's evaluation frontier are read.
 //
 // A periodic Sweep, on an injected clock, does what no push triggers: alerts for running jobs
 // whose telemetry stopped, resolution of alerts whose job ended, and the start and end of
@@ -12,7 +15,10 @@
 // `silenced` when a silence matches: not delivered); each firing alert is enqueued once per
 // routed target. An open alert whose finding is gone (or whose job ended) is `resolved`, and
 // the resolution is enqueued to the targets that got the firing. `acknowledged` alerts stay
-// open without re-notification. Changes are published to the AlertHub after commit.
+// open without re-notification. A finding that started and ended among the windows of one
+// evaluation, or that was confirmed after its job ended, is recorded already resolved and
+// sent, resolved with its evidence, to the targets that are not the job's scheduler. Changes
+// are published to the AlertHub after commit.
 //
 //   AlertEngine engine(pool, config, &hub, logger);
 //   absl::StatusOr<v1::DeliveryAck> ack = engine.PushWindows(request);
@@ -34,8 +40,10 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "goodput/v1/alert.pb.h"
+#include "services/alerting/alert_lifecycle.h"
 #include "services/alerting/alert_rules.h"
 #include "services/alerting/job_detectors.h"
+#include "services/alerting/job_evaluator.h"
 #include "services/platform/logging.h"
 #include "services/platform/pg_pool.h"
 
@@ -49,8 +57,18 @@ struct EngineConfig {
   DetectorOptions detectors;
   std::string dashboard_url;  // base; the job page is <base>/#/job/<cluster>/<job_id>
   // Target name -> kind ("slurm", "osmo", "alertmanager", "webhook"), from delivery's
-  // alerting.targets, to show in GetAlert's deliveries.
+  // alerting.targets, to show in GetAlert's deliveries. Findings recorded already resolved
+  // skip the scheduler kinds (slurm, osmo): there is no running job to tell.
   std::map<std::string, std::string> target_kinds;
+  // A window is evaluated once a window ending this much later (data time) arrived, or the
+  // job ended, or no window came for this long (wall time): ofu revises a window while late
+  // samples may still reach it, and an evaluated window that is revised costs a replay.
+  int64_t settle_s = 120;
+  // The detector state is checkpointed to PostgreSQL when this much data time was evaluated
+  // since the last checkpoint (and when a job's evaluation is complete).
+  int64_t checkpoint_every_s = 3600;
+  // Jobs whose detector state is kept in memory (least recently evaluated dropped first).
+  size_t max_cached_jobs = 4096;
 };
 
 // Which alerts a caller wants (ListAlerts, SubscribeAlerts). Empty sets match everything.
@@ -127,11 +145,15 @@ class AlertEngine {
   struct JobMeta;
   struct OpenAlert;
   struct ActiveSilence;
+  struct JobChange;  // what one ordered push (or the sweep) brings to one job
+  struct CachedJob;
+  struct EvaluatedJob;
 
   absl::StatusOr<int64_t> LockWatermark(Tx& tx, const std::string& stream,
                                         const std::string& producer);
   // Jobs touched by one ordered push, evaluated once after all its items are written.
-  using JobSet = std::set<std::pair<std::string, std::string>>;
+  using JobKey = std::pair<std::string, std::string>;
+  using JobSet = std::map<JobKey, JobChange>;
   // The exactly-once receive of one ordered push on `stream`: checks the position, locks the
   // producer's watermark, acks duplicates and gaps without writing, else runs `write_items`,
   // evaluates the jobs it touched and advances the watermark, all in one transaction.
@@ -141,11 +163,23 @@ class AlertEngine {
   // Takes the job's lock (evaluations of one job run one at a time) and reads what alerts
   // say about it; defaults when the job is not registered.
   JobMeta LockJobMeta(Tx& tx, const std::string& cluster, const std::string& job_id);
-  absl::Status EvaluateJob(Tx& tx, const std::string& cluster, const std::string& job_id);
+  // Feeds the job's new settled windows and mfu's new events to its detector state (cached,
+  // restored from its checkpoint, or rebuilt from its windows), applies the lifecycle to its
+  // alerts and saves the state.
+  absl::Status EvaluateJob(Tx& tx, const std::string& cluster, const std::string& job_id,
+                           const JobChange& change);
+  absl::Status ApplyDecisions(Tx& tx, const JobMeta& meta, const std::vector<Decision>& decisions);
+  // The alert for `finding` with its words, labels and severity (no evidence windows yet).
+  v1::Alert DescribeFinding(const Tx& tx, const JobMeta& meta, const Finding& f,
+                            const std::string& fingerprint, Labels& labels) const;
+  // Evidence read from what alerting stored: windows around the finding, the GPUs it names,
+  // mfu's verdict and the precision switches near it.
+  void AddEvidence(Tx& tx, const JobMeta& meta, const Finding& f, v1::Alert& alert);
+  // Telemetry-stopped decisions (the sweep's).
   absl::Status Reconcile(Tx& tx, const JobMeta& meta, const std::vector<Finding>& findings,
-                         const std::set<Kind>& kinds,
-                         const std::map<int64_t, v1::OfuWindow>& windows,
-                         const std::vector<v1::DivergenceEvent>& events);
+                         const std::set<Kind>& kinds);
+  std::unique_ptr<JobEvaluator> TakeCached(const JobKey& key, int64_t generation);
+  void PutCached(JobKey key, std::unique_ptr<JobEvaluator> evaluator, int64_t generation);
   absl::Status Resolve(Tx& tx, const OpenAlert& open);
   absl::Status ApplySilences(Tx& tx);
   absl::Status EnqueueState(Tx& tx, int64_t alert_id, const v1::Alert& alert,
@@ -169,6 +203,10 @@ class AlertEngine {
   absl::Mutex mu_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
+
+  absl::Mutex cache_mu_;
+  std::map<JobKey, std::unique_ptr<CachedJob>> cache_ ABSL_GUARDED_BY(cache_mu_);
+  int64_t cache_clock_ ABSL_GUARDED_BY(cache_mu_) = 0;
 };
 
 }  // namespace goodput::alerting

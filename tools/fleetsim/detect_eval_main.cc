@@ -111,8 +111,22 @@ int main(int argc, char** argv) {
   if (verbose) {
     for (const std::string& note : total.notes) std::cout << "  " << note << "\n";
   }
+  std::cout << "\nAlerting by delivery (all fleets through goodput-alerting's detector state and "
+               "alert lifecycle; found = an alert opened or recorded resolved)\n"
+            << goodput::sim::FormatDeliveryTable(total);
   std::string why;
-  const bool met = TargetsMet(total, why);
+  bool met = TargetsMet(total, why);
+  static constexpr const char* kDeliveries[] = {"live", "bursts", "EndJob at end"};
+  for (int m = 0; m < goodput::sim::kDeliveryModes; ++m) {
+    const auto d = static_cast<goodput::sim::Delivery>(m);
+    const goodput::sim::DeliveryTally& t = total.delivery[m];
+    if (goodput::sim::DeliveryRecall(total, d) < 0.95 ||
+        goodput::sim::DeliveryFalseAlarmsPer1000JobHours(total, d) > 1.0 ||
+        t.miscounts_found < t.miscount_jobs || t.miscount_false > 0) {
+      met = false;
+      why += std::string(" delivery ") + kDeliveries[m] + ";";
+    }
+  }
   std::cout << (met ? "All targets met.\n" : "Targets missed:" + why + "\n");
   return check && !met ? 1 : 0;
 }

@@ -4,11 +4,14 @@
 #include <cmath>
 #include <memory>
 #include <optional>
+#include <set>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "services/alerting/alert_lifecycle.h"
+#include "services/alerting/job_evaluator.h"
 #include "services/core/mfu.h"
 #include "services/core/ofu.h"
 #include "services/detect/robust_stats.h"
@@ -45,6 +48,18 @@ double Quantile(std::vector<double> v, double q) {
   return v[i];
 }
 
+// One delivery's view of a job: alerting's detector state, the windows not yet delivered,
+// and the alerts it holds.
+struct DeliveryState {
+  std::unique_ptr<alerting::JobEvaluator> evaluator;
+  std::vector<alerting::JobWindow> pending;
+  std::map<std::string, int64_t> open;                 // fingerprint -> alert id
+  std::set<std::pair<std::string, int64_t>> recorded;  // (fingerprint, onset)
+  std::vector<bool> drop_matched;
+  bool debug_found = false;
+  bool miscount_found = false;
+};
+
 // What the services do for one job, fed from the simulator's stream.
 struct JobState {
   const JobTruth* job = nullptr;
@@ -62,6 +77,8 @@ struct JobState {
   detect::OfuWindow window;
   double active_ofu = 0;
   double ofu_ci95_half = 0;
+  DeliveryState delivery[kDeliveryModes];
+  double last_peak_tflops = 0;  // of the reported precision mix, for mfu's switch events
   JobState(const JobTruth* j, const EvaluationOptions& o)
       : job(j),
         in_job(o.regression),
@@ -83,6 +100,15 @@ class EvaluationSink : public FleetSink {
         state->comparator.emplace(it->second, options_.regression);
         state->comparator_baseline_level = *level;
       }
+    }
+    alerting::DetectorOptions detector_options;
+    detector_options.regression = options_.regression;
+    detector_options.baseline = options_.baseline;
+    detector_options.findings = options_.findings;
+    const std::vector<alerting::EarlierJob>& earlier = earlier_jobs_[job.workload];
+    for (DeliveryState& d : state->delivery) {
+      d.evaluator = std::make_unique<alerting::JobEvaluator>(detector_options, earlier);
+      d.drop_matched.assign(job.drops.size(), false);
     }
     ++result_.jobs;
     const double hours = static_cast<double>(job.end_s - job.start_s) / 3600;
@@ -201,6 +227,10 @@ class EvaluationSink : public FleetSink {
     if (!s.flagged_against_baseline) {
       auto [it, inserted] = baselines_.try_emplace(job.workload, options_.baseline);
       it->second.AddJob(s.summarizer.Summary(job.job_id));
+      std::vector<alerting::EarlierJob>& earlier = earlier_jobs_[job.workload];
+      earlier.insert(earlier.begin(),
+                     {job.job_id, job.end_s, s.summarizer.Summary(job.job_id)});
+      if (static_cast<int>(earlier.size()) > options_.baseline.max_jobs) earlier.pop_back();
     }
     for (size_t i = 0; i < job.drops.size(); ++i) {
       const InjectedDrop& d = job.drops[i];
@@ -218,9 +248,20 @@ class EvaluationSink : public FleetSink {
                            level.spread_ofu, level.jobs));
     }
     // Divergence verdict.
+    std::optional<alerting::DivergenceObs> verdict;
     if (job.reports_mfu) {
       absl::StatusOr<detect::DivergenceResult> r =
           detect::ClassifyDivergence(s.paired, options_.divergence);
+      if (r.ok() && !s.paired.empty()) {
+        alerting::DivergenceObs obs;
+        obs.time_s = job.end_s;
+        obs.interval_start_s = s.paired.front().start_s;
+        obs.interval_end_s = s.paired.back().end_s;
+        obs.verdict = std::string(detect::VerdictName(r->verdict));
+        obs.ratio = r->ratio;
+        obs.confidence = r->confidence;
+        verdict = obs;
+      }
       VerdictTally& t = result_.verdicts[MiscountName(job.miscount)];
       ++t.jobs;
       if (r.ok()) {
@@ -235,6 +276,20 @@ class EvaluationSink : public FleetSink {
         }
       }
     }
+    // The job's last windows and mfu's verdict reach alerting: before EndJob, or after it.
+    for (int m = 0; m < kDeliveryModes; ++m) {
+      DeliveryState& d = s.delivery[m];
+      for (const alerting::JobWindow& w : d.pending) d.evaluator->AddWindow(w);
+      d.pending.clear();
+      if (verdict) d.evaluator->SetDivergence(*verdict);
+      Apply(s, static_cast<Delivery>(m), /*job_active=*/m != static_cast<int>(Delivery::kEarlyEnd));
+      DeliveryTally& t = result_.delivery[m];
+      if (job.reports_mfu && job.miscount != Miscount::kNone) {
+        ++t.miscount_jobs;
+        if (d.miscount_found) ++t.miscounts_found;
+      }
+    }
+
     // Findings.
     std::vector<int> idle_found, slow_found;
     for (const detect::GpuFinding& f : s.findings.Findings()) {
@@ -271,12 +326,130 @@ class EvaluationSink : public FleetSink {
   }
 
  private:
+  // Applies alerting's lifecycle to what one delivery's detector state found, and scores the
+  // alerts it opens or records.
+  void Apply(JobState& s, Delivery delivery, bool job_active) {
+    const JobTruth& job = *s.job;
+    DeliveryState& d = s.delivery[static_cast<int>(delivery)];
+    DeliveryTally& t = result_.delivery[static_cast<int>(delivery)];
+    alerting::LifecycleInput in;
+    in.job_active = job_active;
+    in.kinds = {alerting::Kind::kRegressionInJob, alerting::Kind::kRegressionVsWorkload,
+                alerting::Kind::kDivergence};
+    in.holding = d.evaluator->current();
+    in.ended = d.evaluator->TakeEnded();
+    std::vector<alerting::OpenAlertRef> open;
+    for (const auto& [fp, id] : d.open) {
+      open.push_back({id, fp, fp.rfind("regression_in_job", 0) == 0
+                                  ? alerting::Kind::kRegressionInJob
+                              : fp.rfind("regression_vs_workload", 0) == 0
+                                  ? alerting::Kind::kRegressionVsWorkload
+                                  : alerting::Kind::kDivergence});
+    }
+    for (const alerting::Decision& dec :
+         alerting::DecideLifecycle("sim", job.job_id, in, open)) {
+      switch (dec.action) {
+        case alerting::Decision::Action::kUpdate:
+          break;
+        case alerting::Decision::Action::kResolve:
+          d.open.erase(dec.fingerprint);
+          break;
+        case alerting::Decision::Action::kOpen:
+          d.open[dec.fingerprint] = ++next_alert_id_;
+          Score(s, delivery, *dec.finding);
+          break;
+        case alerting::Decision::Action::kRecordResolved:
+          if (!d.recorded.insert({dec.fingerprint, dec.finding->onset_s}).second) break;
+          ++t.recorded_resolved;
+          if (dec.found_after_job_end) ++t.found_after_end;
+          Score(s, delivery, *dec.finding);
+          break;
+      }
+    }
+  }
+
+  void Score(JobState& s, Delivery delivery, const alerting::Finding& f) {
+    const JobTruth& job = *s.job;
+    DeliveryState& d = s.delivery[static_cast<int>(delivery)];
+    DeliveryTally& t = result_.delivery[static_cast<int>(delivery)];
+    if (f.kind == alerting::Kind::kRegressionInJob) {
+      for (size_t i = 0; i < job.drops.size(); ++i) {
+        const InjectedDrop& drop = job.drops[i];
+        if (f.onset_s >= drop.onset_s - options_.match_slack_s &&
+            f.onset_s <= drop.end_s + options_.match_slack_s / 3) {
+          if (!d.drop_matched[i]) {
+            d.drop_matched[i] = true;
+            if (drop.factor >= options_.eligible_min_factor &&
+                drop.end_s - drop.onset_s >= options_.eligible_min_duration_s) {
+              ++t.drops_detected;
+            }
+          }
+          return;
+        }
+      }
+      ++t.false_alarms;
+      Note(absl::StrFormat("false alarm (in job, delivery %d) job %s onset +%ds",
+                           static_cast<int>(delivery), job.job_id, f.onset_s - job.start_s));
+    } else if (f.kind == alerting::Kind::kRegressionVsWorkload) {
+      if (!job.debug_flag) {
+        ++t.false_alarms;
+      } else if (!d.debug_found) {
+        d.debug_found = true;
+        if (s.comparator) ++t.debug_detected;
+      }
+    } else if (f.kind == alerting::Kind::kDivergence && f.divergence) {
+      const Verdict expected = Expected(job.miscount).first;
+      if (job.miscount != Miscount::kNone && f.divergence->verdict == std::string(detect::VerdictName(expected))) {
+        d.miscount_found = true;
+      } else {
+        ++t.miscount_false;
+      }
+    }
+  }
+
+  // The assembled window reaches alerting as each delivery brings it: ofu's job-level window
+  // (no framework MFU in it) and, when the reported precision mix changed, mfu's switch event.
+  void Deliver(JobState& s) {
+    const detect::OfuWindow& w = s.window;
+    alerting::JobWindow jw;
+    jw.window = w;
+    jw.window.effective_peak_tflops = 0;
+    jw.window.app_mfu = -1;
+    jw.gpus_allocated = s.job->gpu_count;
+    jw.gpus_reporting = s.job->gpu_count;
+    std::optional<alerting::PrecisionSwitchObs> change;
+    if (w.effective_peak_tflops > 0) {
+      if (s.last_peak_tflops > 0 &&
+          std::abs(w.effective_peak_tflops - s.last_peak_tflops) > 0.005 * s.last_peak_tflops) {
+        change = alerting::PrecisionSwitchObs{w.start_s, s.last_peak_tflops,
+                                              w.effective_peak_tflops};
+      }
+      s.last_peak_tflops = w.effective_peak_tflops;
+    }
+    for (int m = 0; m < kDeliveryModes; ++m) {
+      DeliveryState& d = s.delivery[m];
+      if (change) d.evaluator->AddPrecisionSwitch(*change);
+      if (m == static_cast<int>(Delivery::kLive)) {
+        d.evaluator->AddWindow(jw);
+        Apply(s, Delivery::kLive, true);
+        continue;
+      }
+      d.pending.push_back(jw);
+      if (static_cast<int>(d.pending.size()) >= kBurstWindows) {
+        for (const alerting::JobWindow& p : d.pending) d.evaluator->AddWindow(p);
+        d.pending.clear();
+        Apply(s, static_cast<Delivery>(m), true);
+      }
+    }
+  }
+
   // Runs the detectors on the assembled window.
   void Flush(JobState& s) {
     if (!s.pending) return;
     s.pending = false;
     const JobTruth& job = *s.job;
     const detect::OfuWindow& w = s.window;
+    Deliver(s);
     if (job.job_id == options_.trace_job_id) {
       result_.notes.push_back(absl::StrFormat(
           "trace %s %s +%dmin ofu=%.4f mfu=%.4f peak=%.0f level=%.4f", job.job_id,
@@ -347,6 +520,9 @@ class EvaluationSink : public FleetSink {
   EvaluationResult& result_;
   absl::flat_hash_map<int, std::unique_ptr<JobState>> jobs_;
   absl::flat_hash_map<std::string, detect::WorkloadBaseline> baselines_;
+  // The same, as alerting reads it: earlier jobs of each workload, most recent first.
+  absl::flat_hash_map<std::string, std::vector<alerting::EarlierJob>> earlier_jobs_;
+  int64_t next_alert_id_ = 0;
   std::vector<double> errors_pp_;
   int64_t ci_hits_ = 0;
   double last_measured_ = 0, last_ci_ = 0;
@@ -403,6 +579,18 @@ EvaluationResult CombineResults(const std::vector<EvaluationResult>& results,
     c.precision_switches += r.precision_switches;
     c.precision_annotations += r.precision_annotations;
     c.notes.insert(c.notes.end(), r.notes.begin(), r.notes.end());
+    for (int m = 0; m < kDeliveryModes; ++m) {
+      DeliveryTally& a = c.delivery[m];
+      const DeliveryTally& b = r.delivery[m];
+      a.drops_detected += b.drops_detected;
+      a.debug_detected += b.debug_detected;
+      a.false_alarms += b.false_alarms;
+      a.miscounts_found += b.miscounts_found;
+      a.miscount_jobs += b.miscount_jobs;
+      a.miscount_false += b.miscount_false;
+      a.recorded_resolved += b.recorded_resolved;
+      a.found_after_end += b.found_after_end;
+    }
     for (const auto& [k, v] : r.verdicts) {
       VerdictTally& t = c.verdicts[k];
       t.jobs += v.jobs;
@@ -427,6 +615,42 @@ EvaluationResult CombineResults(const std::vector<EvaluationResult>& results,
     c.ofu_ci_coverage = ci_sum / static_cast<double>(c.ofu_windows);
   }
   return c;
+}
+
+double DeliveryRecall(const EvaluationResult& r, Delivery d) {
+  const DeliveryTally& t = r.delivery[static_cast<int>(d)];
+  const int eligible = r.drops_eligible + r.debug_jobs_with_baseline;
+  return eligible == 0 ? 1.0 : static_cast<double>(t.drops_detected + t.debug_detected) / eligible;
+}
+
+double DeliveryFalseAlarmsPer1000JobHours(const EvaluationResult& r, Delivery d) {
+  return r.job_hours <= 0 ? 0
+                          : r.delivery[static_cast<int>(d)].false_alarms * 1000.0 / r.job_hours;
+}
+
+std::string FormatDeliveryTable(const EvaluationResult& total) {
+  static constexpr const char* kNames[] = {"live (window by window)", "30-min bursts",
+                                           "30-min bursts, EndJob at end"};
+  std::string out = absl::StrFormat(
+      "%-30s | %-11s %-9s %7s | %-6s %8s | %-14s | %-8s %-11s\n", "delivery", "drops", "debug",
+      "recall", "false", "/1000jh", "miscounts", "recorded", "after end");
+  absl::StrAppend(&out, absl::StrFormat("%-30s | %-11s %-9s %7s | %-6s %8s | %-14s | %-8s %-11s\n",
+                                        "", "found/elig", "found/elig", "", "alarms", "",
+                                        "found/jobs+fp", "resolved", "of the job"));
+  for (int m = 0; m < kDeliveryModes; ++m) {
+    const DeliveryTally& t = total.delivery[m];
+    absl::StrAppend(
+        &out,
+        absl::StrFormat(
+            "%-30s | %-11s %-9s %6.1f%% | %-6d %8.2f | %-14s | %-8d %-11d\n", kNames[m],
+            absl::StrCat(t.drops_detected, "/", total.drops_eligible),
+            absl::StrCat(t.debug_detected, "/", total.debug_jobs_with_baseline),
+            DeliveryRecall(total, static_cast<Delivery>(m)) * 100, t.false_alarms,
+            DeliveryFalseAlarmsPer1000JobHours(total, static_cast<Delivery>(m)),
+            absl::StrCat(t.miscounts_found, "/", t.miscount_jobs, "+", t.miscount_false),
+            t.recorded_resolved, t.found_after_end));
+  }
+  return out;
 }
 
 std::string FormatEvaluationTable(const std::vector<EvaluationResult>& results) {

@@ -38,6 +38,28 @@ struct VerdictTally {
   int insufficient = 0;
 };
 
+// How windows reach goodput-alerting, for the delivery rows: window by window as the job
+// runs; in 30-minute bursts (an agent catching up after an outage), the last one before the
+// job's EndJob; and in 30-minute bursts with EndJob sent at the job's end without waiting,
+// so that the last burst and mfu's verdict are evaluated after the job ended.
+enum class Delivery { kLive = 0, kBursts = 1, kEarlyEnd = 2 };
+inline constexpr int kDeliveryModes = 3;
+inline constexpr int kBurstWindows = 30;
+
+// What goodput-alerting's detector state and lifecycle (services/alerting job_evaluator.h,
+// alert_lifecycle.h) make of a fleet delivered one way: alerts opened, and findings recorded
+// already resolved.
+struct DeliveryTally {
+  int drops_detected = 0;  // eligible in-job drops with an alert
+  int debug_detected = 0;  // debug-flag jobs with a workload alert (of those with a baseline)
+  int false_alarms = 0;    // regression alerts that match nothing injected
+  int miscounts_found = 0;  // jobs with an injected miscount and an alert with its verdict
+  int miscount_jobs = 0;    // jobs with an injected miscount that report MFU
+  int miscount_false = 0;   // divergence alerts on jobs without a miscount, or the wrong way
+  int recorded_resolved = 0;  // alerts recorded already resolved
+  int found_after_end = 0;    // ... of them confirmed after the job's end
+};
+
 struct EvaluationResult {
   std::string config_name;
   uint64_t seed = 0;
@@ -71,6 +93,9 @@ struct EvaluationResult {
   int idle_injected = 0, idle_found = 0, idle_false = 0;
   int straggler_injected = 0, straggler_found = 0, straggler_false = 0;
 
+  // The same fleet through alerting's detector state and lifecycle, per delivery.
+  DeliveryTally delivery[kDeliveryModes] = {};
+
   // What went wrong, for a human (first few false alarms and misses).
   std::vector<std::string> notes;
 
@@ -90,5 +115,12 @@ EvaluationResult CombineResults(const std::vector<EvaluationResult>& results,
 
 // The human table the harness prints: one row per result, then verdicts by case.
 std::string FormatEvaluationTable(const std::vector<EvaluationResult>& results);
+// One row per delivery of `total`: recall, false alarms per 1,000 job-hours, miscount
+// verdicts, findings recorded resolved and found after the job's end.
+std::string FormatDeliveryTable(const EvaluationResult& total);
+// Recall of one delivery (drops + debug-flag jobs with a baseline), and its false alarms per
+// 1,000 job-hours.
+double DeliveryRecall(const EvaluationResult& r, Delivery d);
+double DeliveryFalseAlarmsPer1000JobHours(const EvaluationResult& r, Delivery d);
 
 }  // namespace goodput::sim
