@@ -285,6 +285,79 @@ TEST_F(AlertEngineTest, RecoveryResolvesTheAlert) {
   EXPECT_EQ(OutboxRows(alerts[0].alert_id(), "resolved"), 2);
 }
 
+TEST_F(AlertEngineTest, ADropConfirmedAndRecoveredInsideOneBurstIsRecordedResolved) {
+  // An agent catches up after an outage: 30 minutes at once, in which a drop was confirmed
+  // and recovered. Live delivery opens and resolves an alert; the burst records the same
+  // finding, resolved, with its onset and end, sent to Alertmanager but not to Slurm.
+  auto shape = [](int m) { return (m >= 120 && m < 145 ? 0.4 : 1.0) * Checkpoints(m); };
+  const auto windows = Windows("j1", kT0, 200, 0.5, shape);
+  Push(std::vector<v1::OfuWindow>(windows.begin(), windows.begin() + 115), 115);
+  Push(std::vector<v1::OfuWindow>(windows.begin() + 115, windows.begin() + 165), 50);
+  std::vector<v1::Alert> alerts = Alerts("j1");
+  ASSERT_EQ(alerts.size(), 1u);
+  const v1::Alert& a = alerts[0];
+  EXPECT_EQ(a.state(), v1::ALERT_STATE_RESOLVED);
+  EXPECT_EQ(a.kind(), v1::ALERT_KIND_REGRESSION_IN_JOB);
+  EXPECT_FALSE(a.found_after_job_end());
+  EXPECT_EQ(api::TimestampToUnixMs(a.evidence().onset_time()), (kT0 + 120 * 60) * 1000);
+  ASSERT_TRUE(a.evidence().has_condition_end_time());
+  const int64_t end_s = api::TimestampToUnixMs(a.evidence().condition_end_time()) / 1000;
+  EXPECT_GE(end_s, kT0 + 145 * 60);
+  EXPECT_LE(end_s, kT0 + 160 * 60);
+  EXPECT_NEAR(a.evidence().factor(), 2.5, 0.2);
+  EXPECT_NE(a.description().find("It ended at"), std::string::npos) << a.description();
+  EXPECT_EQ(OutboxRows(a.alert_id(), "resolved"), 1);
+  EXPECT_EQ(Count("SELECT count(*) FROM alert_outbox WHERE target = 'slurm-eos'"), 0);
+
+  // The rest of the job, and its windows pushed again: still the one finding.
+  Push(windows, 40);
+  EXPECT_EQ(Alerts("j1").size(), 1u);
+}
+
+TEST_F(AlertEngineTest, FindingsConfirmedAfterTheJobEndedAreRecordedNotSentToItsScheduler) {
+  // The epilog ends the job before the platform caught up: its last windows, holding a drop,
+  // arrive after EndJob.
+  Sql("UPDATE jobs SET state = 'completed' WHERE job_id = 'j1'");
+  Push(Windows("j1", kT0, 200, 0.5, DropAt120), 200);
+  std::vector<v1::Alert> alerts = Alerts("j1");
+  ASSERT_EQ(alerts.size(), 1u);
+  const v1::Alert& a = alerts[0];
+  EXPECT_EQ(a.state(), v1::ALERT_STATE_RESOLVED);
+  EXPECT_TRUE(a.found_after_job_end());
+  EXPECT_NE(a.description().find("after the job had ended"), std::string::npos);
+  EXPECT_EQ(OutboxRows(a.alert_id(), "resolved"), 1);
+  EXPECT_EQ(OutboxRows(a.alert_id(), "firing"), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM alert_outbox WHERE target = 'slurm-eos'"), 0);
+  // The sweep and more pushes of the ended job record nothing twice.
+  ASSERT_TRUE(engine_->Sweep().ok());
+  Push(Windows("j1", kT0, 210, 0.5, DropAt120), 30);
+  EXPECT_EQ(Alerts("j1").size(), 1u);
+}
+
+TEST_F(AlertEngineTest, ARestartedEngineGoesOnFromTheCheckpointWithoutDuplicates) {
+  auto shape = [](int m) { return (m >= 120 && m < 200 ? 0.4 : 1.0) * Checkpoints(m); };
+  const auto windows = Windows("j1", kT0, 260, 0.5, shape);
+  Push(std::vector<v1::OfuWindow>(windows.begin(), windows.begin() + 180));
+  ASSERT_EQ(Alerts("j1").size(), 1u);
+  EXPECT_EQ(Count("SELECT count(*) FROM alert_job_state WHERE checkpoint IS NOT NULL"), 1);
+  // A new process: nothing in memory; the detector state comes from the checkpoint.
+  engine_ = std::make_unique<AlertEngine>(pool_.get(), engine_->config(), &hub_,
+                                          platform::Logger(),
+                                          [this] { return absl::FromUnixMillis(now_ms_.load()); });
+  Push(std::vector<v1::OfuWindow>(windows.begin() + 180, windows.end()));
+  std::vector<v1::Alert> alerts = Alerts("j1");
+  ASSERT_EQ(alerts.size(), 1u);
+  EXPECT_EQ(alerts[0].state(), v1::ALERT_STATE_RESOLVED);
+  EXPECT_EQ(Count("SELECT count(*) FROM alert_outbox"), 4);  // firing and resolved, 2 targets
+
+  // A revised window among those evaluated: the job is replayed, with the same result.
+  v1::OfuWindow revised = windows[150];
+  revised.set_revision(1);
+  Push({revised});
+  EXPECT_EQ(Alerts("j1").size(), 1u);
+  EXPECT_EQ(Count("SELECT count(*) FROM alert_outbox"), 4);
+}
+
 TEST_F(AlertEngineTest, SilencedAlertsAreNotDeliveredUntilTheSilenceEnds) {
   v1::Silence s;
   auto* m = s.add_matchers();

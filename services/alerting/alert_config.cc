@@ -81,6 +81,17 @@ absl::StatusOr<AlertingConfig> LoadAlertingConfig(const platform::ConfigTree& tr
     absl::StatusOr<int64_t> min_jobs = tree.GetIntInRange("alerting.baseline_min_jobs", 2, 1, 20);
     if (!min_jobs.ok()) return min_jobs.status();
     e.detectors.baseline.min_jobs = static_cast<int>(*min_jobs);
+    absl::StatusOr<int64_t> settle = tree.GetIntInRange("alerting.settle_s", 120, 0, 3600);
+    if (!settle.ok()) return settle.status();
+    e.settle_s = *settle;
+    absl::StatusOr<int64_t> checkpoint_every =
+        tree.GetIntInRange("alerting.checkpoint_every_s", 3600, 60, 7 * 86400);
+    if (!checkpoint_every.ok()) return checkpoint_every.status();
+    e.checkpoint_every_s = *checkpoint_every;
+    absl::StatusOr<int64_t> cached =
+        tree.GetIntInRange("alerting.max_cached_jobs", 4096, 1, 1'000'000);
+    if (!cached.ok()) return cached.status();
+    e.max_cached_jobs = static_cast<size_t>(*cached);
 
     const YAML::Node& root = tree.root();
     absl::StatusOr<std::vector<std::string>> defaults =

@@ -4,7 +4,8 @@
 //   alerting.default_targets: [name]
 //   alerting.severity_rules: [{match: {label: value}, min_factor: x, severity: s}]
 //   alerting.dashboard_url, alerting.sweep_interval_s, alerting.telemetry_stopped_after_s,
-//   alerting.regression_min_factor, alerting.baseline_min_factor, alerting.baseline_min_jobs
+//   alerting.regression_min_factor, alerting.baseline_min_factor, alerting.baseline_min_jobs,
+//   alerting.settle_s, alerting.checkpoint_every_s, alerting.max_cached_jobs
 // Target names are delivery's (alerting.targets); only their form is checked here.
 #pragma once
 

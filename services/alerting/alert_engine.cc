@@ -916,7 +916,7 @@ absl::Status AlertEngine::EvaluateJob(Tx& tx, const std::string& cluster,
   // The windows after the frontier, in window order; the newest wait to settle while the job
   // runs and windows keep coming.
   const bool settle_all = change.force || !meta.active() || quiet;
-  const int64_t frontier_ms = ev->windows() > 0 ? ev->last_end_s() * 1000 : INT64_MIN / 2;
+  const int64_t frontier_ms = ev->windows() > 0 ? ev->last_end_s() * 1000 : 0;
   std::vector<Finding> ended;
   for (const pqxx::row& r : tx.w.exec_params(kWindowsFrom, cluster, job_id, frontier_ms)) {
     v1::OfuWindow w;

@@ -211,6 +211,8 @@ Json AlertJson(const v1::Alert& a) {
               {"detector", e.detector()},
               {"confidence", a.has_evidence() ? Json(e.confidence()) : Json(nullptr)},
               {"onset_ms", TimeMs(e.onset_time())},
+              {"condition_end_ms", TimeMs(e.condition_end_time())},
+              {"found_after_job_end", a.found_after_job_end()},
               {"before_ofu", Optional(e.has_before_ofu(), e.before_ofu())},
               {"after_ofu", Optional(e.has_after_ofu(), e.after_ofu())},
               {"factor", Optional(e.has_factor(), e.factor())},

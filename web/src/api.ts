@@ -151,6 +151,8 @@ export interface Alert {
   detector: string;
   confidence: number | null;
   onset_ms: number | null;
+  condition_end_ms: number | null;
+  found_after_job_end: boolean;
   before_ofu: number | null;
   after_ofu: number | null;
   factor: number | null;

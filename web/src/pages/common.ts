@@ -39,6 +39,7 @@ export function alertList(alerts: Alert[], withJob: boolean): string {
         <span class="kind">${esc(words(a.kind))}</span>
         ${withJob ? `<a href="${jobHref(a.cluster, a.job_id)}">${esc(a.cluster)}/${esc(a.job_id)}</a>` : ""}
         <span class="muted small">since ${esc(dateTime(a.start_ms))}</span>
+        ${a.found_after_job_end ? `<span class="badge" data-testid="found-after-end">found after the job ended</span>` : ""}
       </div>
       <div class="alert-summary">${esc(a.summary)}</div>
       <div class="muted small">${esc(evidence(a))}${a.deliveries ? ` · notified ${a.delivered}/${a.deliveries}` : ""}</div>
