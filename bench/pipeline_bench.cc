@@ -252,71 +252,50 @@ v1::PushSamplesRequest ScrapeBatch(const Fleet& fleet, int64_t tick, size_t k, i
   return b;
 }
 
-absl::Status RegisterFleet(const std::shared_ptr<grpc::Channel>& channel, const Fleet& fleet,
-                           int64_t start_ms, int threads) {
-  auto stub = v1::JobService::NewStub(channel);
-  std::atomic<size_t> next{0};
-  absl::Mutex mu;
-  absl::Status failure;
-  std::vector<std::thread> workers;
-  for (int t = 0; t < threads; ++t) {
-    workers.emplace_back([&] {
-      for (size_t j = next++; j < fleet.jobs.size(); j = next++) {
-        const FleetJob& job = fleet.jobs[j];
-        v1::RegisterJobRequest request;
-        v1::Job* out = request.mutable_job();
-        out->mutable_key()->set_cluster(fleet.cluster);
-        out->mutable_key()->set_job_id(job.job_id);
-        out->set_scheduler(v1::SCHEDULER_KIND_SLURM);
-        out->set_user(absl::StrCat("user-", j % 40));
-        out->set_team(absl::StrCat("team-", j % 7));
-        out->set_workload_fingerprint(absl::StrCat("workload-", j % 24, "-", job.gpus.size()));
-        out->set_gpu_model(job.gpu_model);
-        out->set_gpu_count(static_cast<int>(job.gpus.size()));
-        out->set_state(v1::JOB_STATE_RUNNING);
-        out->mutable_start_time()->set_seconds(start_ms / 1000);
-        for (const auto& [host, index] : job.gpus) {
-          v1::GpuAllocation* a = out->add_allocations();
-          a->mutable_gpu()->set_host(host);
-          a->mutable_gpu()->set_gpu_index(index);
-          a->mutable_start_time()->set_seconds(start_ms / 1000);
-        }
-        grpc::ClientContext ctx;
-        ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
-        v1::RegisterJobResponse response;
-        grpc::Status s = stub->RegisterJob(&ctx, request, &response);
-        if (!s.ok()) {
-          absl::MutexLock lock(&mu);
-          failure = absl::InternalError(absl::StrCat("RegisterJob ", job.job_id, ": ",
-                                                     s.error_message()));
-          return;
-        }
-      }
-    });
+// The job registry for `fleet`, written with SQL as JobStore writes it: RegisterJob checks
+// every GPU of an allocation against the registry one statement at a time (milliseconds per
+// GPU), so registering a fleet of 100,000 GPUs through the API would take longer than the
+// measurement it prepares.
+void RegisterFleet(pqxx::connection& c, const Fleet& fleet, int64_t start_ms) {
+  pqxx::work txn(c);
+  for (size_t j = 0; j < fleet.jobs.size(); ++j) {
+    const FleetJob& job = fleet.jobs[j];
+    const int64_t id =
+        txn.exec_params(
+               "INSERT INTO jobs (cluster, job_id, scheduler, user_name, team, name, "
+               "workload_fingerprint, gpu_model, state, start_time, gpu_count) VALUES "
+               "($1, $2, 'slurm', $3, $4, $5, $5, $6, 'running', "
+               "to_timestamp($7::bigint / 1000.0), $8) RETURNING id",
+               fleet.cluster, job.job_id, absl::StrCat("user-", j % 40),
+               absl::StrCat("team-", j % 7), absl::StrCat("workload-", j % 24, "-", job.gpus.size()),
+               job.gpu_model, start_ms, static_cast<int>(job.gpus.size()))[0][0]
+            .as<int64_t>();
+    std::string hosts = "{", indexes = "{";
+    for (size_t g = 0; g < job.gpus.size(); ++g) {
+      absl::StrAppend(&hosts, g ? "," : "", job.gpus[g].first);
+      absl::StrAppend(&indexes, g ? "," : "", job.gpus[g].second);
+    }
+    txn.exec_params(
+        "INSERT INTO job_gpus (job, cluster, host, gpu_index, valid) "
+        "SELECT $1, $2, h, i, tstzrange(to_timestamp($5::bigint / 1000.0), NULL, '[)') "
+        "FROM unnest($3::text[], $4::integer[]) AS a(h, i)",
+        id, fleet.cluster, hosts + "}", indexes + "}", start_ms);
   }
-  for (auto& w : workers) w.join();
-  return failure;
+  txn.commit();
 }
 
-void EndFleet(const std::shared_ptr<grpc::Channel>& channel, const Fleet& fleet, int threads) {
-  auto stub = v1::JobService::NewStub(channel);
-  std::atomic<size_t> next{0};
-  std::vector<std::thread> workers;
-  for (int t = 0; t < threads; ++t) {
-    workers.emplace_back([&] {
-      for (size_t j = next++; j < fleet.jobs.size(); j = next++) {
-        v1::EndJobRequest request;
-        request.mutable_key()->set_cluster(fleet.cluster);
-        request.mutable_key()->set_job_id(fleet.jobs[j].job_id);
-        request.set_final_state(v1::JOB_STATE_COMPLETED);
-        grpc::ClientContext ctx;
-        ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
-        v1::EndJobResponse response;
-        stub->EndJob(&ctx, request, &response);
-      }
-    });
-  }
-  for (auto& w : workers) w.join();
+// Ends the fleet's jobs as EndJob does (state, end time, allocations closed).
+void EndFleet(pqxx::connection& c, const Fleet& fleet) {
+  pqxx::work txn(c);
+  txn.exec_params(
+      "UPDATE job_gpus SET valid = tstzrange(lower(valid), now(), '[)') "
+      "WHERE cluster = $1 AND upper_inf(valid)",
+      fleet.cluster);
+  txn.exec_params(
+      "UPDATE jobs SET state = 'completed', end_time = now(), updated_at = now() "
+      "WHERE cluster = $1",
+      fleet.cluster);
+  txn.commit();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -679,10 +658,7 @@ int Run(const Params& p) {
   Fleet base = MakeFleet(bank, "baseline", baseline_gpus, p.batch);
   // Hours in the past: as fast as ingest goes, a scrape's worth of time per pass of the fleet.
   const int64_t base_start_ms = NowMs() - 3 * 3600 * 1000;
-  if (auto s = RegisterFleet(channel, base, base_start_ms - 60'000, 4); !s.ok()) {
-    std::cerr << s << "\n";
-    return 1;
-  }
+  RegisterFleet(admin, base, base_start_ms - 60'000);
   std::fprintf(stderr, "pipeline bench: ingest alone, as fast as it acknowledges (%d s)\n",
                p.ingest_only_s);
   // Warm-up: partitions, pools, caches.
@@ -710,7 +686,7 @@ int Run(const Params& p) {
   int64_t copied = 0;
   const double copy_s = RawCopy(dsn, base, p, 4, copy_rows, base_start_ms, job_of_gpu, &copied);
   const double copy_rate = static_cast<double>(copied) / copy_s;
-  EndFleet(channel, base, 4);
+  EndFleet(admin, base);
   {
     pqxx::work txn(admin);
     txn.exec("TRUNCATE samples, ingest_batches");
@@ -764,10 +740,7 @@ int Run(const Params& p) {
     std::fprintf(stderr, "pipeline bench: %d samples/s: registering %zu jobs of %" PRId64
                          " GPUs\n", rate, fleet.jobs.size(), fleet.gpus);
     const int64_t start_ms = NowMs();
-    if (auto s = RegisterFleet(channel, fleet, start_ms - 600'000, 4); !s.ok()) {
-      std::cerr << s << "\n";
-      return 1;
-    }
+    RegisterFleet(admin, fleet, start_ms - 600'000);
     step.writes_before = SettledPgWrites(admin);
     const auto cpu0 = CpuNow(procs);
     const int64_t drive_start_ms = NowMs();
@@ -824,7 +797,7 @@ int Run(const Params& p) {
                  rate, static_cast<double>(drive.acked) / drive.seconds,
                  Percentile(step.lags.ofu, 0.99), step.caught_up ? "" : "NOT", step.catch_up_s,
                  drive.first_error.empty() ? "" : (" (" + drive.first_error + ")").c_str());
-    EndFleet(channel, fleet, 4);
+    EndFleet(admin, fleet);
     steps.push_back(std::move(step));
     if (!steps.back().caught_up) {
       std::fprintf(stderr, "pipeline bench: not caught up; higher rates skipped\n");
