@@ -7,7 +7,8 @@
 // of the same rows. It prints; it asserts nothing about time.
 //
 //   goodput_pipeline_bench [--rates 5000,10000,20000,50000] [--step-s 60] [--window-s 12]
-//                          [--scrape-s 2] [--batch 1000] [--senders 8] [--short]
+//                          [--scrape-s 2] [--batch 1000] [--senders 8] [--ingest-only-s 20]
+//                          [--pg-statements N] [--short]
 //
 // Time is scaled: windows of `--window-s` (12 s) with a sample per GPU every `--scrape-s`
 // (2 s) hold the same six samples per GPU as production's 60 s windows of 10 s scrapes, so a
@@ -82,6 +83,9 @@ struct Params {
   int senders = 8;
   int ingest_only_s = 20;
   int max_catch_up_s = 90;
+  // With N > 0: pg_stat_statements loaded, and the N statements that took PostgreSQL the
+  // longest over the rate steps printed at the end (where the database's time goes).
+  int pg_statements = 0;
 };
 
 double Percentile(std::vector<double> v, double p) {
@@ -582,7 +586,11 @@ std::string Service(const std::string& name) {
 
 int Run(const Params& p) {
   std::fprintf(stderr, "pipeline bench: starting PostgreSQL and Redis\n");
-  auto pg = testing::PostgresServer::Create();
+  testing::PostgresServerOptions pg_options;
+  if (p.pg_statements > 0) {
+    pg_options.settings = {{"shared_preload_libraries", "pg_stat_statements"}};
+  }
+  auto pg = testing::PostgresServer::Create(pg_options);
   if (!pg.ok()) {
     std::cerr << pg.status() << "\n";
     return 1;
@@ -728,6 +736,11 @@ int Run(const Params& p) {
   if (redis_pid != 0) procs.roots.emplace_back("redis", redis_pid);
   procs.roots.emplace_back("bench", getpid());
 
+  if (p.pg_statements > 0) {
+    pqxx::nontransaction txn(admin);
+    txn.exec("CREATE EXTENSION IF NOT EXISTS pg_stat_statements");
+    txn.exec("SELECT pg_stat_statements_reset()");
+  }
   std::vector<StepResult> steps;
   int64_t acked_total = 0;
   for (const int rate : p.rates) {
@@ -875,6 +888,23 @@ int Run(const Params& p) {
                 top.c_str());
   }
 
+  if (p.pg_statements > 0) {
+    std::printf("\nPostgreSQL statements over the rate steps, by total execution time (top %d)\n",
+                p.pg_statements);
+    std::printf("%10s %10s %12s %9s  %s\n", "total s", "calls", "rows", "mean ms", "statement");
+    pqxx::nontransaction txn(admin);
+    for (const auto& r : txn.exec_params(
+             "SELECT total_exec_time / 1000, calls, rows, mean_exec_time, "
+             "regexp_replace(query, '\\s+', ' ', 'g') FROM pg_stat_statements "
+             "ORDER BY total_exec_time DESC LIMIT $1",
+             p.pg_statements)) {
+      std::string query = r[4].as<std::string>();
+      if (query.size() > 110) query = query.substr(0, 107) + "...";
+      std::printf("%10.1f %10" PRId64 " %12" PRId64 " %9.2f  %s\n", r[0].as<double>(),
+                  r[1].as<int64_t>(), r[2].as<int64_t>(), r[3].as<double>(), query.c_str());
+    }
+  }
+
   int best = 0;
   for (const StepResult& s : steps) {
     if (s.sustained) best = std::max(best, s.rate);
@@ -940,6 +970,8 @@ int main(int argc, char** argv) {
       p.senders = v;
     } else if (flag == "--ingest-only-s") {
       p.ingest_only_s = v;
+    } else if (flag == "--pg-statements") {
+      p.pg_statements = v;
     } else {
       std::cerr << "unknown flag " << flag << "\n";
       return 2;
