@@ -1,6 +1,7 @@
 #include "services/ingest/ingest_service.h"
 
 #include <algorithm>
+#include <memory>
 #include <utility>
 
 #include "absl/cleanup/cleanup.h"
@@ -332,15 +333,24 @@ class PushSamplesReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer
   PushSamplesReactor(IngestServiceImpl* service, grpc::CallbackServerContext* context,
                      grpc::ByteBuffer* response)
       : service_(service), context_(context), response_buffer_(response) {
+    if (platform::StreamSlots* slots = service_->streams(); slots != nullptr) {
+      slot_ = slots->Acquire(context_);
+      if (slot_ == nullptr) {
+        Finish(slots->Refusal(context_));
+        return;
+      }
+    }
     StartRead(&message_);
   }
 
   void OnReadDone(bool ok) override {
     if (!ok) {
-      // The client half-closed (or went away: Finish then reaches nobody).
+      // The client half-closed (or went away, or the stream was evicted while idle: Finish
+      // then reaches nobody).
       Conclude(grpc::Status::OK);
       return;
     }
+    if (slot_ != nullptr) service_->streams()->Busy(*slot_);
     ++position_;
     v1::PushSamplesRequest request;
     if (!grpc::SerializationTraits<v1::PushSamplesRequest>::Deserialize(&message_, &request)
@@ -365,10 +375,14 @@ class PushSamplesReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer
       Conclude(grpc::Status(grpc::StatusCode::CANCELLED, "the client cancelled the stream"));
       return;
     }
+    if (slot_ != nullptr) service_->streams()->Idle(*slot_);
     StartRead(&message_);
   }
 
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    if (slot_ != nullptr) service_->streams()->Release(*slot_);
+    delete this;
+  }
 
  private:
   // A failure after `position_ - 1` committed messages: says so in words and, as
@@ -399,6 +413,7 @@ class PushSamplesReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer
   grpc::ByteBuffer message_;
   v1::PushSamplesResponse response_;
   int64_t position_ = 0;
+  std::shared_ptr<platform::StreamSlots::Slot> slot_;
 };
 
 }  // namespace
@@ -408,7 +423,7 @@ grpc::ServerReadReactor<grpc::ByteBuffer>* IngestServiceImpl::PushSamples(
   return new PushSamplesReactor(this, context, response);
 }
 
-grpc::Status IngestServiceImpl::PushExposition(grpc::ServerContext* context,
+grpc::Status IngestServiceImpl::PushExposition(grpc::ServerContextBase* context,
                                                const v1::PushExpositionRequest* request,
                                                v1::PushExpositionResponse* response) {
   const int64_t max_bytes = pipeline_->options().max_exposition_bytes;

@@ -25,6 +25,7 @@
 #include "services/ingest/sample.h"
 #include "services/ingest/sample_store.h"
 #include "services/ingest/validation.h"
+#include "services/platform/grpc_limits.h"
 #include "services/platform/logging.h"
 #include "services/platform/metrics.h"
 
@@ -133,23 +134,29 @@ inline constexpr char kCommittedBatchesMetadata[] = "goodput-committed-batches-b
 
 // The IngestService RPCs over IngestPipeline. PushSamples is served with the callback API on
 // raw messages, so that a message the server cannot parse fails the stream with
-// INVALID_ARGUMENT naming its position instead of looking like the end of the stream.
+// INVALID_ARGUMENT naming its position instead of looking like the end of the stream. With
+// `streams`, each PushSamples stream holds one of its slots while open: beyond the bound a new
+// stream evicts the one idle longest (idle long enough) or is refused RESOURCE_EXHAUSTED.
 class IngestServiceImpl {
  public:
-  // `pipeline` must outlive the service.
-  explicit IngestServiceImpl(IngestPipeline* pipeline) : pipeline_(pipeline) {}
+  // `pipeline` and `streams` (may be null: no bound) must outlive the service.
+  explicit IngestServiceImpl(IngestPipeline* pipeline, platform::StreamSlots* streams = nullptr)
+      : pipeline_(pipeline), streams_(streams) {}
 
   grpc::ServerReadReactor<grpc::ByteBuffer>* PushSamples(grpc::CallbackServerContext* context,
                                                          grpc::ByteBuffer* response);
-  grpc::Status PushExposition(grpc::ServerContext* context,
+  grpc::Status PushExposition(grpc::ServerContextBase* context,
                               const v1::PushExpositionRequest* request,
                               v1::PushExpositionResponse* response);
 
   // Stores one PushSamples message and adds its outcome to `response`.
   absl::Status PushBatch(const v1::PushSamplesRequest& request, v1::PushSamplesResponse* response);
 
+  platform::StreamSlots* streams() const { return streams_; }
+
  private:
   IngestPipeline* pipeline_;
+  platform::StreamSlots* streams_;
 };
 
 }  // namespace goodput::ingest

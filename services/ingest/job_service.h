@@ -11,7 +11,9 @@
 
 namespace goodput::ingest {
 
-class JobServiceImpl final : public v1::JobService::Service {
+// Served with the callback API (no thread per call); each callback method runs the
+// synchronous-signature method of the same name, which in-process callers (jobs_http.h) use.
+class JobServiceImpl final : public v1::JobService::CallbackService {
  public:
   // `store` and `catalog` (may be null: any GPU model) must outlive the service;
   // `now_unix_ms` is the clock. Requests are checked with job_checks.h before the store.
@@ -34,7 +36,42 @@ class JobServiceImpl final : public v1::JobService::Service {
   grpc::Status ListJobs(grpc::ServerContext* context, const v1::ListJobsRequest* request,
                         v1::ListJobsResponse* response) override;
 
+  // JobService (callback API)
+  grpc::ServerUnaryReactor* RegisterJob(grpc::CallbackServerContext* context,
+                                        const v1::RegisterJobRequest* request,
+                                        v1::RegisterJobResponse* response) override {
+    return Done(context, RegisterJob(kNoContext, request, response));
+  }
+  grpc::ServerUnaryReactor* UpdateJob(grpc::CallbackServerContext* context,
+                                      const v1::UpdateJobRequest* request,
+                                      v1::UpdateJobResponse* response) override {
+    return Done(context, UpdateJob(kNoContext, request, response));
+  }
+  grpc::ServerUnaryReactor* EndJob(grpc::CallbackServerContext* context,
+                                   const v1::EndJobRequest* request,
+                                   v1::EndJobResponse* response) override {
+    return Done(context, EndJob(kNoContext, request, response));
+  }
+  grpc::ServerUnaryReactor* GetJob(grpc::CallbackServerContext* context,
+                                   const v1::GetJobRequest* request,
+                                   v1::GetJobResponse* response) override {
+    return Done(context, GetJob(kNoContext, request, response));
+  }
+  grpc::ServerUnaryReactor* ListJobs(grpc::CallbackServerContext* context,
+                                     const v1::ListJobsRequest* request,
+                                     v1::ListJobsResponse* response) override {
+    return Done(context, ListJobs(kNoContext, request, response));
+  }
+
  private:
+  static constexpr grpc::ServerContext* kNoContext = nullptr;
+  static grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* context,
+                                        const grpc::Status& status) {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    reactor->Finish(status);
+    return reactor;
+  }
+
   // `job` with its allocation hosts canonical.
   v1::Job CanonicalHosts(const v1::Job& job) const;
 

@@ -38,6 +38,18 @@
 //   ingest.scrape.targets [none]             dcgm-exporter endpoints to scrape, a list of
 //                                            {url, cluster, interval_s [15], labels {}};
 //                                            interval_s above 30 is accepted with a warning
+//   ingest.grpc.max_streams [1024]           PushSamples streams open at once; beyond it a new
+//                                            stream evicts the one idle longest (idle at least
+//                                            evict_idle_after_s [30]) or gets RESOURCE_EXHAUSTED
+//                                            with a `retry-after` trailer (retry_after_s [1])
+//   ingest.grpc.max_streams_per_connection [128]  HTTP/2 concurrent streams per connection
+//   ingest.grpc.max_memory_bytes [536870912] gRPC resource quota: transport memory
+//   ingest.grpc.max_threads [64]             gRPC resource quota: threads
+//   ingest.grpc.keepalive_s [60], keepalive_timeout_s [20]  pings that find dead clients
+//   ingest.grpc.max_connection_age_s [1800], max_connection_age_grace_s [60]  a connection is
+//                                            drained and closed after this age (clients
+//                                            reconnect), so no abandoned stream lives forever
+//   (grpc_limits.h; the HTTP server's bounds are the common http.* keys, config.h)
 //
 // HTTP: `POST /api/v1/write` is the Prometheus remote_write 1.0 receiver (remote_write.h);
 // `POST /api/v1/jobs:register` and `POST /api/v1/jobs:end` are JobService in JSON
@@ -58,6 +70,7 @@
 #include "services/ingest/sample_store.h"
 #include "services/ingest/scraper.h"
 #include "services/platform/gpu_catalog_config.h"
+#include "services/platform/grpc_limits.h"
 #include "services/platform/service_main.h"
 
 namespace goodput::ingest {
@@ -70,6 +83,7 @@ struct IngestRuntime {
   std::unique_ptr<core::GpuCatalog> catalog;
   std::unique_ptr<JobStore> job_store;
   std::unique_ptr<SampleStore> sample_store;
+  std::unique_ptr<platform::StreamSlots> push_streams;
   std::unique_ptr<IngestPipeline> pipeline;
   std::unique_ptr<IngestServiceImpl> ingest_service;
   std::unique_ptr<JobServiceImpl> job_service;
@@ -173,6 +187,8 @@ absl::StatusOr<std::shared_ptr<void>> Setup(platform::ServiceContext& ctx) {
   options.identity = *identity;
   absl::StatusOr<std::vector<ScrapeTarget>> targets = ParseScrapeTargets(config.root());
   if (!targets.ok()) return targets.status();
+  absl::StatusOr<platform::GrpcLimits> grpc_limits = platform::GrpcLimitsFrom(config, "ingest.grpc");
+  if (!grpc_limits.ok()) return grpc_limits.status();
   if (ctx.pg == nullptr) {
     return absl::InvalidArgumentError("goodput-ingest needs postgres.dsn");
   }
@@ -188,15 +204,22 @@ absl::StatusOr<std::shared_ptr<void>> Setup(platform::ServiceContext& ctx) {
   runtime->pipeline =
       std::make_unique<IngestPipeline>(runtime->sample_store.get(), runtime->catalog.get(),
                                        options, NowUnixMs, ctx.metrics, ctx.logger);
-  runtime->ingest_service = std::make_unique<IngestServiceImpl>(runtime->pipeline.get());
+  runtime->push_streams = std::make_unique<platform::StreamSlots>(
+      platform::StreamSlots::Options{.max_streams = grpc_limits->max_streams,
+                                     .evict_idle_after = grpc_limits->evict_idle_after,
+                                     .retry_after_s = grpc_limits->retry_after_s,
+                                     .config_key = "ingest.grpc.max_streams"});
+  runtime->ingest_service =
+      std::make_unique<IngestServiceImpl>(runtime->pipeline.get(), runtime->push_streams.get());
   runtime->job_service = std::make_unique<JobServiceImpl>(
       runtime->job_store.get(), NowUnixMs, runtime->catalog.get(), *std::move(identity));
   runtime->maintenance = std::make_unique<Maintenance>(
       runtime->sample_store.get(), runtime->job_store.get(), maintenance, NowUnixMs, ctx.logger);
 
   const int max_request_bytes = static_cast<int>(*max_request);
-  ctx.grpc->ConfigureBuilder([max_request_bytes](grpc::ServerBuilder& builder) {
+  ctx.grpc->ConfigureBuilder([max_request_bytes, limits = *grpc_limits](grpc::ServerBuilder& builder) {
     builder.SetMaxReceiveMessageSize(max_request_bytes);
+    platform::ApplyGrpcLimits(limits, builder);
   });
   ctx.grpc->AddService(runtime->job_service.get(), v1::JobService::service_full_name());
   SampleStore* store = runtime->sample_store.get();

@@ -103,9 +103,11 @@ class Scraper {
 };
 
 // IngestService with ListScrapeTargets answered from a Scraper; PushSamples and
-// PushExposition are those of IngestServiceImpl.
+// PushExposition are those of IngestServiceImpl. Every method is served with the callback API
+// (no thread per call); the synchronous signatures are the same code, for in-process callers.
 class ScrapingIngestService final
-    : public v1::IngestService::WithRawCallbackMethod_PushSamples<v1::IngestService::Service> {
+    : public v1::IngestService::WithRawCallbackMethod_PushSamples<
+          v1::IngestService::CallbackService> {
  public:
   // Both must outlive the service; `scraper` may be null (no targets configured).
   ScrapingIngestService(IngestServiceImpl* ingest, const Scraper* scraper)
@@ -115,17 +117,31 @@ class ScrapingIngestService final
                                                          grpc::ByteBuffer* response) override {
     return ingest_->PushSamples(context, response);
   }
-  grpc::Status PushExposition(grpc::ServerContext* context,
-                              const v1::PushExpositionRequest* request,
-                              v1::PushExpositionResponse* response) override {
-    return ingest_->PushExposition(context, request, response);
+  grpc::ServerUnaryReactor* PushExposition(grpc::CallbackServerContext* context,
+                                           const v1::PushExpositionRequest* request,
+                                           v1::PushExpositionResponse* response) override {
+    return Done(context, ingest_->PushExposition(context, request, response));
   }
+  grpc::ServerUnaryReactor* ListScrapeTargets(grpc::CallbackServerContext* context,
+                                              const v1::ListScrapeTargetsRequest* request,
+                                              v1::ListScrapeTargetsResponse* response) override {
+    return Done(context, ListScrapeTargets(static_cast<grpc::ServerContext*>(nullptr), request,
+                                           response));
+  }
+
   // Filters by cluster and health; pages by URL (page_token = last URL of the previous page).
   grpc::Status ListScrapeTargets(grpc::ServerContext* context,
                                  const v1::ListScrapeTargetsRequest* request,
                                  v1::ListScrapeTargetsResponse* response) override;
 
  private:
+  static grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* context,
+                                        const grpc::Status& status) {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    reactor->Finish(status);
+    return reactor;
+  }
+
   IngestServiceImpl* ingest_;
   const Scraper* scraper_;
 };

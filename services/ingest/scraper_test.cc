@@ -115,12 +115,12 @@ TEST_F(ScraperTest, ListScrapeTargetsFiltersAndPages) {
   request.set_cluster("eos");
   request.set_page_size(2);
   v1::ListScrapeTargetsResponse page1;
-  ASSERT_TRUE(service.ListScrapeTargets(nullptr, &request, &page1).ok());
+  ASSERT_TRUE(service.ListScrapeTargets(static_cast<grpc::ServerContext*>(nullptr), &request, &page1).ok());
   ASSERT_EQ(page1.targets_size(), 2);
   EXPECT_EQ(page1.next_page_token(), "http://b:9400/metrics");
   request.set_page_token(page1.next_page_token());
   v1::ListScrapeTargetsResponse page2;
-  ASSERT_TRUE(service.ListScrapeTargets(nullptr, &request, &page2).ok());
+  ASSERT_TRUE(service.ListScrapeTargets(static_cast<grpc::ServerContext*>(nullptr), &request, &page2).ok());
   ASSERT_EQ(page2.targets_size(), 1);
   EXPECT_EQ(page2.targets(0).url(), "http://c:9400/metrics");
   EXPECT_EQ(page2.next_page_token(), "");
