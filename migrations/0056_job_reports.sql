@@ -11,8 +11,11 @@ CREATE TABLE job_reports (
   wasted_gpu_hours      double precision NOT NULL DEFAULT 0,
   -- Every window of the job was final when the report was assembled.
   final                 boolean          NOT NULL DEFAULT false,
-  -- The AdminComment last written successfully ('' when none).
+  -- The AdminComment last settled: written, or refused for good (the job has finished in
+  -- slurmctld); '' when none.
   admin_comment_written text             NOT NULL DEFAULT '',
+  -- When the first revision was written: re-checks go on for ofu.reports.revise_for_s after.
+  created_at            timestamptz      NOT NULL DEFAULT now(),
   generated_at          timestamptz      NOT NULL DEFAULT now(),
   checked_at            timestamptz      NOT NULL DEFAULT now()
 );
