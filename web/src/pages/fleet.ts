@@ -171,6 +171,10 @@ export async function renderFleetPage(root: HTMLElement): Promise<void> {
     });
   };
   await render();
-  const refresh = debounce(() => void render().catch(() => undefined), 1000);
+  // Live updates re-render the page, but not under a person editing the filters.
+  const editing = () => document.activeElement?.closest("form[data-testid=filters]") != null;
+  const refresh = debounce(() => {
+    if (!editing()) void render().catch(() => undefined);
+  }, 1000);
   openLive("", () => refresh());
 }
