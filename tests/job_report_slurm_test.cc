@@ -86,7 +86,8 @@ class JobReportSlurmTest : public ::testing::Test {
         job_id, "', 'slurm', 'alice', 'vision', 'vit-pretrain', 'NVIDIA H100 80GB HBM3', ",
         "'completed', ", Ts(kStartMs), ", ", Ts(end_ms), ")"));
     for (int g = 0; g < kGpus; ++g) {
-      statements.push_back(absl::StrCat("INSERT INTO job_gpus (job, cluster, host, gpu_index, valid) SELECT id, "
+      statements.push_back(
+          absl::StrCat("INSERT INTO job_gpus (job, cluster, host, gpu_index, valid) SELECT id, "
                        "'eos', 'node-1', ",
                        g, ", tstzrange(", Ts(kStartMs), ", ", Ts(end_ms), ") FROM jobs"));
     }
@@ -115,7 +116,8 @@ class JobReportSlurmTest : public ::testing::Test {
     absl::StatusOr<std::string> shown = slurm_->ShowJob(job_id);
     EXPECT_TRUE(shown.ok()) << shown.status();
     if (!shown.ok()) return "";
-    for (absl::string_view word : absl::StrSplit(*shown, absl::ByAnyChar(" \n"), absl::SkipEmpty())) {
+    for (absl::string_view word :
+         absl::StrSplit(*shown, absl::ByAnyChar(" \n"), absl::SkipEmpty())) {
       if (absl::ConsumePrefix(&word, "AdminComment=")) return std::string(word);
     }
     return "";
@@ -156,7 +158,8 @@ TEST_F(JobReportSlurmTest, EndedJobCarriesItsReportInAdminCommentAndGoodputctlDe
                report.admin_comment_status() == "written";
       },
       absl::Seconds(90)))
-      << last.error_message() << "\n" << report.DebugString();
+      << last.error_message() << "\n"
+      << report.DebugString();
 
   // The report composes the job summary and the registry, with advice from its figures.
   const v1::ReportSummary& s = report.summary();
@@ -186,16 +189,18 @@ TEST_F(JobReportSlurmTest, EndedJobCarriesItsReportInAdminCommentAndGoodputctlDe
   ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(decoded_json->output, &decoded).ok())
       << decoded_json->output;
   EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(decoded, s))
-      << decoded.DebugString() << "\nvs the service's\n" << s.DebugString();
+      << decoded.DebugString() << "\nvs the service's\n"
+      << s.DebugString();
 
   // As text, the decoded summary is the head of the service's report.
   auto decoded_text = Goodputctl({"report", "--from-admin-comment", comment});
   ASSERT_TRUE(decoded_text.ok() && decoded_text->exit.Success()) << decoded_text->output;
-  auto full_text = Goodputctl({"report", absl::StrCat("eos/", *job), "--ofu-addr",
-                               (*ofu)->grpc_address()});
+  auto full_text =
+      Goodputctl({"report", absl::StrCat("eos/", *job), "--ofu-addr", (*ofu)->grpc_address()});
   ASSERT_TRUE(full_text.ok() && full_text->exit.Success()) << full_text->output;
   EXPECT_TRUE(absl::StartsWith(full_text->output, decoded_text->output))
-      << full_text->output << "\n---\n" << decoded_text->output;
+      << full_text->output << "\n---\n"
+      << decoded_text->output;
   EXPECT_TRUE(absl::StrContains(full_text->output, "1 of 4 GPUs stayed idle")) << full_text->output;
   EXPECT_TRUE(absl::StrContains(full_text->output, "idle GPUs")) << full_text->output;
 
@@ -258,15 +263,15 @@ TEST_F(JobReportSlurmTest, FinishedSlurmJobIsRefusedAndReportsAreListedByWaste) 
   EXPECT_GT(listed.reports(0).wasted_gpu_hours(), 0);
   // The fleet by user and team on the command line: alice's job in team vision, with its
   // wasted GPU-hours.
-  auto fleet = Goodputctl({"fleet", "summary", "--group-by", "user,team", "--from",
-                           "2026-01-01T00:00:00Z", "--to", "2026-01-02T00:00:00Z", "--ofu-addr",
-                           (*ofu)->grpc_address()});
+  auto fleet =
+      Goodputctl({"fleet", "summary", "--group-by", "user,team", "--from", "2026-01-01T00:00:00Z",
+                  "--to", "2026-01-02T00:00:00Z", "--ofu-addr", (*ofu)->grpc_address()});
   ASSERT_TRUE(fleet.ok() && fleet->exit.Success()) << (fleet.ok() ? fleet->output : "");
   EXPECT_TRUE(absl::StrContains(fleet->output, "USER")) << fleet->output;
   EXPECT_TRUE(absl::StrContains(fleet->output, "alice")) << fleet->output;
   EXPECT_TRUE(absl::StrContains(fleet->output, "vision")) << fleet->output;
-  auto bad_group = Goodputctl({"fleet", "summary", "--group-by", "planet", "--ofu-addr",
-                               (*ofu)->grpc_address()});
+  auto bad_group = Goodputctl(
+      {"fleet", "summary", "--group-by", "planet", "--ofu-addr", (*ofu)->grpc_address()});
   ASSERT_TRUE(bad_group.ok());
   EXPECT_EQ(bad_group->exit.exit_code, 2);
   EXPECT_TRUE(absl::StrContains(bad_group->output, "\"planet\" is not user, team, workload"))

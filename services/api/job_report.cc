@@ -116,9 +116,9 @@ absl::StatusOr<v1::ReportSummary> DecodeAdminComment(absl::string_view comment) 
   }
   std::string packed;
   if (!absl::Base64Unescape(comment.substr(kAdminCommentPrefix.size()), &packed)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("admin comment ", Quote(comment), ": the text after \"",
-                     kAdminCommentPrefix, "\" is not base64"));
+    return absl::InvalidArgumentError(absl::StrCat("admin comment ", Quote(comment),
+                                                   ": the text after \"", kAdminCommentPrefix,
+                                                   "\" is not base64"));
   }
   z_stream z{};
   if (inflateInit(&z) != Z_OK) return absl::InternalError("zlib: inflateInit failed");
@@ -142,14 +142,13 @@ absl::StatusOr<v1::ReportSummary> DecodeAdminComment(absl::string_view comment) 
   options.ignore_unknown_fields = true;
   v1::ReportSummary summary;
   if (auto s = google::protobuf::util::JsonStringToMessage(json, &summary, options); !s.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("admin comment ", Quote(comment),
-                                                   ": the summary JSON does not parse: ",
-                                                   std::string(s.message())));
+    return absl::InvalidArgumentError(
+        absl::StrCat("admin comment ", Quote(comment),
+                     ": the summary JSON does not parse: ", std::string(s.message())));
   }
   if (summary.version() != 1) {
-    return absl::InvalidArgumentError(absl::StrCat("admin comment ", Quote(comment),
-                                                   ": summary version=", summary.version(),
-                                                   " is not 1"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "admin comment ", Quote(comment), ": summary version=", summary.version(), " is not 1"));
   }
   return summary;
 }
@@ -224,8 +223,8 @@ std::string AdviceText(v1::AdviceKind kind, const v1::ReportSummary& s) {
       return "Most of the time the GPUs waited on memory: larger batches, fused kernels or "
              "lower-precision activations raise the work done per byte.";
     case v1::ADVICE_KIND_HBM_UNDERUSED: {
-      std::string text = absl::StrFormat("Peak GPU memory use was %s of capacity",
-                                         Pct(s.hbm_peak_fraction()));
+      std::string text =
+          absl::StrFormat("Peak GPU memory use was %s of capacity", Pct(s.hbm_peak_fraction()));
       if (s.has_hbm_capacity_gib()) {
         absl::StrAppend(&text, absl::StrFormat(" (%.1f of %.1f GiB)",
                                                s.hbm_peak_fraction() * s.hbm_capacity_gib(),
@@ -281,29 +280,29 @@ std::string RenderSummaryText(const v1::ReportSummary& s) {
   auto line = [&out](absl::string_view label, const std::string& value) {
     absl::StrAppend(&out, absl::StrFormat("  %-18s %s\n", label, value));
   };
-  absl::StrAppend(&out, absl::StrFormat("goodput report: %s/%s (revision %d)\n",
-                                        Clean(s.job().cluster()), Clean(s.job().job_id()),
-                                        s.revision()));
+  absl::StrAppend(&out,
+                  absl::StrFormat("goodput report: %s/%s (revision %d)\n", Clean(s.job().cluster()),
+                                  Clean(s.job().job_id()), s.revision()));
   line("user / team", absl::StrCat(s.user().empty() ? "-" : Clean(s.user()), " / ",
                                    s.team().empty() ? "-" : Clean(s.team())));
-  line("state", absl::StrCat(JobStateName(s.state()).empty() ? "-" : JobStateName(s.state()),
-                             ", ", s.gpus_allocated(), " x ",
+  line("state", absl::StrCat(JobStateName(s.state()).empty() ? "-" : JobStateName(s.state()), ", ",
+                             s.gpus_allocated(), " x ",
                              s.gpu_model().empty() ? "unknown GPU" : Clean(s.gpu_model())));
   if (s.has_ofu()) {
     std::string ofu = Pct(s.ofu());
     if (s.has_ofu_ci95_low() && s.has_ofu_ci95_high()) {
-      absl::StrAppend(&ofu, " (95% CI ", Pct(s.ofu_ci95_low()), " - ", Pct(s.ofu_ci95_high()),
-                      ")");
+      absl::StrAppend(&ofu, " (95% CI ", Pct(s.ofu_ci95_low()), " - ", Pct(s.ofu_ci95_high()), ")");
     }
-    if (s.has_steady_state_ofu()) absl::StrAppend(&ofu, ", steady state ", Pct(s.steady_state_ofu()));
+    if (s.has_steady_state_ofu())
+      absl::StrAppend(&ofu, ", steady state ", Pct(s.steady_state_ofu()));
     line("OFU", ofu);
   } else {
     line("OFU", "not available");
   }
   line("GPU coverage", Pct(s.gpu_coverage()));
-  line("GPU-hours", absl::StrFormat("%.2f allocated, %.2f effective, %.2f wasted, %.2f idle",
-                                    s.gpu_hours(), s.effective_gpu_hours(), s.wasted_gpu_hours(),
-                                    s.idle_gpu_hours()));
+  line("GPU-hours",
+       absl::StrFormat("%.2f allocated, %.2f effective, %.2f wasted, %.2f idle", s.gpu_hours(),
+                       s.effective_gpu_hours(), s.wasted_gpu_hours(), s.idle_gpu_hours()));
   line("idle GPUs", absl::StrCat(s.idle_gpu_count()));
   line("stragglers", absl::StrCat(s.straggler_count()));
   if (s.has_hbm_peak_fraction()) {
@@ -320,7 +319,8 @@ std::string RenderSummaryText(const v1::ReportSummary& s) {
                                     : std::string("no energy telemetry"));
   line("roofline", RooflineWords(s.roofline_class()));
   std::string mfu = VerdictWords(s.mfu_verdict());
-  if (s.has_mfu_ofu_ratio()) absl::StrAppend(&mfu, absl::StrFormat(" (MFU/OFU %.2f)", s.mfu_ofu_ratio()));
+  if (s.has_mfu_ofu_ratio())
+    absl::StrAppend(&mfu, absl::StrFormat(" (MFU/OFU %.2f)", s.mfu_ofu_ratio()));
   line("MFU vs OFU", mfu);
   line("regressions", absl::StrCat(s.regression_count()));
   std::vector<std::string> flags;

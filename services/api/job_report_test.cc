@@ -43,7 +43,8 @@ TEST(JobReport, AdminCommentRoundTripsTheSummaryExactly) {
   absl::StatusOr<v1::ReportSummary> back = DecodeAdminComment(*comment);
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(s, *back))
-      << s.DebugString() << "\nvs\n" << back->DebugString();
+      << s.DebugString() << "\nvs\n"
+      << back->DebugString();
   EXPECT_EQ(RenderSummaryText(s), RenderSummaryText(*back));
 }
 

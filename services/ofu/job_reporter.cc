@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <utility>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
@@ -152,7 +152,8 @@ absl::StatusOr<v1::JobReport> JobReporter::Assemble(const std::string& cluster,
       v1::ListAlertsResponse response;
       const grpc::Status status = alerting_->ListAlerts(&ctx, request, &response);
       if (!status.ok()) {
-        return absl::UnavailableError(absl::StrCat("alerting ListAlerts: ", status.error_message()));
+        return absl::UnavailableError(
+            absl::StrCat("alerting ListAlerts: ", status.error_message()));
       }
       for (const v1::Alert& a : response.alerts()) {
         v1::ReportAlert r;
@@ -235,8 +236,14 @@ absl::Status JobReporter::WriteAdminComment(const std::string& job_id, const std
   if (!options_.slurm_conf.empty()) env.emplace_back("SLURM_CONF", options_.slurm_conf);
   std::vector<std::string> argv;
   if (options_.admin_comment == ReporterOptions::AdminCommentMode::kSacctmgr) {
-    argv = {options_.sacctmgr_path, "-i", "update", "job", "where",
-            absl::StrCat("jobid=", job_id), "set", absl::StrCat("AdminComment=", comment)};
+    argv = {options_.sacctmgr_path,
+            "-i",
+            "update",
+            "job",
+            "where",
+            absl::StrCat("jobid=", job_id),
+            "set",
+            absl::StrCat("AdminComment=", comment)};
   } else {
     argv = {options_.scontrol_path, "--", "update", absl::StrCat("JobId=", job_id),
             absl::StrCat("AdminComment=", comment)};
@@ -246,9 +253,8 @@ absl::Status JobReporter::WriteAdminComment(const std::string& job_id, const std
   if (!result.ok()) return absl::UnavailableError(result.status().message());
   if (result->exit_code != 0) {
     const std::string what =
-        absl::StrCat(argv[0], " ", argv[2], " ... of job ", job_id,
-                     " exited ", result->exit_code, ": ",
-                     absl::StripAsciiWhitespace(result->output));
+        absl::StrCat(argv[0], " ", argv[2], " ... of job ", job_id, " exited ", result->exit_code,
+                     ": ", absl::StripAsciiWhitespace(result->output));
     // slurmctld keeps refusing a finished job: not worth retrying (use sacctmgr for those).
     if (absl::StrContains(result->output, "already finished")) {
       return absl::FailedPreconditionError(what);
@@ -268,17 +274,16 @@ absl::StatusOr<int> JobReporter::RunOnce() {
     absl::StatusOr<v1::JobReport> report =
         Assemble(c.cluster, c.job_id, c.revision.has_value() ? *c.revision : 0);
     if (!report.ok()) {
-      logger_.Warn("job report: cannot assemble",
-                   {{"cluster", c.cluster}, {"job_id", c.job_id},
-                    {"error", report.status().ToString()}});
+      logger_.Warn(
+          "job report: cannot assemble",
+          {{"cluster", c.cluster}, {"job_id", c.job_id}, {"error", report.status().ToString()}});
       if (first_error.ok()) first_error = report.status();
       continue;
     }
     const std::string hash = ContentHash(*report);
     const bool changed = !c.revision.has_value() || hash != c.content_hash;
-    const bool wants_comment =
-        options_.admin_comment != ReporterOptions::AdminCommentMode::kOff &&
-        report->job().scheduler() == v1::SCHEDULER_KIND_SLURM;
+    const bool wants_comment = options_.admin_comment != ReporterOptions::AdminCommentMode::kOff &&
+                               report->job().scheduler() == v1::SCHEDULER_KIND_SLURM;
     if (!changed && (!wants_comment || c.admin_comment_written == report->admin_comment())) {
       if (absl::Status s = store_->Touch(c.job); !s.ok()) return s;
       continue;
@@ -307,9 +312,9 @@ absl::StatusOr<int> JobReporter::RunOnce() {
     }
     if (absl::Status s = store_->Save(c.job, *report, hash, admin_written); !s.ok()) return s;
     ++written;
-    logger_.Info("job report written", {{"cluster", c.cluster},
-                                         {"job_id", c.job_id},
-                                         {"revision", report->summary().revision()}});
+    logger_.Info(
+        "job report written",
+        {{"cluster", c.cluster}, {"job_id", c.job_id}, {"revision", report->summary().revision()}});
   }
   if (written == 0 && !first_error.ok()) return first_error;
   return written;

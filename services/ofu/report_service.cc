@@ -12,9 +12,8 @@ absl::Status ReportServiceImpl::DoGetJobReport(const v1::GetJobReportRequest& re
                                                v1::GetJobReportResponse* response) {
   const v1::JobKey& key = request.job();
   if (key.cluster().empty() || key.job_id().empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("job: cluster=\"", key.cluster(),
-                                                   "\" and job_id=\"", key.job_id(),
-                                                   "\" must both be set"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "job: cluster=\"", key.cluster(), "\" and job_id=\"", key.job_id(), "\" must both be set"));
   }
   absl::StatusOr<JobRow> job = ofu_store_->FindJob(key.cluster(), key.job_id());
   if (!job.ok()) return job.status();

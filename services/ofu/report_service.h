@@ -12,7 +12,8 @@ namespace goodput::ofu {
 class ReportServiceImpl final : public v1::ReportService::CallbackService {
  public:
   // Both stores must outlive the service.
-  ReportServiceImpl(OfuStore* ofu_store, ReportStore* store) : ofu_store_(ofu_store), store_(store) {}
+  ReportServiceImpl(OfuStore* ofu_store, ReportStore* store)
+      : ofu_store_(ofu_store), store_(store) {}
 
   grpc::ServerUnaryReactor* GetJobReport(grpc::CallbackServerContext* context,
                                          const v1::GetJobReportRequest* request,

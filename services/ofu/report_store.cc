@@ -1,8 +1,7 @@
 #include "services/ofu/report_store.h"
 
-#include <pqxx/pqxx>
-
 #include <algorithm>
+#include <pqxx/pqxx>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
@@ -77,8 +76,8 @@ absl::StatusOr<v1::JobReport> ParseReport(const std::string& b64, int64_t job) {
   std::string bytes;
   v1::JobReport report;
   if (!absl::Base64Unescape(b64, &bytes) || !report.ParseFromString(bytes)) {
-    return absl::DataLossError(absl::StrCat("job_reports: the report of job ", job,
-                                            " does not parse"));
+    return absl::DataLossError(
+        absl::StrCat("job_reports: the report of job ", job, " does not parse"));
   }
   return report;
 }
@@ -88,10 +87,10 @@ absl::StatusOr<v1::JobReport> ParseReport(const std::string& b64, int64_t job) {
 absl::StatusOr<std::vector<ReportCandidate>> ReportStore::Candidates(absl::Duration recheck,
                                                                      absl::Duration revise_for,
                                                                      int limit) {
-  const std::string sql = Replace(
-      kCandidates, "$SHARD",
-      Replace(Replace(kShardFilter, "$SC", std::to_string(shard_.count)), "$SI",
-              std::to_string(shard_.index)));
+  const std::string sql =
+      Replace(kCandidates, "$SHARD",
+              Replace(Replace(kShardFilter, "$SC", std::to_string(shard_.count)), "$SI",
+                      std::to_string(shard_.index)));
   return pool_->RunTransactionFor<std::vector<ReportCandidate>>(
       [&](pqxx::work& txn) -> absl::StatusOr<std::vector<ReportCandidate>> {
         pqxx::result r = txn.exec_params(sql, absl::ToDoubleSeconds(recheck),
@@ -118,8 +117,8 @@ absl::StatusOr<ReportJobInfo> ReportStore::JobInfo(const std::string& cluster,
       [&](pqxx::work& txn) -> absl::StatusOr<ReportJobInfo> {
         pqxx::result r = txn.exec_params(sql, cluster, job_id);
         if (r.empty()) {
-          return absl::NotFoundError(absl::StrCat("job cluster=\"", cluster, "\" job_id=\"",
-                                                  job_id, "\" is not known"));
+          return absl::NotFoundError(
+              absl::StrCat("job cluster=\"", cluster, "\" job_id=\"", job_id, "\" is not known"));
         }
         const pqxx::row row = r[0];
         ReportJobInfo info;
@@ -141,8 +140,10 @@ absl::StatusOr<ReportJobInfo> ReportStore::JobInfo(const std::string& cluster,
             if (v.is_string()) (*j.mutable_labels())[k] = v.get<std::string>();
           }
         }
-        if (!row[9].is_null()) *j.mutable_start_time() = api::UnixMsToTimestamp(row[9].as<int64_t>());
-        if (!row[10].is_null()) *j.mutable_end_time() = api::UnixMsToTimestamp(row[10].as<int64_t>());
+        if (!row[9].is_null())
+          *j.mutable_start_time() = api::UnixMsToTimestamp(row[9].as<int64_t>());
+        if (!row[10].is_null())
+          *j.mutable_end_time() = api::UnixMsToTimestamp(row[10].as<int64_t>());
         j.set_gpu_count(std::max(row[11].as<int>(), row[12].as<int>()));
         return info;
       });

@@ -44,8 +44,8 @@ void PrintDetails(const v1::JobReport& r) {
   const v1::JobOfuSummary& o = r.ofu();
   std::cout << "Details\n";
   auto line = [](absl::string_view label, const std::string& value) {
-    std::cout << "  " << label << std::string(label.size() < 18 ? 18 - label.size() : 1, ' ')
-              << " " << value << "\n";
+    std::cout << "  " << label << std::string(label.size() < 18 ? 18 - label.size() : 1, ' ') << " "
+              << value << "\n";
   };
   if (!r.job().name().empty()) line("name", Printable(r.job().name()));
   if (!r.job().workload_fingerprint().empty()) {
@@ -58,7 +58,8 @@ void PrintDetails(const v1::JobReport& r) {
                              " UTC"));
   }
   if (o.has_steady_state_start_time()) {
-    line("steady state from", absl::StrCat(FormatUtc(FromProto(o.steady_state_start_time())), " UTC"));
+    line("steady state from",
+         absl::StrCat(FormatUtc(FromProto(o.steady_state_start_time())), " UTC"));
   }
   if (o.stragglers_size() > 0) {
     std::vector<std::string> parts;
@@ -83,7 +84,8 @@ void PrintDetails(const v1::JobReport& r) {
     line(a.alert_id() == r.alerts(0).alert_id() ? "alerts" : "",
          absl::StrCat("[", EnumShort(v1::Severity_Name(a.severity()), "SEVERITY_"), "] ",
                       EnumShort(v1::AlertKind_Name(a.kind()), "ALERT_KIND_"), ": ",
-                      Printable(a.summary()), a.after_job_end() ? " (found after the job ended)" : ""));
+                      Printable(a.summary()),
+                      a.after_job_end() ? " (found after the job ended)" : ""));
   }
   for (int i = 0; i < r.caveats_size(); ++i) {
     line(i == 0 ? "caveats" : "", Printable(r.caveats(i)));
@@ -127,8 +129,10 @@ std::vector<Command> ReportCommands() {
        .summary = "a job's end report: OFU, GPU-hours, waste, verdicts, regressions, advice",
        .details =
            "  --from-admin-comment STRING     decode the summary goodput wrote into a Slurm job's\n"
-           "                                  AdminComment (\"goodput1:...\"; \"-\" reads stdin, e.g.\n"
-           "                                  sacct -n -X -j JOB -o AdminComment%4000 | goodputctl\n"
+           "                                  AdminComment (\"goodput1:...\"; \"-\" reads stdin, "
+           "e.g.\n"
+           "                                  sacct -n -X -j JOB -o AdminComment%4000 | "
+           "goodputctl\n"
            "                                  report --from-admin-comment -); no service needed\n"
            "  --json                          the report (or the decoded summary) as JSON\n",
        .flags = {"cluster", "job-id", "from-admin-comment"},
