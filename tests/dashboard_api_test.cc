@@ -114,6 +114,8 @@ class DashboardApi : public ::testing::Test {
     job->mutable_key()->set_job_id(job_id);
     job->set_scheduler(v1::SCHEDULER_KIND_KUBERNETES);
     job->set_name("train");
+    job->set_user("alice");
+    job->mutable_labels()->insert({"team", "vision"});
     job->set_gpu_model(kModel);
     job->set_state(v1::JOB_STATE_RUNNING);
     job->mutable_start_time()->set_seconds(start_s);
@@ -246,6 +248,40 @@ TEST_F(DashboardApi, ServesJobPagesListingsAndSaysWhichPartsAreNotBuilt) {
   EXPECT_EQ(fleet["total"]["gpu_hours_by_ofu_decile"].size(), 10u);
   ASSERT_EQ(fleet["by_cluster"].size(), 1u);
   EXPECT_EQ(fleet["by_cluster"][0]["cluster"], kCluster);
+
+  // Filters: by user and by team (the job's `team` label, as it has no team field), a custom
+  // range; users and teams ranked by wasted GPU-hours.
+  auto [alice_status, alice] = Get("/api/fleet?range_h=1&user=alice");
+  ASSERT_EQ(alice_status, 200);
+  EXPECT_EQ(alice["total"]["job_count"], 1) << alice.dump();
+  EXPECT_EQ(alice["filters"]["user"], "alice");
+  ASSERT_EQ(alice["by_user"].size(), 1u) << alice.dump();
+  EXPECT_EQ(alice["by_user"][0]["user"], "alice");
+  EXPECT_GT(alice["by_user"][0]["wasted_gpu_hours"].get<double>(), 0);
+  ASSERT_EQ(alice["by_team"].size(), 1u) << alice.dump();
+  EXPECT_EQ(alice["by_team"][0]["team"], "vision");
+  EXPECT_EQ(Get("/api/fleet?range_h=1&user=bob").second["total"]["job_count"], 0);
+  EXPECT_EQ(Get("/api/fleet?range_h=1&team=vision").second["total"]["job_count"], 1);
+  auto [alice_jobs_status, alice_jobs] = Get("/api/jobs?range_h=1&user=alice");
+  ASSERT_EQ(alice_jobs_status, 200);
+  EXPECT_EQ(alice_jobs["jobs"].size(), 1u);
+  EXPECT_EQ(Get("/api/jobs?range_h=1&user=bob").second["jobs"].size(), 0u);
+  const int64_t to_ms = (now_s + 60) * 1000;
+  auto [custom_status, custom] =
+      Get(absl::StrCat("/api/fleet?from_ms=", start_s * 1000, "&to_ms=", to_ms));
+  ASSERT_EQ(custom_status, 200);
+  EXPECT_EQ(custom["start_ms"], start_s * 1000);
+  EXPECT_EQ(custom["total"]["job_count"], 1);
+  auto [backwards_status, backwards] =
+      Get(absl::StrCat("/api/fleet?from_ms=", to_ms, "&to_ms=", start_s * 1000));
+  EXPECT_EQ(backwards_status, 400);
+  EXPECT_TRUE(absl::StrContains(backwards.value("error", ""), "to_ms=")) << backwards.dump();
+
+  // A running job has no job-end report yet: the page says why.
+  EXPECT_FALSE(page["report"]["available"].get<bool>()) << page["report"].dump();
+  EXPECT_TRUE(absl::StrContains(page["report"].value("message", ""),
+                                "reports are written when a job ends"))
+      << page["report"].dump();
 
   auto [unknown_status, unknown] = Get(absl::StrCat("/api/jobs/", kCluster, "/no-such-job"));
   EXPECT_EQ(unknown_status, 404);

@@ -27,6 +27,7 @@
 #include "goodput/v1/ingest.grpc.pb.h"
 #include "goodput/v1/job.grpc.pb.h"
 #include "goodput/v1/ofu.grpc.pb.h"
+#include "goodput/v1/report.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "sdk/cpp/reporter.h"
 #include "tests/support/child_process.h"
@@ -260,7 +261,8 @@ TEST(DashboardE2E, TheFleetAndARegressingJobShowInHeadlessChromium) {
   ASSERT_TRUE(alerting.ok()) << alerting.status();
   absl::StatusOr<std::unique_ptr<ServiceProcess>> ofu =
       start("services/ofu/goodput-ofu",
-            absl::StrCat("ofu:\n  poll_interval_s: 0.2\n  idle_flush_s: 3\n  forward:\n"
+            absl::StrCat("ofu:\n  poll_interval_s: 0.2\n  idle_flush_s: 3\n"
+                         "  reports:\n    poll_interval_s: 0.5\n    recheck_s: 1\n  forward:\n"
                          "    mfu_address: \"",
                          (*mfu)->grpc_address(),
                          "\"\n"
@@ -350,6 +352,24 @@ TEST(DashboardE2E, TheFleetAndARegressingJobShowInHeadlessChromium) {
         << (*pg)->QueryValue("goodput", "SELECT count(*) FROM alert_windows").value_or("?") << "\n"
         << (*alerting)->process().LogTail();
   }
+  // The steady job has ended: its job-end report is written (its page shows it); the
+  // regressing job still runs and has none yet.
+  auto report_stub = v1::ReportService::NewStub((*ofu)->Channel());
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        v1::GetJobReportRequest request;
+        request.mutable_job()->set_cluster(kCluster);
+        request.mutable_job()->set_job_id(plan->steady_job);
+        v1::GetJobReportResponse response;
+        return report_stub->GetJobReport(Ctx().get(), request, &response).ok() &&
+               response.report().final();
+      },
+      absl::Seconds(90), absl::Milliseconds(500)))
+      << "no job-end report for " << plan->steady_job << ":\n" << (*ofu)->process().LogTail();
+  std::string regressed_user;
+  for (const sim::JobTruth& job : (*fleet)->jobs()) {
+    if (job.job_id == plan->regressed_job) regressed_user = job.user;
+  }
   std::cout << "regressing job " << plan->regressed_job << ", steady job " << plan->steady_job
             << "; alerts " << (expect_alert ? "listed" : "not built yet") << "\n";
 
@@ -361,6 +381,7 @@ TEST(DashboardE2E, TheFleetAndARegressingJobShowInHeadlessChromium) {
       {"GOODPUT_E2E_MIN_DROP_FACTOR", "1.8"},
       {"GOODPUT_E2E_EXPECT_ALERT", expect_alert ? "1" : "0"},
       {"GOODPUT_E2E_GPUS", "8"},
+      {"GOODPUT_E2E_REGRESSED_USER", regressed_user},
       {"GOODPUT_WEB_DIR", web_dir.string()},
       {"GOODPUT_CHROMIUM", chromium},
   };

@@ -4,10 +4,13 @@
 // fleet page with its figures and jobs, the regressing job's page showing the OFU drop
 // (levels before and after), the verdict panel, the alerts (the regression alert when the
 // alerting service lists alerts, "not available yet" while it does not), live updates
-// connected, and a steady job without a drop.
+// connected, a steady job without a drop and with its job-end report (the regressing job,
+// still running, has none yet), and the fleet
+// page filtered by the regressing job's user through the filter form, whose shareable link
+// opened in a fresh page shows the same view.
 //
 // Environment: GOODPUT_DASHBOARD_URL, GOODPUT_E2E_CLUSTER, GOODPUT_E2E_REGRESSED_JOB,
-// GOODPUT_E2E_STEADY_JOB, GOODPUT_E2E_MIN_DROP_FACTOR, GOODPUT_E2E_EXPECT_ALERT (1/0),
+// GOODPUT_E2E_STEADY_JOB, GOODPUT_E2E_REGRESSED_USER, GOODPUT_E2E_MIN_DROP_FACTOR, GOODPUT_E2E_EXPECT_ALERT (1/0),
 // GOODPUT_E2E_GPUS (per-GPU series of the regressed job), GOODPUT_WEB_DIR (where
 // playwright-core is installed), GOODPUT_CHROMIUM [/usr/bin/chromium],
 // GOODPUT_E2E_SCREENSHOTS (a folder for screenshots; optional).
@@ -30,6 +33,7 @@ const steady = env("GOODPUT_E2E_STEADY_JOB");
 const minFactor = Number(env("GOODPUT_E2E_MIN_DROP_FACTOR", "1.5"));
 const expectAlert = env("GOODPUT_E2E_EXPECT_ALERT", "0") === "1";
 const gpus = Number(env("GOODPUT_E2E_GPUS", "0"));
+const regressedUser = env("GOODPUT_E2E_REGRESSED_USER");
 const shots = process.env.GOODPUT_E2E_SCREENSHOTS;
 const require = createRequire(join(env("GOODPUT_WEB_DIR"), "package.json"));
 const { chromium } = require("playwright-core");
@@ -129,11 +133,55 @@ try {
   }
   if (shots) await page.screenshot({ path: join(shots, "regressed-job.png"), fullPage: true });
 
+  step(`regressing job ${regressed}: still running, so no job-end report yet`);
+  await page.locator('[data-testid="report-panel"] [data-testid="report-missing"]', { hasText: "written when a job ends" }).waitFor();
+
   step(`steady job ${steady}: no drop`);
   await page.goto(`${url}/${jobHash(steady)}`);
   await page.locator('[data-testid="job-title"]', { hasText: steady }).waitFor();
   assert.equal(await page.locator('[data-testid="level-shift"]').getAttribute("data-found"), "false");
+  step(`steady job ${steady}: its job-end report`);
+  const reportText = page.locator('[data-testid="report-panel"] [data-testid="report-text"]');
+  await reportText.waitFor();
+  const report = await reportText.innerText();
+  assert.ok(report.startsWith(`goodput report: ${cluster}/${steady} (revision `), `report head: ${report.slice(0, 80)}`);
+  for (const line of ["OFU", "GPU-hours", "HBM peak", "MFU vs OFU", "regressions", "Advice"]) {
+    assert.ok(report.includes(line), `the report shows ${line}`);
+  }
+  assert.match(report, /OFU\s+\d+\.\d% \(95% CI/, "the report has the job's OFU");
+  await page.locator('[data-testid="report-panel"]', { hasText: "Final" }).waitFor();
   if (shots) await page.screenshot({ path: join(shots, "steady-job.png"), fullPage: true });
+
+  step(`fleet filtered by user ${regressedUser} through the form, then its shared link`);
+  await page.goto(`${url}/#/`);
+  await page.locator('[data-testid="filters"]').waitFor();
+  await page.locator('[data-testid="filter-user"]').fill(regressedUser);
+  await page.locator('[data-testid="filter-apply"]').click();
+  await page.waitForURL((u) => new URLSearchParams(u.hash.replace(/^#\/?\?/, "")).get("user") === regressedUser);
+  await page.locator('[data-testid="active-filters"]', { hasText: `Only user ${regressedUser}` }).waitFor();
+  const userRows = page.locator('[data-testid="user-row"]');
+  await userRows.first().waitFor();
+  assert.equal(await userRows.count(), 1, "only the filtered user is listed");
+  assert.equal(await userRows.first().getAttribute("data-name"), regressedUser);
+  await page.locator(`[data-testid="job-row"][data-job="${regressed}"]`).waitFor();
+  const filteredJobs = await page.locator('[data-testid="job-row"]').evaluateAll((rows) => rows.map((r) => r.dataset.job).sort());
+  const filteredOfu = await page.locator('[data-testid="fleet-ofu"] .card-value').innerText();
+  const shared = await page.locator('[data-testid="share-link"]').getAttribute("href");
+  assert.ok(shared && shared.includes(`user=${encodeURIComponent(regressedUser)}`), `share link ${shared}`);
+  if (shots) await page.screenshot({ path: join(shots, "fleet-by-user.png"), fullPage: true });
+  const other = await context.newPage();
+  other.on("pageerror", (e) => errors.push(`page error: ${e.message}`));
+  await other.goto(`${url}/${shared}`);
+  await other.locator('[data-testid="active-filters"]', { hasText: `Only user ${regressedUser}` }).waitFor();
+  await other.locator(`[data-testid="job-row"][data-job="${regressed}"]`).waitFor();
+  assert.equal(await other.locator('[data-testid="fleet-ofu"] .card-value').innerText(), filteredOfu, "same fleet OFU");
+  assert.deepEqual(
+    await other.locator('[data-testid="job-row"]').evaluateAll((rows) => rows.map((r) => r.dataset.job).sort()),
+    filteredJobs,
+    "same jobs",
+  );
+  assert.equal(await other.locator('[data-testid="filter-user"]').inputValue(), regressedUser, "the form shows the filter");
+  await other.close();
 
   assert.deepEqual(errors, [], "no errors in the page");
   console.log("dashboard e2e: all checks passed");

@@ -212,6 +212,7 @@ TEST_F(GoodputCtl, RefusesBadCommandLinesWithExitTwoAndExplainsEveryCommand) {
 
   for (std::vector<std::string> words : {std::vector<std::string>{"ofu"},
                                          {"reconcile"},
+                                         {"report"},
                                          {"fleet", "report"},
                                          {"fleet", "summary"},
                                          {"alerts", "list"},

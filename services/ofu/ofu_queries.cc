@@ -272,7 +272,8 @@ JobSummaryFigures SummarizeJob(const JobRow& job, const std::vector<StoredWindow
 std::pair<std::vector<FleetGroupFigures>, FleetGroupFigures> SummarizeFleet(
     const std::vector<std::pair<JobRow, StoredWindow>>& windows, const FleetFilter& filter,
     const std::vector<FleetDimension>& group_by, double low_efficiency_threshold) {
-  using Key = std::tuple<std::string, std::string, std::string, std::string>;
+  using Key =
+      std::tuple<std::string, std::string, std::string, std::string, std::string, std::string>;
   std::map<Key, FleetGroupFigures> groups;
   std::map<Key, absl::flat_hash_set<int64_t>> jobs;
   FleetGroupFigures total;
@@ -296,6 +297,11 @@ std::pair<std::vector<FleetGroupFigures>, FleetGroupFigures> SummarizeFleet(
     }
     if (!filter.team.empty() && job.team != filter.team) continue;
     if (!filter.scheduler.empty() && job.scheduler != filter.scheduler) continue;
+    if (!filter.user.empty() && job.user != filter.user) continue;
+    if (!filter.workload_fingerprint.empty() &&
+        job.workload_fingerprint != filter.workload_fingerprint) {
+      continue;
+    }
     const std::string model = job.gpu_model.empty() ? sw.result.gpu_model : job.gpu_model;
     Key key;
     for (FleetDimension d : group_by) {
@@ -312,10 +318,16 @@ std::pair<std::vector<FleetGroupFigures>, FleetGroupFigures> SummarizeFleet(
         case FleetDimension::kScheduler:
           std::get<3>(key) = job.scheduler;
           break;
+        case FleetDimension::kUser:
+          std::get<4>(key) = job.user;
+          break;
+        case FleetDimension::kWorkload:
+          std::get<5>(key) = job.workload_fingerprint;
+          break;
       }
     }
     FleetGroupFigures& g = groups[key];
-    std::tie(g.cluster, g.gpu_model, g.team, g.scheduler) = key;
+    std::tie(g.cluster, g.gpu_model, g.team, g.scheduler, g.user, g.workload_fingerprint) = key;
     const double hours = static_cast<double>(sw.window_s) / 3600.0;
     add(g, sw.result, hours);
     add(total, sw.result, hours);

@@ -27,10 +27,12 @@ struct JobRow {
   std::string cluster = {};
   std::string job_id = {};
   std::string gpu_model = {};
+  // The job's team, or its `team` label when that is empty.
   std::string team = {};
   std::string scheduler = {};
   std::string workload_fingerprint = {};
   std::string state = {};
+  std::string user = {};
   int gpus_allocated = 0;
   std::optional<int64_t> start_ms = {};
   std::optional<int64_t> end_ms = {};
@@ -88,10 +90,12 @@ struct FleetFilter {
   std::string gpu_model = {};
   std::string team = {};
   std::string scheduler = {};
+  std::string user = {};
+  std::string workload_fingerprint = {};
 };
-enum class FleetDimension { kCluster, kGpuModel, kTeam, kScheduler };
+enum class FleetDimension { kCluster, kGpuModel, kTeam, kScheduler, kUser, kWorkload };
 struct FleetGroupFigures {
-  std::string cluster, gpu_model, team, scheduler;
+  std::string cluster, gpu_model, team, scheduler, user, workload_fingerprint;
   int64_t job_count = 0;
   double gpu_hours = 0, effective_gpu_hours = 0, ofu_mean = 0, idle_gpu_hours = 0,
          low_efficiency_gpu_hours = 0;

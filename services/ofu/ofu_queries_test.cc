@@ -98,5 +98,30 @@ TEST(SummarizeFleet, GroupsByDimensionAndCountsLowEfficiencyHours) {
   EXPECT_EQ(only_h100[0].job_count, 2);
 }
 
+TEST(SummarizeFleet, GroupsByUserAndWorkloadAndFiltersByUser) {
+  JobRow a{.id = 1, .cluster = "eos", .gpu_model = "H100", .team = "vision",
+           .workload_fingerprint = "vit/8xH100", .user = "alice"};
+  JobRow b{.id = 2, .cluster = "eos", .gpu_model = "H100", .team = "vision",
+           .workload_fingerprint = "vit/8xH100", .user = "bob"};
+  JobRow c{.id = 3, .cluster = "eos", .gpu_model = "H100", .team = "speech", .user = "alice"};
+  std::vector<std::pair<JobRow, StoredWindow>> w = {
+      {a, W(kT0, 0.5, 10)}, {b, W(kT0, 0.1, 10)}, {c, W(kT0, 0.4, 10)}};
+  auto [by_user, total] = SummarizeFleet(w, {}, {FleetDimension::kUser}, 0.2);
+  ASSERT_EQ(by_user.size(), 2u);
+  const FleetGroupFigures& alice = by_user[0].user == "alice" ? by_user[0] : by_user[1];
+  EXPECT_EQ(alice.user, "alice");
+  EXPECT_EQ(alice.job_count, 2);
+  EXPECT_TRUE(alice.team.empty());
+  auto [by_workload, t2] = SummarizeFleet(w, {}, {FleetDimension::kWorkload}, 0.2);
+  ASSERT_EQ(by_workload.size(), 2u);
+  for (const FleetGroupFigures& g : by_workload) {
+    EXPECT_EQ(g.job_count, g.workload_fingerprint == "vit/8xH100" ? 2 : 1) << g.workload_fingerprint;
+  }
+  auto [only_bob, t3] = SummarizeFleet(w, {.user = "bob"}, {FleetDimension::kTeam}, 0.2);
+  ASSERT_EQ(only_bob.size(), 1u);
+  EXPECT_EQ(only_bob[0].team, "vision");
+  EXPECT_EQ(t3.job_count, 1);
+}
+
 }  // namespace
 }  // namespace goodput::ofu

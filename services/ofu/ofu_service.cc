@@ -35,6 +35,9 @@ void FillGroup(const FleetGroupFigures& g, v1::FleetGroup* out) {
   out->set_cluster(g.cluster);
   out->set_gpu_model(g.gpu_model);
   out->set_team(g.team);
+  out->set_user(g.user);
+  out->set_workload_fingerprint(g.workload_fingerprint);
+  out->set_wasted_gpu_hours(std::max(0.0, g.gpu_hours - g.effective_gpu_hours));
   out->set_scheduler(api::SchedulerKindFromName(g.scheduler));
   out->set_job_count(g.job_count);
   out->set_gpu_hours(g.gpu_hours);
@@ -325,6 +328,12 @@ absl::Status OfuServiceImpl::DoGetFleetSummary(const v1::GetFleetSummaryRequest&
       case v1::FLEET_GROUP_BY_SCHEDULER:
         dims.push_back(FleetDimension::kScheduler);
         break;
+      case v1::FLEET_GROUP_BY_USER:
+        dims.push_back(FleetDimension::kUser);
+        break;
+      case v1::FLEET_GROUP_BY_WORKLOAD:
+        dims.push_back(FleetDimension::kWorkload);
+        break;
       default:
         return absl::InvalidArgumentError(absl::StrCat("group_by=", g, " is not a dimension"));
     }
@@ -336,7 +345,9 @@ absl::Status OfuServiceImpl::DoGetFleetSummary(const v1::GetFleetSummaryRequest&
   FleetFilter filter{.cluster = request.cluster(),
                      .gpu_model = request.gpu_model(),
                      .team = request.team(),
-                     .scheduler = api::SchedulerKindName(request.scheduler())};
+                     .scheduler = api::SchedulerKindName(request.scheduler()),
+                     .user = request.user(),
+                     .workload_fingerprint = request.workload_fingerprint()};
   auto [groups, total] = SummarizeFleet(*windows, filter, dims, threshold);
   for (const FleetGroupFigures& g : groups) FillGroup(g, response->add_groups());
   FillGroup(total, response->mutable_total());

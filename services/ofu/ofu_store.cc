@@ -52,11 +52,12 @@ constexpr char kSaveState[] =
     "updated_at = now()";
 
 constexpr char kJobColumns[] =
-    "j.id, j.cluster, j.job_id, j.gpu_model, j.team, j.scheduler, j.workload_fingerprint, "
+    "j.id, j.cluster, j.job_id, j.gpu_model, coalesce(nullif(j.team, ''), j.labels ->> 'team', ''), "
+    "j.scheduler, j.workload_fingerprint, "
     "j.state, greatest((SELECT count(*) FROM (SELECT DISTINCT g.host, g.gpu_index, g.gpu_uuid "
     "FROM job_gpus g WHERE g.job = j.id) x), coalesce((to_jsonb(j) ->> 'gpu_count')::int, 0)), "
     "" GOODPUT_MS("j.start_time") ", " GOODPUT_MS("j.end_time") ", " GOODPUT_MS(
-        "st.final_before") ", " GOODPUT_MS("st.max_event_time") ", coalesce(st.late_sample_count, 0)";
+        "st.final_before") ", " GOODPUT_MS("st.max_event_time") ", coalesce(st.late_sample_count, 0), j.user_name";
 
 constexpr char kWindowColumns[] =
     "w.job, w.gpu, " GOODPUT_MS(
@@ -119,6 +120,7 @@ JobRow ParseJob(const pqxx::row& r) {
   if (!r[9].is_null()) j.start_ms = r[9].as<int64_t>();
   if (!r[10].is_null()) j.end_ms = r[10].as<int64_t>();
   j.late_sample_count = r[13].as<int64_t>();
+  j.user = r[14].as<std::string>();
   return j;
 }
 
@@ -527,7 +529,7 @@ absl::StatusOr<std::vector<std::pair<JobRow, StoredWindow>>> OfuStore::FleetWind
       [&](pqxx::work& txn) -> absl::StatusOr<std::vector<std::pair<JobRow, StoredWindow>>> {
         std::vector<std::pair<JobRow, StoredWindow>> out;
         for (const pqxx::row& r : txn.exec_params(sql, from_ms, to_ms)) {
-          out.emplace_back(ParseJob(r), ParseWindow(r, 14));
+          out.emplace_back(ParseJob(r), ParseWindow(r, 15));
         }
         return out;
       });
@@ -612,7 +614,7 @@ absl::StatusOr<std::vector<std::pair<JobRow, StoredWindow>>> OfuStore::CommitWin
       [&](pqxx::work& txn) -> absl::StatusOr<std::vector<std::pair<JobRow, StoredWindow>>> {
         std::vector<std::pair<JobRow, StoredWindow>> out;
         for (const pqxx::row& r : txn.exec_params(sql, ProducerId(), commit_seq)) {
-          out.emplace_back(ParseJob(r), ParseWindow(r, 14));
+          out.emplace_back(ParseJob(r), ParseWindow(r, 15));
         }
         return out;
       });

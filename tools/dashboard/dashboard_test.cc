@@ -73,6 +73,36 @@ TEST(Views, FleetGroupsCountWastedGpuHoursAndAlwaysTenDeciles) {
   EXPECT_EQ(json["cluster"], "eos");
 }
 
+TEST(Views, JobReportCarriesTheTextGoodputctlPrintsAndTheReport) {
+  v1::JobReport report;
+  v1::ReportSummary* s = report.mutable_summary();
+  s->set_version(1);
+  s->mutable_job()->set_cluster("eos");
+  s->mutable_job()->set_job_id("42");
+  s->set_user("alice");
+  s->set_ofu(0.31);
+  s->add_advice(v1::ADVICE_KIND_WELL_USED);
+  report.add_advice()->set_text("Nothing to change: the job kept its GPUs busy.");
+  report.set_final(true);
+  Json json = JobReportJson(report);
+  EXPECT_TRUE(json["available"].get<bool>());
+  const std::string text = json["text"].get<std::string>();
+  EXPECT_TRUE(absl::StartsWith(text, "goodput report: eos/42 (revision 0)")) << text;
+  EXPECT_TRUE(absl::StrContains(text, "31.0%")) << text;
+  EXPECT_EQ(json["report"]["summary"]["user"], "alice");
+  EXPECT_TRUE(json["report"]["final"].get<bool>());
+  EXPECT_EQ(json["report"]["advice"][0]["text"], "Nothing to change: the job kept its GPUs busy.");
+}
+
+TEST(Views, FleetGroupsCarryUserAndTeam) {
+  v1::FleetGroup group;
+  group.set_user("alice");
+  group.set_team("vision");
+  Json json = FleetGroupJson(group);
+  EXPECT_EQ(json["user"], "alice");
+  EXPECT_EQ(json["team"], "vision");
+}
+
 TEST(Views, PerGpuWindowsBecomeOneSeriesPerGpuInTimeOrder) {
   v1::GetJobOfuResponse response;
   response.set_effective_window_s(60);

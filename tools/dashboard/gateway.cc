@@ -32,7 +32,8 @@ Gateway::Gateway(Backends backends, GatewayOptions options)
       jobs_(v1::JobService::NewStub(backends.ingest)),
       ofu_(v1::OfuService::NewStub(backends.ofu)),
       mfu_(v1::MfuService::NewStub(backends.mfu)),
-      alerts_(v1::AlertService::NewStub(backends.alerting)) {}
+      alerts_(v1::AlertService::NewStub(backends.alerting)),
+      reports_(v1::ReportService::NewStub(backends.ofu)) {}
 
 std::unique_ptr<grpc::ClientContext> Gateway::Context() const {
   auto ctx = StreamContext();
@@ -48,34 +49,61 @@ std::unique_ptr<grpc::ClientContext> Gateway::StreamContext() const {
 }
 
 Json Gateway::Fleet(absl::Time start, absl::Time end) {
+  return Fleet(FleetQuery{.start = start, .end = end});
+}
+
+Json Gateway::Fleet(const FleetQuery& query) {
   auto ask = [&](v1::FleetGroupBy group_by, v1::GetFleetSummaryResponse* response) {
     v1::GetFleetSummaryRequest request;
-    SetTime(start, request.mutable_time_range()->mutable_start_time());
-    SetTime(end, request.mutable_time_range()->mutable_end_time());
+    SetTime(query.start, request.mutable_time_range()->mutable_start_time());
+    SetTime(query.end, request.mutable_time_range()->mutable_end_time());
     request.add_group_by(group_by);
+    request.set_cluster(query.cluster);
+    request.set_user(query.user);
+    request.set_team(query.team);
+    request.set_gpu_model(query.gpu_model);
     return ofu_->GetFleetSummary(Context().get(), request, response);
   };
-  v1::GetFleetSummaryResponse by_cluster, by_model;
+  v1::GetFleetSummaryResponse by_cluster, by_model, by_user, by_team;
   grpc::Status status = ask(v1::FLEET_GROUP_BY_CLUSTER, &by_cluster);
   if (status.ok()) status = ask(v1::FLEET_GROUP_BY_GPU_MODEL, &by_model);
+  if (status.ok()) status = ask(v1::FLEET_GROUP_BY_USER, &by_user);
+  if (status.ok()) status = ask(v1::FLEET_GROUP_BY_TEAM, &by_team);
   Json out = status.ok() ? Json{{"available", true}} : UnavailableSection(status);
-  out["start_ms"] = absl::ToUnixMillis(start);
-  out["end_ms"] = absl::ToUnixMillis(end);
+  out["start_ms"] = absl::ToUnixMillis(query.start);
+  out["end_ms"] = absl::ToUnixMillis(query.end);
+  out["filters"] = Json{{"cluster", query.cluster},
+                        {"user", query.user},
+                        {"team", query.team},
+                        {"gpu_model", query.gpu_model}};
   out["low_efficiency_ofu_threshold"] = by_cluster.low_efficiency_ofu_threshold();
   out["by_cluster"] = Json::array();
   out["by_gpu_model"] = Json::array();
+  out["by_user"] = Json::array();
+  out["by_team"] = Json::array();
   if (!status.ok()) return out;
   out["total"] = FleetGroupJson(by_cluster.total());
   for (const v1::FleetGroup& g : by_cluster.groups())
     out["by_cluster"].push_back(FleetGroupJson(g));
   for (const v1::FleetGroup& g : by_model.groups())
     out["by_gpu_model"].push_back(FleetGroupJson(g));
+  // People and teams most wasted first: whom to talk to.
+  for (auto [response, key] : {std::pair{&by_user, "by_user"}, std::pair{&by_team, "by_team"}}) {
+    std::vector<v1::FleetGroup> groups(response->groups().begin(), response->groups().end());
+    std::stable_sort(groups.begin(), groups.end(), [](const v1::FleetGroup& a, const v1::FleetGroup& b) {
+      return a.wasted_gpu_hours() > b.wasted_gpu_hours();
+    });
+    for (const v1::FleetGroup& g : groups) out[key].push_back(FleetGroupJson(g));
+  }
   return out;
 }
 
 absl::StatusOr<Json> Gateway::Jobs(const JobsQuery& query) {
   v1::ListJobsRequest request;
   request.set_cluster(query.cluster);
+  request.set_user(query.user);
+  request.set_team(query.team);
+  request.set_gpu_model(query.gpu_model);
   if (query.active_from != absl::Time()) {
     SetTime(query.active_from, request.mutable_active_in()->mutable_start_time());
   }
@@ -211,6 +239,12 @@ absl::StatusOr<Json> Gateway::Job(const std::string& cluster, const std::string&
     out["alerts"] = UnavailableSection(status);
     out["alerts"]["items"] = Json::array();
   }
+
+  v1::GetJobReportRequest report_request;
+  *report_request.mutable_job() = key;
+  v1::GetJobReportResponse report;
+  status = reports_->GetJobReport(Context().get(), report_request, &report);
+  out["report"] = status.ok() ? JobReportJson(report.report()) : UnavailableSection(status);
   return out;
 }
 

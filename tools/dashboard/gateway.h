@@ -17,6 +17,7 @@
 #include "goodput/v1/job.grpc.pb.h"
 #include "goodput/v1/mfu.grpc.pb.h"
 #include "goodput/v1/ofu.grpc.pb.h"
+#include "goodput/v1/report.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "tools/dashboard/views.h"
 
@@ -39,8 +40,21 @@ struct GatewayOptions {
   int max_points = 360;
 };
 
+// The fleet page's filters (each empty: all) and time range.
+struct FleetQuery {
+  absl::Time start = {};
+  absl::Time end = {};
+  std::string cluster = {};
+  std::string user = {};
+  std::string team = {};
+  std::string gpu_model = {};
+};
+
 struct JobsQuery {
   std::string cluster = {};     // empty: all clusters
+  std::string user = {};        // empty: all users
+  std::string team = {};        // empty: all teams
+  std::string gpu_model = {};   // empty: all GPU models
   absl::Time active_from = {};  // jobs running at some point in [active_from, active_to)
   absl::Time active_to = {};
   int limit = 100;  // at most 1000
@@ -52,10 +66,13 @@ class Gateway {
 
   // Fleet summary over [start, end): total, by cluster, by GPU model.
   Json Fleet(absl::Time start, absl::Time end);
+  // The same with the query's filters, plus users and teams ranked by wasted GPU-hours.
+  Json Fleet(const FleetQuery& query);
   // Jobs (newest first) with their OFU, GPU-hours and open alerts. UNAVAILABLE (or the
   // registry's error) when the job registry cannot answer.
   absl::StatusOr<Json> Jobs(const JobsQuery& query);
-  // One job's page: registry entry, summary, OFU series, reconciliation, alerts. NOT_FOUND
+  // One job's page: registry entry, summary, OFU series, reconciliation, alerts, job-end
+  // report (ReportService on the ofu channel). NOT_FOUND
   // for a job the registry does not know.
   absl::StatusOr<Json> Job(const std::string& cluster, const std::string& job_id);
   // Alerts of a cluster (or the whole fleet) open at some point in [start, end), resolved
@@ -75,6 +92,7 @@ class Gateway {
   std::unique_ptr<v1::OfuService::Stub> ofu_;
   std::unique_ptr<v1::MfuService::Stub> mfu_;
   std::unique_ptr<v1::AlertService::Stub> alerts_;
+  std::unique_ptr<v1::ReportService::Stub> reports_;  // served by goodput-ofu
 };
 
 }  // namespace goodput::dashboard

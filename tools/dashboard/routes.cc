@@ -40,6 +40,32 @@ absl::StatusOr<int> IntParam(const httplib::Request& req, const char* name, int 
 }
 
 constexpr int kMaxRangeHours = 24 * 366;
+
+// The time range of a page: from_ms and to_ms (a custom range, both required, at most
+// kMaxRangeHours long), else the range_h hours before `now` (default 24).
+absl::StatusOr<std::pair<absl::Time, absl::Time>> RangeParams(const httplib::Request& req,
+                                                              absl::Time now) {
+  if (req.has_param("from_ms") || req.has_param("to_ms")) {
+    int64_t from = 0, to = 0;
+    const std::string f = req.get_param_value("from_ms"), t = req.get_param_value("to_ms");
+    if (!absl::SimpleAtoi(f, &from) || from < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("from_ms=", f, " is not a time in Unix milliseconds"));
+    }
+    if (!absl::SimpleAtoi(t, &to) || to <= from) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "to_ms=", t, " is not a time in Unix milliseconds after from_ms=", from));
+    }
+    if (to - from > int64_t{kMaxRangeHours} * 3'600'000) {
+      return absl::InvalidArgumentError(absl::StrCat("from_ms=", from, " to_ms=", to,
+                                                     " is longer than ", kMaxRangeHours, " hours"));
+    }
+    return std::pair{absl::FromUnixMillis(from), absl::FromUnixMillis(to)};
+  }
+  absl::StatusOr<int> range_h = IntParam(req, "range_h", 24, 1, kMaxRangeHours);
+  if (!range_h.ok()) return range_h.status();
+  return std::pair{now - absl::Hours(*range_h), now};
+}
 // When a client refused a live stream may try again.
 constexpr int kStreamRetryAfterS = 10;
 
@@ -68,21 +94,27 @@ void RegisterRoutes(httplib::Server& server, Gateway* gateway, EventHub* hub,
                     RouteOptions options) {
   auto now = options.now;
   server.Get("/api/fleet", [gateway, now](const httplib::Request& req, httplib::Response& res) {
-    absl::StatusOr<int> range_h = IntParam(req, "range_h", 24, 1, kMaxRangeHours);
-    if (!range_h.ok()) return SendError(res, range_h.status());
-    absl::Time end = now();
-    SendJson(res, gateway->Fleet(end - absl::Hours(*range_h), end));
+    absl::StatusOr<std::pair<absl::Time, absl::Time>> range = RangeParams(req, now());
+    if (!range.ok()) return SendError(res, range.status());
+    SendJson(res, gateway->Fleet(FleetQuery{.start = range->first,
+                                            .end = range->second,
+                                            .cluster = req.get_param_value("cluster"),
+                                            .user = req.get_param_value("user"),
+                                            .team = req.get_param_value("team"),
+                                            .gpu_model = req.get_param_value("gpu_model")}));
   });
 
   server.Get("/api/jobs", [gateway, now](const httplib::Request& req, httplib::Response& res) {
-    absl::StatusOr<int> range_h = IntParam(req, "range_h", 24, 1, kMaxRangeHours);
-    if (!range_h.ok()) return SendError(res, range_h.status());
+    absl::StatusOr<std::pair<absl::Time, absl::Time>> range = RangeParams(req, now());
+    if (!range.ok()) return SendError(res, range.status());
     absl::StatusOr<int> limit = IntParam(req, "limit", 100, 1, 1000);
     if (!limit.ok()) return SendError(res, limit.status());
-    absl::Time end = now();
     absl::StatusOr<Json> jobs = gateway->Jobs({.cluster = req.get_param_value("cluster"),
-                                               .active_from = end - absl::Hours(*range_h),
-                                               .active_to = end,
+                                               .user = req.get_param_value("user"),
+                                               .team = req.get_param_value("team"),
+                                               .gpu_model = req.get_param_value("gpu_model"),
+                                               .active_from = range->first,
+                                               .active_to = range->second,
                                                .limit = *limit});
     if (!jobs.ok()) return SendError(res, jobs.status());
     SendJson(res, *jobs);
@@ -105,11 +137,9 @@ void RegisterRoutes(httplib::Server& server, Gateway* gateway, EventHub* hub,
   });
 
   server.Get("/api/alerts", [gateway, now](const httplib::Request& req, httplib::Response& res) {
-    absl::StatusOr<int> range_h = IntParam(req, "range_h", 24, 1, kMaxRangeHours);
-    if (!range_h.ok()) return SendError(res, range_h.status());
-    absl::Time end = now();
-    SendJson(res,
-             gateway->Alerts(req.get_param_value("cluster"), end - absl::Hours(*range_h), end));
+    absl::StatusOr<std::pair<absl::Time, absl::Time>> range = RangeParams(req, now());
+    if (!range.ok()) return SendError(res, range.status());
+    SendJson(res, gateway->Alerts(req.get_param_value("cluster"), range->first, range->second));
   });
 
   server.Get("/api/events", [hub](const httplib::Request& req, httplib::Response& res) {

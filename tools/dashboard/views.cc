@@ -55,6 +55,8 @@ Json FleetGroupJson(const v1::FleetGroup& group) {
   deciles.resize(10, 0.0);
   return Json{{"cluster", group.cluster()},
               {"gpu_model", group.gpu_model()},
+              {"user", group.user()},
+              {"team", group.team()},
               {"job_count", group.job_count()},
               {"gpu_hours", group.gpu_hours()},
               {"effective_gpu_hours", group.effective_gpu_hours()},

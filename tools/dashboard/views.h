@@ -14,6 +14,7 @@
 #include "goodput/v1/job.pb.h"
 #include "goodput/v1/mfu.pb.h"
 #include "goodput/v1/ofu.pb.h"
+#include "goodput/v1/report.pb.h"
 #include "grpcpp/support/status.h"
 #include "nlohmann/json.hpp"
 
@@ -57,6 +58,10 @@ Json ReconciliationJson(const v1::GetReconciliationResponse& response);
 
 // An alert with the evidence numbers the pages show.
 Json AlertJson(const v1::Alert& alert);
+
+// A job-end report for the job page: the report as protobuf JSON (proto field names) under
+// "report", and under "text" the summary as `goodputctl report` prints it.
+Json JobReportJson(const v1::JobReport& report);
 
 // Compact JSON text; invalid UTF-8 in strings is replaced, never an error.
 std::string DumpJson(const Json& value);

@@ -224,8 +224,10 @@ absl::StatusOr<v1::FleetGroupBy> ParseGroupBy(absl::string_view name) {
   if (n == "gpu_model" || n == "gpu-model" || n == "model") return v1::FLEET_GROUP_BY_GPU_MODEL;
   if (n == "team") return v1::FLEET_GROUP_BY_TEAM;
   if (n == "scheduler") return v1::FLEET_GROUP_BY_SCHEDULER;
-  return absl::InvalidArgumentError(
-      absl::StrCat("--group-by: \"", name, "\" is not cluster, gpu_model, team or scheduler"));
+  if (n == "user") return v1::FLEET_GROUP_BY_USER;
+  if (n == "workload") return v1::FLEET_GROUP_BY_WORKLOAD;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--group-by: \"", name, "\" is not user, team, workload, cluster, gpu-model or scheduler"));
 }
 
 int FleetSummary(const Args& args) {
@@ -245,6 +247,8 @@ int FleetSummary(const Args& args) {
   request.set_cluster(args.Flag("cluster").value_or(""));
   request.set_gpu_model(args.Flag("gpu-model").value_or(""));
   request.set_team(args.Flag("team").value_or(""));
+  request.set_user(args.Flag("user").value_or(""));
+  request.set_workload_fingerprint(args.Flag("workload").value_or(""));
   if (auto t = args.Flag("threshold")) {
     double v = 0;
     if (!absl::SimpleAtod(*t, &v) || v <= 0 || v >= 1) {
@@ -296,6 +300,12 @@ int FleetSummary(const Args& args) {
         case v1::FLEET_GROUP_BY_TEAM:
           cells.push_back(g.team().empty() ? "-" : g.team());
           break;
+        case v1::FLEET_GROUP_BY_USER:
+          cells.push_back(g.user().empty() ? "-" : g.user());
+          break;
+        case v1::FLEET_GROUP_BY_WORKLOAD:
+          cells.push_back(g.workload_fingerprint().empty() ? "-" : g.workload_fingerprint());
+          break;
         default:
           cells.push_back(api::SchedulerKindName(g.scheduler()));
       }
@@ -312,7 +322,18 @@ int FleetSummary(const Args& args) {
                                   deciles.empty() ? "-" : Sparkline(deciles, 0, hi > 0 ? hi : 1)});
     table.AddRow(cells);
   };
-  for (const v1::FleetGroup& g : response.groups()) row(g, false);
+  // Grouped by people or workloads, the waste is what one acts on: most wasted first.
+  std::vector<v1::FleetGroup> groups(response.groups().begin(), response.groups().end());
+  const bool by_waste = std::any_of(group_by.begin(), group_by.end(), [](v1::FleetGroupBy g) {
+    return g == v1::FLEET_GROUP_BY_USER || g == v1::FLEET_GROUP_BY_TEAM ||
+           g == v1::FLEET_GROUP_BY_WORKLOAD;
+  });
+  if (by_waste) {
+    std::stable_sort(groups.begin(), groups.end(), [](const v1::FleetGroup& a, const v1::FleetGroup& b) {
+      return a.wasted_gpu_hours() > b.wasted_gpu_hours();
+    });
+  }
+  for (const v1::FleetGroup& g : groups) row(g, false);
   if (!group_by.empty()) row(response.total(), true);
   if (group_by.empty()) row(response.total(), false);
   std::cout << "Fleet " << FormatUtc(FromProto(range->start_time())) << " .. "
@@ -469,11 +490,12 @@ std::vector<Command> OfuCommands() {
       {.words = {"fleet", "summary"},
        .summary = "fleet OFU and GPU-hours (allocated, effective, idle, wasted) by group",
        .details = "  --since D | --from T [--to T]   time range [24h]\n"
-                  "  --group-by LIST                 cluster,gpu_model,team,scheduler or none "
-                  "[cluster,gpu_model]\n"
-                  "  --cluster C --gpu-model M --team T   filters\n"
+                  "  --group-by LIST                 user,team,workload,cluster,gpu-model,scheduler "
+                  "or none [cluster,gpu_model]; by user, team or workload most wasted first\n"
+                  "  --cluster C --gpu-model M --team T --user U --workload W   filters\n"
                   "  --threshold F                   low-efficiency OFU threshold [server: 0.2]\n",
-       .flags = {"since", "from", "to", "group-by", "cluster", "gpu-model", "team", "threshold"},
+       .flags = {"since", "from", "to", "group-by", "cluster", "gpu-model", "team", "user",
+                 "workload", "threshold"},
        .run = FleetSummary},
       {.words = {"gemm-overhead"},
        .arguments = "[NVJET_KERNEL_NAME]",

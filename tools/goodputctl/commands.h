@@ -30,5 +30,6 @@ std::vector<Command> JobCommands();    // migrate, health, register-job, end-job
 std::vector<Command> OfuCommands();    // ofu, fleet summary, gemm-overhead, gpus
 std::vector<Command> MfuCommands();    // reconcile, fleet report
 std::vector<Command> AlertCommands();  // alerts list|show|ack, alerts silence create|list|delete
+std::vector<Command> ReportCommands();  // report
 
 }  // namespace goodput::ctl

@@ -27,7 +27,7 @@ global flags:
 
 std::vector<Command> AllCommands() {
   std::vector<Command> all;
-  for (auto group : {JobCommands, OfuCommands, MfuCommands, AlertCommands}) {
+  for (auto group : {JobCommands, OfuCommands, MfuCommands, AlertCommands, ReportCommands}) {
     for (Command& c : group()) all.push_back(std::move(c));
   }
   return all;

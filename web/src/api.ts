@@ -13,6 +13,8 @@ export interface Section {
 export interface FleetGroup {
   cluster: string;
   gpu_model: string;
+  user: string;
+  team: string;
   job_count: number;
   gpu_hours: number;
   effective_gpu_hours: number;
@@ -30,6 +32,9 @@ export interface Fleet extends Section {
   total?: FleetGroup;
   by_cluster: FleetGroup[];
   by_gpu_model: FleetGroup[];
+  // Ranked by wasted GPU-hours, most first.
+  by_user: FleetGroup[];
+  by_team: FleetGroup[];
 }
 
 export interface JobRow {
@@ -165,12 +170,29 @@ export interface Alerts extends Section {
   items: Alert[];
 }
 
+// A job-end report (goodput.v1.JobReport as protobuf JSON, proto field names; only what the
+// page shows is typed) and its summary as text, as `goodputctl report` prints it.
+export interface JobReport extends Section {
+  text?: string;
+  report?: {
+    final?: boolean;
+    summary?: { revision?: number };
+    advice?: { kind: string; text: string }[];
+    caveats?: string[];
+    alerts?: { alert_id: string; kind: string; severity: string; summary: string; after_job_end?: boolean }[];
+    reconciliation?: { reason?: string };
+    reconciliation_note?: string;
+    admin_comment_status?: string;
+  };
+}
+
 export interface JobDetail {
   job: JobRow;
   summary: JobSummary;
   ofu: JobOfu;
   reconciliation: Reconciliation;
   alerts: Alerts;
+  report: JobReport;
 }
 
 export class ApiError extends Error {
@@ -197,18 +219,24 @@ async function getJson<T>(path: string): Promise<T> {
   return JSON.parse(text) as T;
 }
 
-export function fetchFleet(rangeHours: number): Promise<Fleet> {
-  return getJson(`api/fleet?range_h=${rangeHours}`);
+// `params`: the fleet page's filters (filters.ts: filterParams).
+export function fetchFleet(params: URLSearchParams): Promise<Fleet> {
+  return getJson(`api/fleet?${params}`);
 }
 
-export function fetchJobs(rangeHours: number, cluster = ""): Promise<JobsResponse> {
-  const query = new URLSearchParams({ range_h: String(rangeHours), limit: "200" });
-  if (cluster) query.set("cluster", cluster);
+export function fetchJobs(params: URLSearchParams): Promise<JobsResponse> {
+  const query = new URLSearchParams(params);
+  query.set("limit", "200");
   return getJson(`api/jobs?${query}`);
 }
 
-export function fetchAlerts(rangeHours: number): Promise<Alerts> {
-  return getJson(`api/alerts?range_h=${rangeHours}`);
+export function fetchAlerts(params: URLSearchParams): Promise<Alerts> {
+  const query = new URLSearchParams();
+  for (const key of ["cluster", "range_h", "from_ms", "to_ms"]) {
+    const value = params.get(key);
+    if (value !== null) query.set(key, value);
+  }
+  return getJson(`api/alerts?${query}`);
 }
 
 export function jobPath(cluster: string, jobId: string): string {

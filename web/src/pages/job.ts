@@ -1,6 +1,6 @@
 // A job page: OFU against the framework's MFU over time (job aggregate with its confidence
 // band, then per GPU), the largest change of level, the divergence verdict and the alerts.
-import { fetchJob, type JobDetail, type Reconciliation } from "../api";
+import { fetchJob, type JobDetail, type JobReport, type Reconciliation } from "../api";
 import { largestLevelShift } from "../analysis";
 import { renderChart, type Marker, type Series } from "../chart";
 import { dateTime, duration, esc, hours, pct, times, words } from "../format";
@@ -76,6 +76,33 @@ function verdictPanel(r: Reconciliation): string {
   </div>`;
 }
 
+// The job-end report: the same text `goodputctl report` prints and Slurm's AdminComment
+// decodes to, then the alerts it lists (those found after the job ended marked) and caveats.
+function reportPanel(r: JobReport | undefined): string {
+  if (!r) return "";
+  if (!r.available) {
+    return `<section class="panel" data-testid="report-panel"><h3>Job-end report</h3>
+      <p class="muted" data-testid="report-missing">${esc(r.message ?? "No report yet.")}</p></section>`;
+  }
+  const rep = r.report ?? {};
+  const alerts = (rep.alerts ?? [])
+    .map(
+      (a) => `<li data-testid="report-alert">${esc(words(a.severity))} · ${esc(words(a.kind))}: ${esc(a.summary)}${
+        a.after_job_end ? ` <span class="badge warn">found after the job ended</span>` : ""
+      }</li>`,
+    )
+    .join("");
+  const caveats = (rep.caveats ?? []).map((c) => `<li>${esc(c)}</li>`).join("");
+  const note = rep.reconciliation?.reason ?? rep.reconciliation_note ?? "";
+  return `<section class="panel" data-testid="report-panel"><h3>Job-end report</h3>
+    <p class="muted small">${rep.final ? "Final" : "Provisional (windows still open)"} · revision ${rep.summary?.revision ?? 0}
+      · Slurm AdminComment: ${esc(rep.admin_comment_status ?? "–")}</p>
+    <pre class="report" data-testid="report-text">${esc(r.text ?? "")}</pre>
+    ${note ? `<p><b>MFU reconciliation:</b> ${esc(note)}</p>` : ""}
+    ${alerts ? `<h4>Alerts</h4><ul class="facts">${alerts}</ul>` : ""}
+    ${caveats ? `<h4>Caveats</h4><ul class="facts">${caveats}</ul>` : ""}</section>`;
+}
+
 function characterization(d: JobDetail): string {
   const s = d.summary;
   if (!s.available) return "";
@@ -135,6 +162,7 @@ export async function renderJobPage(root: HTMLElement, cluster: string, jobId: s
       <p><a href="#/">← Fleet</a></p>
       ${header(d)}
       ${summaryCards(d)}
+      ${reportPanel(d.report)}
       ${shift.html}
       ${charts(d, shift.marker ? [shift.marker] : [])}
       <div class="row">

@@ -1,0 +1,339 @@
+#include "services/api/job_report.h"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "google/protobuf/util/json_util.h"
+#include "services/api/api_convert.h"
+
+namespace goodput::api {
+namespace {
+
+// Below this OFU a job is called poorly used.
+constexpr double kLowOfu = 0.15;
+// Peak HBM below this fraction of capacity: the job would fit a smaller-memory GPU.
+constexpr double kHbmUnderused = 0.5;
+
+std::string Quote(absl::string_view s) {
+  std::string head(s.substr(0, 40));
+  return absl::StrCat("\"", absl::CEscape(head), s.size() > 40 ? "...\"" : "\"");
+}
+
+// Strings that came from users and exporters, with control characters written as \xNN so
+// that a report cannot drive a terminal.
+std::string Clean(const std::string& text) {
+  std::string out;
+  for (unsigned char c : text) {
+    if (c < 0x20 || c == 0x7f) {
+      absl::StrAppend(&out, absl::StrFormat("\\x%02x", c));
+    } else {
+      out.push_back(static_cast<char>(c));
+    }
+  }
+  return out;
+}
+
+double Round(double v, double scale) { return std::round(v * scale) / scale; }
+
+std::string Pct(double fraction) { return absl::StrFormat("%.1f%%", fraction * 100); }
+
+// "SPARSE_SAMPLING" -> "sparse sampling".
+std::string EnumWords(const std::string& name, absl::string_view prefix) {
+  std::string s = name;
+  if (absl::StartsWith(s, prefix)) s = s.substr(prefix.size());
+  s = absl::AsciiStrToLower(s);
+  absl::StrReplaceAll({{"_", " "}}, &s);
+  return s;
+}
+
+std::string RooflineWords(v1::RooflineClass c) {
+  switch (c) {
+    case v1::ROOFLINE_CLASS_COMPUTE_BOUND:
+      return "compute-bound";
+    case v1::ROOFLINE_CLASS_MEMORY_BOUND:
+      return "memory-bound";
+    case v1::ROOFLINE_CLASS_IDLE:
+      return "idle";
+    default:
+      return "not classified";
+  }
+}
+
+std::string VerdictWords(v1::Verdict v) {
+  switch (v) {
+    case v1::VERDICT_CONSISTENT:
+      return "consistent";
+    case v1::VERDICT_APP_FLOPS_OVERCOUNT:
+      return "framework overcounts FLOPs";
+    case v1::VERDICT_APP_FLOPS_UNDERCOUNT:
+      return "framework undercounts FLOPs";
+    case v1::VERDICT_INSUFFICIENT_EVIDENCE:
+      return "insufficient evidence";
+    default:
+      return "no framework MFU reports";
+  }
+}
+
+double BestOfu(const v1::ReportSummary& s) {
+  return s.has_steady_state_ofu() ? s.steady_state_ofu() : s.ofu();
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> EncodeAdminComment(const v1::ReportSummary& summary) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  std::string json;
+  if (auto s = google::protobuf::util::MessageToJsonString(summary, &json, options); !s.ok()) {
+    return absl::InternalError(absl::StrCat("report summary to JSON: ", std::string(s.message())));
+  }
+  uLongf size = compressBound(json.size());
+  std::string packed(size, '\0');
+  if (compress2(reinterpret_cast<Bytef*>(packed.data()), &size,
+                reinterpret_cast<const Bytef*>(json.data()), json.size(),
+                Z_BEST_COMPRESSION) != Z_OK) {
+    return absl::InternalError("report summary: zlib compression failed");
+  }
+  packed.resize(size);
+  return absl::StrCat(kAdminCommentPrefix, absl::Base64Escape(packed));
+}
+
+absl::StatusOr<v1::ReportSummary> DecodeAdminComment(absl::string_view comment) {
+  comment = absl::StripAsciiWhitespace(comment);
+  if (!absl::StartsWith(comment, kAdminCommentPrefix)) {
+    return absl::InvalidArgumentError(absl::StrCat("admin comment ", Quote(comment),
+                                                   " does not start with \"", kAdminCommentPrefix,
+                                                   "\" (not a goodput report summary)"));
+  }
+  std::string packed;
+  if (!absl::Base64Unescape(comment.substr(kAdminCommentPrefix.size()), &packed)) {
+    return absl::InvalidArgumentError(absl::StrCat("admin comment ", Quote(comment),
+                                                   ": the text after \"", kAdminCommentPrefix,
+                                                   "\" is not base64"));
+  }
+  z_stream z{};
+  if (inflateInit(&z) != Z_OK) return absl::InternalError("zlib: inflateInit failed");
+  std::string json(kMaxSummaryJsonBytes + 1, '\0');
+  z.next_in = reinterpret_cast<Bytef*>(packed.data());
+  z.avail_in = static_cast<uInt>(packed.size());
+  z.next_out = reinterpret_cast<Bytef*>(json.data());
+  z.avail_out = static_cast<uInt>(json.size());
+  const int rc = inflate(&z, Z_FINISH);
+  const size_t produced = json.size() - z.avail_out;
+  inflateEnd(&z);
+  if (rc != Z_STREAM_END) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "admin comment ", Quote(comment),
+        produced > kMaxSummaryJsonBytes
+            ? absl::StrCat(": the summary inflates beyond ", kMaxSummaryJsonBytes, " bytes")
+            : std::string(": the base64 payload is not a complete zlib stream")));
+  }
+  json.resize(produced);
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = true;
+  v1::ReportSummary summary;
+  if (auto s = google::protobuf::util::JsonStringToMessage(json, &summary, options); !s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("admin comment ", Quote(comment),
+                     ": the summary JSON does not parse: ", std::string(s.message())));
+  }
+  if (summary.version() != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "admin comment ", Quote(comment), ": summary version=", summary.version(), " is not 1"));
+  }
+  return summary;
+}
+
+void RoundSummary(v1::ReportSummary& s) {
+  constexpr double k4 = 1e4, k2 = 1e2, k1 = 1e1, k3 = 1e3;
+  if (s.has_ofu()) s.set_ofu(Round(s.ofu(), k4));
+  if (s.has_ofu_ci95_low()) s.set_ofu_ci95_low(Round(s.ofu_ci95_low(), k4));
+  if (s.has_ofu_ci95_high()) s.set_ofu_ci95_high(Round(s.ofu_ci95_high(), k4));
+  if (s.has_steady_state_ofu()) s.set_steady_state_ofu(Round(s.steady_state_ofu(), k4));
+  s.set_gpu_coverage(Round(s.gpu_coverage(), k4));
+  s.set_gpu_hours(Round(s.gpu_hours(), k2));
+  s.set_effective_gpu_hours(Round(s.effective_gpu_hours(), k2));
+  s.set_idle_gpu_hours(Round(s.idle_gpu_hours(), k2));
+  s.set_wasted_gpu_hours(Round(s.wasted_gpu_hours(), k2));
+  if (s.has_hbm_peak_fraction()) s.set_hbm_peak_fraction(Round(s.hbm_peak_fraction(), k4));
+  if (s.has_hbm_capacity_gib()) s.set_hbm_capacity_gib(Round(s.hbm_capacity_gib(), k1));
+  if (s.has_energy_kwh()) s.set_energy_kwh(Round(s.energy_kwh(), k3));
+  if (s.has_mfu_ofu_ratio()) s.set_mfu_ofu_ratio(Round(s.mfu_ofu_ratio(), k2 * 10));
+}
+
+std::vector<v1::AdviceKind> ChooseAdvice(const v1::ReportSummary& s) {
+  std::vector<v1::AdviceKind> out;
+  if (!s.has_ofu()) out.push_back(v1::ADVICE_KIND_NO_OFU);
+  if (s.idle_gpu_count() > 0) out.push_back(v1::ADVICE_KIND_IDLE_GPUS);
+  if (s.regression_count() > 0) out.push_back(v1::ADVICE_KIND_REGRESSION);
+  if (s.straggler_count() > 0) out.push_back(v1::ADVICE_KIND_STRAGGLERS);
+  if (s.has_ofu() && BestOfu(s) < kLowOfu) out.push_back(v1::ADVICE_KIND_LOW_OFU);
+  if (s.roofline_class() == v1::ROOFLINE_CLASS_MEMORY_BOUND) {
+    out.push_back(v1::ADVICE_KIND_MEMORY_BOUND);
+  }
+  if (s.has_hbm_peak_fraction() && s.hbm_peak_fraction() < kHbmUnderused) {
+    out.push_back(v1::ADVICE_KIND_HBM_UNDERUSED);
+  }
+  if (s.mfu_verdict() == v1::VERDICT_APP_FLOPS_OVERCOUNT ||
+      s.mfu_verdict() == v1::VERDICT_APP_FLOPS_UNDERCOUNT) {
+    out.push_back(v1::ADVICE_KIND_FLOPS_MISCOUNT);
+  }
+  if (!s.flags().empty()) out.push_back(v1::ADVICE_KIND_DATA_QUALITY);
+  if (out.empty()) out.push_back(v1::ADVICE_KIND_WELL_USED);
+  return out;
+}
+
+std::string AdviceText(v1::AdviceKind kind, const v1::ReportSummary& s) {
+  switch (kind) {
+    case v1::ADVICE_KIND_NO_OFU:
+      return "No OFU could be computed for this job (no usable DCGM profiling telemetry or a GPU "
+             "model missing from the catalog); its efficiency is unknown.";
+    case v1::ADVICE_KIND_IDLE_GPUS:
+      return absl::StrFormat(
+          "%d of %d GPUs stayed idle (%.2f GPU-hours): request %d GPUs, or check why the job "
+          "did not use all of them.",
+          s.idle_gpu_count(), s.gpus_allocated(), s.idle_gpu_hours(),
+          std::max(1, s.gpus_allocated() - s.idle_gpu_count()));
+    case v1::ADVICE_KIND_REGRESSION:
+      return absl::StrFormat(
+          "%d regression%s found: this run was slower than it was earlier or than earlier runs "
+          "of its workload; compare its configuration with the last good run.",
+          s.regression_count(), s.regression_count() == 1 ? " was" : "s were");
+    case v1::ADVICE_KIND_STRAGGLERS:
+      return absl::StrFormat(
+          "%d GPU%s lagged the others and held the whole job back: check those nodes (clocks, "
+          "thermals, a slow link) and exclude them if it repeats.",
+          s.straggler_count(), s.straggler_count() == 1 ? "" : "s");
+    case v1::ADVICE_KIND_LOW_OFU:
+      return absl::StrFormat(
+          "OFU was %s: the tensor cores were busy for a small part of the time. Profile the job "
+          "(data loading, communication, small kernels, synchronisation) before the next run; "
+          "%.2f GPU-hours were not turned into tensor work.",
+          Pct(BestOfu(s)), s.wasted_gpu_hours());
+    case v1::ADVICE_KIND_MEMORY_BOUND:
+      return "Most of the time the GPUs waited on memory: larger batches, fused kernels or "
+             "lower-precision activations raise the work done per byte.";
+    case v1::ADVICE_KIND_HBM_UNDERUSED: {
+      std::string text =
+          absl::StrFormat("Peak GPU memory use was %s of capacity", Pct(s.hbm_peak_fraction()));
+      if (s.has_hbm_capacity_gib()) {
+        absl::StrAppend(&text, absl::StrFormat(" (%.1f of %.1f GiB)",
+                                               s.hbm_peak_fraction() * s.hbm_capacity_gib(),
+                                               s.hbm_capacity_gib()));
+      }
+      absl::StrAppend(&text,
+                      ": a GPU with less memory, or fewer GPUs with a larger share of the "
+                      "model each, would do.");
+      return text;
+    }
+    case v1::ADVICE_KIND_FLOPS_MISCOUNT:
+      return absl::StrFormat(
+          "The framework's MFU is %.2fx the hardware's OFU: its FLOPs formula %s; fix it before "
+          "comparing MFU across runs.",
+          s.mfu_ofu_ratio(),
+          s.mfu_verdict() == v1::VERDICT_APP_FLOPS_OVERCOUNT ? "counts FLOPs that never ran"
+                                                             : "misses FLOPs that ran");
+    case v1::ADVICE_KIND_DATA_QUALITY:
+      return "The telemetry behind these figures has problems (see the caveats): trust them "
+             "less, and ask the cluster's operators about the exporter.";
+    case v1::ADVICE_KIND_WELL_USED:
+      return "Nothing to change: the job kept its GPUs busy.";
+    default:
+      return "";
+  }
+}
+
+std::string CaveatText(v1::DataQualityFlag flag) {
+  switch (flag) {
+    case v1::DATA_QUALITY_FLAG_SPARSE_SAMPLING:
+      return "sparse sampling: samples more than 30 s apart, so OFU is an average of averages";
+    case v1::DATA_QUALITY_FLAG_GAP:
+      return "gaps: some GPUs sent no telemetry for a while; those stretches count as unused";
+    case v1::DATA_QUALITY_FLAG_LOW_GPU_COVERAGE:
+      return "low GPU coverage: fewer GPUs reported than were allocated";
+    case v1::DATA_QUALITY_FLAG_LATE_SAMPLES_DROPPED:
+      return "late samples: some telemetry arrived too late to be counted";
+    case v1::DATA_QUALITY_FLAG_UNKNOWN_GPU_MODEL:
+      return "unknown GPU model: not in the catalog, so no OFU";
+    case v1::DATA_QUALITY_FLAG_PROFILING_UNAVAILABLE:
+      return "profiling unavailable: DCGM profiling was paused or not loaded on some GPUs";
+    case v1::DATA_QUALITY_FLAG_PROFILING_COUNTER_STUCK:
+      return "profiling counters stuck at 0 on busy GPUs; those samples give no OFU";
+    case v1::DATA_QUALITY_FLAG_SHARED_GPU:
+      return "shared GPUs: the job's OFU is the whole GPU's, shared with other jobs";
+    default:
+      return EnumWords(v1::DataQualityFlag_Name(flag), "DATA_QUALITY_FLAG_");
+  }
+}
+
+std::string RenderSummaryText(const v1::ReportSummary& s) {
+  std::string out;
+  auto line = [&out](absl::string_view label, const std::string& value) {
+    absl::StrAppend(&out, absl::StrFormat("  %-18s %s\n", label, value));
+  };
+  absl::StrAppend(&out,
+                  absl::StrFormat("goodput report: %s/%s (revision %d)\n", Clean(s.job().cluster()),
+                                  Clean(s.job().job_id()), s.revision()));
+  line("user / team", absl::StrCat(s.user().empty() ? "-" : Clean(s.user()), " / ",
+                                   s.team().empty() ? "-" : Clean(s.team())));
+  line("state", absl::StrCat(JobStateName(s.state()).empty() ? "-" : JobStateName(s.state()), ", ",
+                             s.gpus_allocated(), " x ",
+                             s.gpu_model().empty() ? "unknown GPU" : Clean(s.gpu_model())));
+  if (s.has_ofu()) {
+    std::string ofu = Pct(s.ofu());
+    if (s.has_ofu_ci95_low() && s.has_ofu_ci95_high()) {
+      absl::StrAppend(&ofu, " (95% CI ", Pct(s.ofu_ci95_low()), " - ", Pct(s.ofu_ci95_high()), ")");
+    }
+    if (s.has_steady_state_ofu())
+      absl::StrAppend(&ofu, ", steady state ", Pct(s.steady_state_ofu()));
+    line("OFU", ofu);
+  } else {
+    line("OFU", "not available");
+  }
+  line("GPU coverage", Pct(s.gpu_coverage()));
+  line("GPU-hours",
+       absl::StrFormat("%.2f allocated, %.2f effective, %.2f wasted, %.2f idle", s.gpu_hours(),
+                       s.effective_gpu_hours(), s.wasted_gpu_hours(), s.idle_gpu_hours()));
+  line("idle GPUs", absl::StrCat(s.idle_gpu_count()));
+  line("stragglers", absl::StrCat(s.straggler_count()));
+  if (s.has_hbm_peak_fraction()) {
+    std::string hbm = absl::StrCat(Pct(s.hbm_peak_fraction()), " of capacity");
+    if (s.has_hbm_capacity_gib()) {
+      hbm = absl::StrFormat("%.1f of %.1f GiB (%s)", s.hbm_peak_fraction() * s.hbm_capacity_gib(),
+                            s.hbm_capacity_gib(), Pct(s.hbm_peak_fraction()));
+    }
+    line("HBM peak", hbm);
+  } else {
+    line("HBM peak", "no framebuffer telemetry");
+  }
+  line("energy", s.has_energy_kwh() ? absl::StrFormat("%.3f kWh", s.energy_kwh())
+                                    : std::string("no energy telemetry"));
+  line("roofline", RooflineWords(s.roofline_class()));
+  std::string mfu = VerdictWords(s.mfu_verdict());
+  if (s.has_mfu_ofu_ratio())
+    absl::StrAppend(&mfu, absl::StrFormat(" (MFU/OFU %.2f)", s.mfu_ofu_ratio()));
+  line("MFU vs OFU", mfu);
+  line("regressions", absl::StrCat(s.regression_count()));
+  std::vector<std::string> flags;
+  for (int f : s.flags()) {
+    flags.push_back(EnumWords(v1::DataQualityFlag_Name(static_cast<v1::DataQualityFlag>(f)),
+                              "DATA_QUALITY_FLAG_"));
+  }
+  line("data quality", flags.empty() ? std::string("no problems") : absl::StrJoin(flags, ", "));
+  absl::StrAppend(&out, "Advice\n");
+  for (int a : s.advice()) {
+    absl::StrAppend(&out, "  - ", AdviceText(static_cast<v1::AdviceKind>(a), s), "\n");
+  }
+  return out;
+}
+
+}  // namespace goodput::api

@@ -1,0 +1,51 @@
+// The job-end report's shared parts: the AdminComment encoding of its compact summary, the
+// advice chosen from that summary, and its text rendering. goodput-ofu uses them to assemble
+// and write reports; goodputctl to decode an AdminComment and to print a report; so a summary
+// read back from Slurm prints exactly as the service's report does.
+//
+//   absl::StatusOr<std::string> comment = EncodeAdminComment(summary);   // "goodput1:eJx..."
+//   absl::StatusOr<v1::ReportSummary> back = DecodeAdminComment(*comment);
+//   std::cout << RenderSummaryText(*back);
+//
+// Encoding (version 1): "goodput1:" + base64 (standard alphabet, padded) of the zlib stream
+// (RFC 1950) of the summary's protobuf JSON (proto field names, enums by name, defaults left
+// out). The decoder ignores JSON fields it does not know, so later versions of the summary
+// that only add fields keep the prefix.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "goodput/v1/report.pb.h"
+
+namespace goodput::api {
+
+namespace v1 = ::goodput::v1;
+
+inline constexpr absl::string_view kAdminCommentPrefix = "goodput1:";
+// Largest decoded (inflated) summary accepted, bytes.
+inline constexpr size_t kMaxSummaryJsonBytes = 64 * 1024;
+
+// The AdminComment text of `summary`.
+absl::StatusOr<std::string> EncodeAdminComment(const v1::ReportSummary& summary);
+// The summary in an AdminComment; INVALID_ARGUMENT saying which step failed (prefix, base64,
+// zlib, JSON) and quoting the start of the input.
+absl::StatusOr<v1::ReportSummary> DecodeAdminComment(absl::string_view comment);
+
+// Rounds the summary's figures as they are stored and encoded (fractions to 4 decimals,
+// GPU-hours to 2, GiB to 1, kWh to 3), so that a decoded summary equals the stored one.
+void RoundSummary(v1::ReportSummary& summary);
+
+// Advice for a summary, most important first; WELL_USED when nothing applies.
+std::vector<v1::AdviceKind> ChooseAdvice(const v1::ReportSummary& summary);
+// One or two sentences for a person, with the summary's numbers.
+std::string AdviceText(v1::AdviceKind kind, const v1::ReportSummary& summary);
+// A data-quality flag in plain words, with what it means for the figures.
+std::string CaveatText(v1::DataQualityFlag flag);
+
+// The summary as text, like jobstats' report: one line per figure, then the advice.
+std::string RenderSummaryText(const v1::ReportSummary& summary);
+
+}  // namespace goodput::api
