@@ -163,7 +163,10 @@ absl::StatusOr<v1::JobReport> JobReporter::Assemble(const std::string& cluster,
         r.set_state(a.state());
         r.set_summary(a.summary());
         *r.mutable_start_time() = a.start_time();
-        r.set_after_job_end(api::TimestampToUnixMs(a.start_time()) > end_ms);
+        // Alerting marks what it confirmed from data evaluated after the end (its start time
+        // is then the data time it was confirmed at, within the job).
+        r.set_after_job_end(a.found_after_job_end() ||
+                            api::TimestampToUnixMs(a.start_time()) > end_ms);
         if (IsRegression(a.kind())) ++regressions;
         alerts.push_back(std::move(r));
       }
