@@ -264,6 +264,7 @@ TEST(ParseDcgmExposition, RefusesALineWithTooManyLabelsAloneAndKeepsTheRest) {
   // A higher limit takes the line with all its labels.
   ExpositionOptions options = Options();
   options.max_labels_per_series = 200'000;
+  options.validation.max_labels = 200'000;  // the same key: ingest.max_labels_per_series
   r = ParseDcgmExposition(body, options);
   EXPECT_TRUE(r.refusals.empty());
   ASSERT_EQ(r.samples.size(), 3u);
