@@ -6,7 +6,8 @@
 //   ingest.max_exposition_bytes [16777216]   PushExposition body size limit
 //   ingest.max_inflight_samples [1000000]    backpressure bound (RESOURCE_EXHAUSTED above)
 //   ingest.max_labels_per_series [128]       a series (remote_write, PushExposition, scrape)
-//                                            with more labels is refused alone
+//                                            or PushSamples sample with more labels is
+//                                            refused alone
 //   ingest.limits.max_label_name_bytes [256]   label names of samples and jobs (at most 256)
 //   ingest.limits.max_label_value_bytes [1024] label values of samples and jobs (at most 1024)
 //   ingest.limits.max_text_bytes [1024]        a job's user, team, name, workload fingerprint
