@@ -156,5 +156,33 @@ TEST_F(OsmoDeliveryTest, CancelsOnlyWhenConfiguredAndUnknownWorkflowsFail) {
             "name its Osmo workflow");
 }
 
+TEST_F(OsmoDeliveryTest, AWorkflowNameIsOnePathSegmentWhateverItHolds) {
+  // Shell text, quotes and a leading '-' are only a name: escaped into one segment.
+  const std::string odd = R"(-wf $(id) `id` 'q' "qq";x?add=y#z)";
+  osmo_.AddWorkflow(odd);
+  auto worker = OsmoWorker(/*cancel=*/false);
+  Notification n = TestNotification(6, "firing", "79");
+  n.labels = {{"osmo.workflow_id", odd}};
+  EnqueueOrDie(n, {"osmo"});
+  EXPECT_EQ(StepOrDie(*worker, "osmo").delivered, 1) << Deliveries(6)[0].last_error;
+  EXPECT_EQ(osmo_.Tags(odd), std::set<std::string>{"goodput-regression-in-job"});
+  std::vector<FakeOsmoApi::Call> calls = osmo_.Calls();
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0].query, "add=goodput-regression-in-job");
+
+  // "." and ".." would name the folder above once the URL is resolved: refused, nothing sent.
+  int64_t alert_id = 7;
+  for (const char* dots : {".", ".."}) {
+    Notification up = TestNotification(alert_id, "firing", "80");
+    up.labels = {{"osmo.workflow_id", dots}};
+    EnqueueOrDie(up, {"osmo"});
+    EXPECT_EQ(StepOrDie(*worker, "osmo").failed, 1) << dots;
+    std::vector<DeliveryRecord> d = Deliveries(alert_id++);
+    EXPECT_EQ(d[0].last_error, absl::StrCat("INVALID_ARGUMENT: job eos/80: workflow \"", dots,
+                                            "\" is not an Osmo workflow name"));
+  }
+  EXPECT_EQ(osmo_.Calls().size(), 1u);
+}
+
 }  // namespace
 }  // namespace goodput::alerting

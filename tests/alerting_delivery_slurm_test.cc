@@ -6,6 +6,7 @@
 // slurmrestd (v0.0.38); an unknown job fails at once. The job's owner writes its name and
 // comment: a name that imitates a finished state or a marker, or a marker the owner wrote,
 // changes none of that.
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -205,6 +206,41 @@ TEST_F(SlurmDeliveryTest, TelemetryTextReachesTheJobVerbatimAndOddJobIdsAreRefus
         absl::StrContains(error, absl::StrCat("job_id=\"", bad, "\" is not a Slurm job id")))
         << error;
   }
+  // Ids a shell or scontrol's Key=Value parser would act on: refused before any command runs,
+  // shown on one line.
+  const std::string marker = (std::filesystem::path(::testing::TempDir()) / "slurm-pwned").string();
+  const std::vector<std::pair<std::string, std::string>> shell_ids = {
+      {absl::StrCat(job, ";touch ", marker), absl::StrCat(job, ";touch ", marker)},
+      {absl::StrCat("$(touch ", marker, ")"), absl::StrCat("$(touch ", marker, ")")},
+      {absl::StrCat("`touch ", marker, "`"), absl::StrCat("`touch ", marker, "`")},
+      {absl::StrCat(job, "'"), absl::StrCat(job, "'")},
+      {absl::StrCat("\"", job, "\""), absl::StrCat("\"", job, "\"")},
+      {absl::StrCat(job, "\nJobId=1"), absl::StrCat(job, " JobId=1")},
+      {absl::StrCat(job, " Comment=x"), absl::StrCat(job, " Comment=x")}};
+  for (const auto& [bad, shown] : shell_ids) {
+    EnqueueOrDie(TestNotification(alert_id, "firing", bad), {"slurm-eos"});
+    EXPECT_EQ(StepOrDie(*worker, "slurm-eos").failed, 1) << bad;
+    const std::string error = Deliveries(alert_id++)[0].last_error;
+    EXPECT_TRUE(
+        absl::StrContains(error, absl::StrCat("job_id=\"", shown, "\" is not a Slurm job id")))
+        << error;
+    EXPECT_FALSE(absl::StrContains(error, "\n")) << error;
+  }
+  EXPECT_FALSE(std::filesystem::exists(marker));
+
+  // A message made to look like more scontrol arguments, a shell, or terminal control.
+  Notification tricky = TestNotification(alert_id, "firing", job);
+  tricky.summary = absl::StrCat("--clear JobId=1 Comment=owned\n$(touch ", marker, ") `touch ",
+                                marker, "` ; touch ", marker, " \x1b[31mred\x1b[0m 'q' \"qq\"");
+  tricky.description = "\nTimeLimit=1";
+  EnqueueOrDie(tricky, {"slurm-eos"});
+  EXPECT_EQ(StepOrDie(*worker, "slurm-eos").delivered, 1) << Deliveries(alert_id)[0].last_error;
+  const std::string expected =
+      absl::StrCat("goodput critical: --clear JobId=1 Comment=owned $(touch ", marker,
+                   ") `touch ", marker, "` ; touch ", marker, " [31mred [0m 'q' \"qq\" -- TimeLimit=1");
+  EXPECT_TRUE(StderrShows(job, expected)) << ReadWhole(slurm_->JobStderrPath(job));
+  EXPECT_TRUE(absl::StrContains(Comment(job), expected)) << Comment(job);
+  EXPECT_FALSE(std::filesystem::exists(marker));
 }
 
 TEST_F(SlurmDeliveryTest, OptionalRequeueHoldActsOnlyOnFiringAlertsSevereEnough) {

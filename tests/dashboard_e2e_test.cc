@@ -43,7 +43,15 @@ namespace {
 
 namespace v1 = ::goodput::v1;
 
-constexpr char kCluster[] = "e2e";
+// The cluster, and the regressing job's name, user, team, workload and framework, hold
+// markup: the dashboard must show it as text (the browser half fails on a dialog or on the
+// markup becoming an element). The job ids stay Slurm ids: ingest refuses markup there.
+constexpr char kCluster[] = "e2e\"><img src=x onerror=alert(1)>";
+constexpr char kMarkupName[] = "<img src=x onerror=alert(2)>";
+constexpr char kMarkupUser[] = "<script>alert(3)</script>";
+constexpr char kMarkupTeam[] = "'\"><svg onload=alert(4)>";
+constexpr char kMarkupWorkload[] = "<iframe src=javascript:alert(5)></iframe>";
+constexpr char kMarkupFramework[] = "megatron-lm <b onmouseover=alert(6)>x</b>";
 constexpr double kMinDropFactor = 2.0;
 
 std::unique_ptr<grpc::ClientContext> Ctx(int seconds = 30) {
@@ -145,7 +153,7 @@ class PlatformSink : public sim::FleetSink {
           sdk::Reporter::Create({.endpoint = mfu_address_,
                                  .cluster = kCluster,
                                  .job_id = job.job_id,
-                                 .framework = "megatron-lm",
+                                 .framework = kMarkupFramework,
                                  .flops_formula = "6N + attention"});
       if (!reporter.ok()) {
         ADD_FAILURE() << reporter.status();
@@ -200,6 +208,12 @@ class PlatformSink : public sim::FleetSink {
  private:
   void Register(const sim::JobTruth& job, const std::vector<sim::GpuSample>& samples) {
     v1::RegisterJobRequest request = sim::RegisterJobRequestFor(kCluster, job, samples);
+    if (job.job_id == still_running_) {
+      request.mutable_job()->set_name(kMarkupName);
+      request.mutable_job()->set_user(kMarkupUser);
+      request.mutable_job()->set_team(kMarkupTeam);
+      request.mutable_job()->set_workload_fingerprint(kMarkupWorkload);
+    }
     v1::RegisterJobResponse response;
     grpc::Status status = jobs_->RegisterJob(Ctx().get(), request, &response);
     EXPECT_TRUE(status.ok()) << "RegisterJob " << job.job_id << ": " << status.error_message();
@@ -366,10 +380,8 @@ TEST(DashboardE2E, TheFleetAndARegressingJobShowInHeadlessChromium) {
       },
       absl::Seconds(90), absl::Milliseconds(500)))
       << "no job-end report for " << plan->steady_job << ":\n" << (*ofu)->process().LogTail();
-  std::string regressed_user;
-  for (const sim::JobTruth& job : (*fleet)->jobs()) {
-    if (job.job_id == plan->regressed_job) regressed_user = job.user;
-  }
+  // The regressing job is registered under the user with markup.
+  const std::string regressed_user = kMarkupUser;
   std::cout << "regressing job " << plan->regressed_job << ", steady job " << plan->steady_job
             << "; alerts " << (expect_alert ? "listed" : "not built yet") << "\n";
 
@@ -384,6 +396,11 @@ TEST(DashboardE2E, TheFleetAndARegressingJobShowInHeadlessChromium) {
       {"GOODPUT_E2E_REGRESSED_USER", regressed_user},
       {"GOODPUT_WEB_DIR", web_dir.string()},
       {"GOODPUT_CHROMIUM", chromium},
+      {"GOODPUT_E2E_MARKUP_NAME", kMarkupName},
+      {"GOODPUT_E2E_MARKUP_USER", kMarkupUser},
+      {"GOODPUT_E2E_MARKUP_TEAM", kMarkupTeam},
+      {"GOODPUT_E2E_MARKUP_WORKLOAD", kMarkupWorkload},
+      {"GOODPUT_E2E_MARKUP_FRAMEWORK", kMarkupFramework},
   };
   if (const char* shots = std::getenv("GOODPUT_E2E_SCREENSHOTS")) {
     env.push_back({"GOODPUT_E2E_SCREENSHOTS", shots});

@@ -5,15 +5,20 @@
 // (levels before and after), the verdict panel, the alerts (the regression alert when the
 // alerting service lists alerts, "not available yet" while it does not), live updates
 // connected, a steady job without a drop and with its job-end report (the regressing job,
-// still running, has none yet), and the fleet
-// page filtered by the regressing job's user through the filter form, whose shareable link
-// opened in a fresh page shows the same view.
+// still running, has none yet), and the fleet page filtered by the regressing job's user
+// through the filter form, whose shareable link opened in a fresh page shows the same view.
+// The cluster and the regressing job's name, user, team, workload and framework hold
+// markup: it must show as text, never open a dialog nor become an element, and the page must
+// run under the dashboard's Content-Security-Policy without a violation (a violation is a
+// console error).
 //
 // Environment: GOODPUT_DASHBOARD_URL, GOODPUT_E2E_CLUSTER, GOODPUT_E2E_REGRESSED_JOB,
 // GOODPUT_E2E_STEADY_JOB, GOODPUT_E2E_REGRESSED_USER, GOODPUT_E2E_MIN_DROP_FACTOR, GOODPUT_E2E_EXPECT_ALERT (1/0),
 // GOODPUT_E2E_GPUS (per-GPU series of the regressed job), GOODPUT_WEB_DIR (where
 // playwright-core is installed), GOODPUT_CHROMIUM [/usr/bin/chromium],
-// GOODPUT_E2E_SCREENSHOTS (a folder for screenshots; optional).
+// GOODPUT_E2E_SCREENSHOTS (a folder for screenshots; optional), GOODPUT_E2E_MARKUP_NAME,
+// GOODPUT_E2E_MARKUP_USER, GOODPUT_E2E_MARKUP_TEAM, GOODPUT_E2E_MARKUP_WORKLOAD,
+// GOODPUT_E2E_MARKUP_FRAMEWORK (the regressing job's strings with markup).
 import assert from "node:assert/strict";
 import { mkdtempSync, rmSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -35,6 +40,13 @@ const expectAlert = env("GOODPUT_E2E_EXPECT_ALERT", "0") === "1";
 const gpus = Number(env("GOODPUT_E2E_GPUS", "0"));
 const regressedUser = env("GOODPUT_E2E_REGRESSED_USER");
 const shots = process.env.GOODPUT_E2E_SCREENSHOTS;
+const markup = {
+  name: env("GOODPUT_E2E_MARKUP_NAME"),
+  user: env("GOODPUT_E2E_MARKUP_USER"),
+  team: env("GOODPUT_E2E_MARKUP_TEAM"),
+  workload: env("GOODPUT_E2E_MARKUP_WORKLOAD"),
+  framework: env("GOODPUT_E2E_MARKUP_FRAMEWORK"),
+};
 const require = createRequire(join(env("GOODPUT_WEB_DIR"), "package.json"));
 const { chromium } = require("playwright-core");
 
@@ -65,6 +77,23 @@ try {
   page.on("console", (m) => {
     if (m.type() === "error") errors.push(`console: ${m.text()}`);
   });
+  // alert(), confirm() and prompt() from injected markup open a dialog.
+  const dialogs = [];
+  page.on("dialog", async (d) => {
+    dialogs.push(`${d.type()}: ${d.message()}`);
+    await d.dismiss();
+  });
+  // None of the injected markup may have become an element (the charts' own SVG has no
+  // event handler attributes and the pages have no images, frames or scripts).
+  const noInjectedElements = async (where) => {
+    const found = await page.evaluate(() =>
+      [...document.querySelectorAll("#app img, #app script, #app iframe, [onerror], [onload], [onmouseover]")].map(
+        (e) => e.outerHTML.slice(0, 120),
+      ),
+    );
+    assert.deepEqual(found, [], `${where}: markup from the API became elements`);
+    assert.deepEqual(dialogs, [], `${where}: a dialog opened`);
+  };
 
   step("fleet page");
   await page.goto(`${url}/#/`);
@@ -87,6 +116,11 @@ try {
   } else {
     await page.locator('[data-testid="alerts-panel"]', { hasText: "not available yet" }).waitFor();
   }
+  step("markup in names shows as text on the fleet page");
+  const regressedRow = page.locator(`[data-testid="job-row"][data-job="${regressed}"]`);
+  assert.ok((await regressedRow.locator("td", { hasText: markup.name }).count()) > 0, "job name as text");
+  assert.ok((await page.locator('[data-testid="by-cluster"] td', { hasText: cluster }).count()) > 0, "cluster as text");
+  await noInjectedElements("fleet page");
   if (shots) await page.screenshot({ path: join(shots, "fleet.png"), fullPage: true });
 
   step(`regressing job ${regressed}: the drop is visible`);
@@ -115,6 +149,17 @@ try {
   }
   await page.locator("#live", { hasText: /^live$/ }).waitFor();
 
+  step("markup in the job's strings shows as text on its page");
+  const head = await page.locator("#app > p.muted").first().innerText();
+  for (const text of [markup.name, markup.user, markup.team, markup.workload]) {
+    assert.ok(head.includes(text), `job header shows ${JSON.stringify(text)} as text: ${head}`);
+  }
+  assert.ok((await page.locator('[data-testid="job-title"]').innerText()).includes(cluster), "cluster in the title");
+  if ((await verdictPanel.locator('[data-testid="verdict"]').count()) > 0) {
+    assert.ok((await verdictPanel.innerText()).includes(markup.framework), "framework as text");
+  }
+  await noInjectedElements("job page");
+
   step(expectAlert ? "the regression alert is listed" : "alerts say they are not available yet");
   const alerts = page.locator('[data-testid="alerts-panel"]');
   if (expectAlert) {
@@ -131,6 +176,7 @@ try {
   } else {
     await alerts.locator('[data-testid="unavailable"]', { hasText: "not available yet" }).waitFor();
   }
+  await noInjectedElements("job page with its alerts");
   if (shots) await page.screenshot({ path: join(shots, "regressed-job.png"), fullPage: true });
 
   step(`regressing job ${regressed}: still running, so no job-end report yet`);
@@ -151,6 +197,8 @@ try {
   assert.match(report, /OFU\s+\d+\.\d% \(95% CI/, "the report has the job's OFU");
   await page.locator('[data-testid="report-panel"]', { hasText: "Final" }).waitFor();
   if (shots) await page.screenshot({ path: join(shots, "steady-job.png"), fullPage: true });
+
+  await noInjectedElements("steady job page");
 
   step(`fleet filtered by user ${regressedUser} through the form, then its shared link`);
   await page.goto(`${url}/#/`);
@@ -181,6 +229,7 @@ try {
     "same jobs",
   );
   assert.equal(await other.locator('[data-testid="filter-user"]').inputValue(), regressedUser, "the form shows the filter");
+  await noInjectedElements("fleet filtered by user");
   await other.close();
 
   assert.deepEqual(errors, [], "no errors in the page");

@@ -156,6 +156,61 @@ TEST_F(IngestJobsHttp, RefusesBadRequestsNamingTheProblem) {
   EXPECT_EQ(r->status, 413);
 }
 
+TEST_F(IngestJobsHttp, RefusesJobIdsAndHostsAShellWouldInterpretAndOversizedJobs) {
+  ASSERT_NO_FATAL_FAILURE(Start(/*auth_on=*/false));
+  // The message names the field and shows the value escaped (JSON-escaped once more here).
+  httplib::Result r = Post("/api/v1/jobs:register",
+                           R"js({"job": {"key": {"cluster": "eos", "jobId": "7$(reboot)"},
+                               "startTime": "2026-01-05T10:00:00Z"}})js");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400) << r->body;
+  EXPECT_EQ(nlohmann::json::parse(r->body)["error"]["message"],
+            "job.key.job_id=\"7$(reboot)\" contains '$' at byte 1, not allowed in a job id "
+            "(letters, digits and . _ - + : / @ = only)");
+
+  r = Post("/api/v1/jobs:register",
+           R"({"job": {"key": {"cluster": "eos", "jobId": "8\n9"},
+               "startTime": "2026-01-05T10:00:00Z"}})");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400) << r->body;
+  EXPECT_EQ(nlohmann::json::parse(r->body)["error"]["message"],
+            "job.key.job_id=\"8\\x0a9\" contains the control character 0x0A at byte 1");
+
+  r = Post("/api/v1/jobs:end", R"({"key": {"cluster": "eos", "jobId": "-1"}})");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400) << r->body;
+  EXPECT_THAT(r->body, HasSubstr("key.job_id=\\\"-1\\\" starts with '-'"));
+
+  r = Post("/api/v1/jobs:register",
+           R"({"job": {"key": {"cluster": "eos", "jobId": "10"},
+               "startTime": "2026-01-05T10:00:00Z",
+               "allocations": [{"gpu": {"host": "node`id`", "gpuIndex": 0},
+                                "startTime": "2026-01-05T10:00:00Z"}]}})");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400) << r->body;
+  EXPECT_THAT(nlohmann::json::parse(r->body)["error"]["message"].get<std::string>(),
+              HasSubstr("job.allocations[0].gpu.host=\"node`id`\" contains '`' at byte 4"));
+
+  // Markup in free text is data: stored as sent, escaped where it is shown.
+  r = Post("/api/v1/jobs:register",
+           R"js({"job": {"key": {"cluster": "eos", "jobId": "11"},
+               "name": "<img src=x onerror=alert(1)>", "startTime": "2026-01-05T10:00:00Z"}})js");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+
+  // More labels than ingest.limits.max_job_labels (64).
+  nlohmann::json many = {{"job",
+                          {{"key", {{"cluster", "eos"}, {"jobId", "12"}}},
+                           {"startTime", "2026-01-05T10:00:00Z"},
+                           {"labels", nlohmann::json::object()}}}};
+  for (int i = 0; i < 65; ++i) many["job"]["labels"][absl::StrCat("l", i)] = "v";
+  r = Post("/api/v1/jobs:register", many.dump());
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400) << r->body;
+  EXPECT_THAT(r->body, HasSubstr("job.labels has 65 entries; the limit is 64 "
+                                 "(ingest.limits.max_job_labels)"));
+}
+
 TEST_F(IngestJobsHttp, TakesTheTokensJobServiceTakes) {
   ASSERT_NO_FATAL_FAILURE(Start(/*auth_on=*/true));
   httplib::Result r = Post("/api/v1/jobs:register", kRegisterBody);

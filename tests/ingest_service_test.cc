@@ -637,6 +637,65 @@ TEST_F(IngestServiceIntegration, RegisterJobRefusesIdentitiesItCannotStoreExactl
   EXPECT_EQ(Query("SELECT count(*) FROM jobs"), "0");
 }
 
+// The configured input limits (ingest.limits.*, ingest.jobs.max_request_bytes) hold on the
+// gRPC paths: a sample beyond them is refused alone, a job request refused whole.
+TEST_F(IngestServiceIntegration, ConfiguredInputLimitsRefuseAloneAndKeepTheRest) {
+  ingest_.reset();
+  StartIngest(
+      "  max_labels_per_series: 4\n  limits:\n    max_label_value_bytes: 32\n"
+      "    max_text_bytes: 64\n  jobs:\n    max_request_bytes: 4096\n");
+  const int64_t now = NowMs();
+  v1::PushSamplesRequest batch;
+  batch.set_batch_id("limits");
+  batch.set_cluster("eos");
+  *batch.add_samples() = MakeSample("n1", 0, now - 1000);
+  v1::GpuSample markup_host = MakeSample("<img src=x onerror=alert(1)>", 1, now - 1000);
+  *batch.add_samples() = markup_host;
+  v1::GpuSample long_label = MakeSample("n1", 2, now - 1000);
+  (*long_label.mutable_labels())["pod"] = std::string(33, 'p');
+  *batch.add_samples() = long_label;
+  v1::GpuSample many_labels = MakeSample("n1", 3, now - 1000);
+  for (int i = 0; i < 5; ++i) (*many_labels.mutable_labels())[absl::StrCat("l", i)] = "v";
+  *batch.add_samples() = many_labels;
+  *batch.add_samples() = MakeSample("n1", 4, now - 1000);
+  v1::PushSamplesResponse response;
+  ASSERT_TRUE(Push({batch}, &response).ok());
+  EXPECT_EQ(response.stored_count(), 2);
+  ASSERT_EQ(response.refusals_size(), 3);
+  EXPECT_EQ(response.refusals(0).field(), "gpu.host");
+  EXPECT_THAT(response.refusals(0).message(), HasSubstr("contains '<' at byte 0"));
+  EXPECT_THAT(response.refusals(1).message(),
+              HasSubstr("is 33 bytes; the limit is 32 (ingest.limits.max_label_value_bytes)"));
+  EXPECT_THAT(response.refusals(2).message(),
+              HasSubstr("5 labels are more than the 4 a sample may carry"));
+  EXPECT_EQ(Query("SELECT string_agg(gpu_index::text, ',' ORDER BY gpu_index) FROM samples"),
+            "0,4");
+
+  v1::Job job = SlurmJob("7", "n1", {0}, now - 60'000);
+  job.set_name(std::string(65, 'n'));
+  v1::RegisterJobResponse registered;
+  grpc::Status status = Register(job, &registered);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("job.name=\"nnn"));
+  job.set_name("ok");
+  for (int g = 1; g < 400; ++g) {
+    v1::GpuAllocation* a = job.add_allocations();
+    a->mutable_gpu()->set_host(absl::StrCat("gpu-node-", g));
+    a->mutable_gpu()->set_gpu_index(0);
+  }
+  status = Register(job, &registered);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(status.error_message(),
+              HasSubstr("bytes; the limit is 4096 bytes (ingest.jobs.max_request_bytes)"));
+  job.mutable_allocations()->DeleteSubrange(1, 399);
+  job.mutable_key()->set_job_id("7;reboot");
+  status = Register(job, &registered);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("job.key.job_id=\"7;reboot\" contains ';'"));
+  job.mutable_key()->set_job_id("7");
+  EXPECT_TRUE(Register(job, &registered).ok());
+}
+
 TEST_F(IngestServiceIntegration, OversizedBatchIsResourceExhaustedNamingTheLimit) {
   ingest_.reset();
   StartIngest("  max_batch_samples: 10\n");

@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "services/api/alert_checks.h"
 #include "services/platform/grpc_reactors.h"
 
 namespace goodput::alerting {
@@ -50,6 +51,9 @@ class AlertStream : public platform::QueuedStreamWriter<v1::SubscribeAlertsRespo
 grpc::ServerUnaryReactor* AlertServiceImpl::ListAlerts(grpc::CallbackServerContext* context,
                                                        const v1::ListAlertsRequest* request,
                                                        v1::ListAlertsResponse* response) {
+  if (absl::Status s = api::CheckMatchers(request->matchers(), "matchers"); !s.ok()) {
+    return FinishUnary(context, s);
+  }
   return FinishUnary(context, Assign(engine_->ListAlerts(*request),
                                      [&](v1::ListAlertsResponse r) { *response = std::move(r); }));
 }
@@ -65,6 +69,7 @@ grpc::ServerUnaryReactor* AlertServiceImpl::GetAlert(grpc::CallbackServerContext
 grpc::ServerUnaryReactor* AlertServiceImpl::AckAlert(grpc::CallbackServerContext* context,
                                                      const v1::AckAlertRequest* request,
                                                      v1::AckAlertResponse* response) {
+  if (absl::Status s = api::CheckAckRequest(*request); !s.ok()) return FinishUnary(context, s);
   return FinishUnary(context, Assign(engine_->AckAlert(*request), [&](v1::Alert a) {
                        *response->mutable_alert() = std::move(a);
                      }));
@@ -73,6 +78,9 @@ grpc::ServerUnaryReactor* AlertServiceImpl::AckAlert(grpc::CallbackServerContext
 grpc::ServerUnaryReactor* AlertServiceImpl::CreateSilence(grpc::CallbackServerContext* context,
                                                           const v1::CreateSilenceRequest* request,
                                                           v1::CreateSilenceResponse* response) {
+  if (absl::Status s = api::CheckSilence(request->silence()); !s.ok()) {
+    return FinishUnary(context, s);
+  }
   return FinishUnary(context,
                      Assign(engine_->CreateSilence(request->silence()),
                             [&](v1::Silence s) { *response->mutable_silence() = std::move(s); }));

@@ -49,6 +49,40 @@ std::optional<std::string> CheckText(absl::string_view value, size_t max_bytes, 
   return std::nullopt;
 }
 
+namespace {
+
+std::optional<std::string> CheckChars(absl::string_view value, absl::string_view extra,
+                                      absl::string_view what) {
+  for (size_t i = 0; i < value.size(); ++i) {
+    const auto c = static_cast<unsigned char>(value[i]);
+    const bool alnum = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+    if (alnum || (c < 0x80 && extra.find(static_cast<char>(c)) != absl::string_view::npos)) {
+      if (i == 0 && c == '-') {
+        return absl::StrCat("starts with '-', which a command would read as an option; a ",
+                            what, " may not");
+      }
+      continue;
+    }
+    const std::string shown = c >= 0x20 && c < 0x7F ? absl::StrCat("'", std::string(1, c), "'")
+                                                    : absl::StrFormat("the byte 0x%02X", c);
+    std::string allowed;
+    for (char e : extra) absl::StrAppend(&allowed, " ", std::string(1, e));
+    return absl::StrCat("contains ", shown, " at byte ", i, ", not allowed in a ", what,
+                        " (letters, digits and", allowed, " only)");
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::string> CheckJobIdChars(absl::string_view value) {
+  return CheckChars(value, "._-+:/@=", "job id");
+}
+
+std::optional<std::string> CheckHostChars(absl::string_view value) {
+  return CheckChars(value, "._-:[]%", "host");
+}
+
 std::string Sanitize(absl::string_view value) {
   constexpr size_t kMaxBytes = 200;
   std::string out;

@@ -42,6 +42,18 @@ enum class TextKind { kIdentity, kFreeText };
 std::optional<std::string> CheckText(absl::string_view value, size_t max_bytes,
                                      TextKind kind = TextKind::kIdentity);
 
+// The characters a job id or a host may hold. Both travel beyond goodput: into schedulers'
+// commands (scontrol, Osmo's API), URLs, alert labels and the dashboard, so they are held to
+// what real schedulers and DNS produce, and never start with '-' (an option to a command):
+//   job id: ASCII letters and digits and . _ - + : / @ =   (Slurm "4211873", "9100_3",
+//           "9200+1"; Kubernetes "namespace/pod"; Osmo workflow ids)
+//   host:   ASCII letters and digits and . _ - : [ ] %     (DNS names, IPv4, IPv6 with zone)
+// Nullopt when `value` passes; else the end of a sentence naming the first character refused
+// ("contains '$' at byte 3, not allowed in a job id (letters, digits and . _ - + : / @ = only)").
+// Length, NUL and control characters are CheckText's.
+std::optional<std::string> CheckJobIdChars(absl::string_view value);
+std::optional<std::string> CheckHostChars(absl::string_view value);
+
 // True when `text` is well-formed UTF-8.
 bool IsValidUtf8(absl::string_view text);
 

@@ -38,6 +38,33 @@ TEST(Sanitize, EscapesControlBytesKeepsUtf8AndCapsTheLength) {
   EXPECT_THAT(long_text, ::testing::EndsWith("..."));
 }
 
+TEST(CheckJobIdChars, AcceptsSchedulerIdsRefusesShellAndOptionCharacters) {
+  for (const char* ok : {"4211873", "9100_3", "9200+1", "research/llm-pretrain", "wf-7:a@b=c"}) {
+    EXPECT_EQ(CheckJobIdChars(ok), std::nullopt) << ok;
+  }
+  EXPECT_EQ(CheckJobIdChars("-1").value_or(""),
+            "starts with '-', which a command would read as an option; a job id may not");
+  EXPECT_EQ(CheckJobIdChars("42$(reboot)").value_or(""),
+            "contains '$' at byte 2, not allowed in a job id (letters, digits and . _ - + : / @ = "
+            "only)");
+  for (const char* bad : {"42 43", "4'2", "4\"2", "4`id`", "4;x", "<img>", "a\\b", "a\nb",
+                          "Zürich"}) {
+    EXPECT_NE(CheckJobIdChars(bad), std::nullopt) << bad;
+  }
+  EXPECT_THAT(CheckJobIdChars("a b").value_or(""), HasSubstr("contains ' ' at byte 1"));
+  EXPECT_THAT(CheckJobIdChars("a\x7f").value_or(""), HasSubstr("the byte 0x7F at byte 1"));
+}
+
+TEST(CheckHostChars, AcceptsDnsNamesAndAddressesRefusesTheRest) {
+  for (const char* ok : {"gpu-node-042.eos.example.com", "10.0.0.7", "[fe80::1%eth0]", "r6i3n0",
+                         "node_7"}) {
+    EXPECT_EQ(CheckHostChars(ok), std::nullopt) << ok;
+  }
+  EXPECT_THAT(CheckHostChars("-oProxyCommand=x").value_or(""), HasSubstr("starts with '-'"));
+  EXPECT_THAT(CheckHostChars("node/../x").value_or(""), HasSubstr("contains '/' at byte 4"));
+  EXPECT_THAT(CheckHostChars("<b>n</b>").value_or(""), HasSubstr("contains '<' at byte 0"));
+}
+
 TEST(CheckApiTime, RefusesUnsetAncientAndFarFutureTimes) {
   google::protobuf::Timestamp t;
   EXPECT_THAT(CheckApiTime(t).value_or(""), HasSubstr("1970-01-01T00:00:00Z, before 2000-01-01"));

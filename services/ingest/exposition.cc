@@ -115,7 +115,8 @@ absl::StatusOr<PromLine> ParsePromLine(absl::string_view line, size_t max_labels
           } else if (e == 'n') {
             value.push_back('\n');
           } else {
-            return Malformed(pos, absl::StrCat("invalid escape '\\", std::string(1, e),
+            return Malformed(pos, absl::StrCat("invalid escape '\\",
+                                               api::Sanitize(std::string(1, e)),
                                                "' in the value of label ", label));
           }
           pos += 2;
@@ -152,7 +153,7 @@ absl::StatusOr<PromLine> ParsePromLine(absl::string_view line, size_t max_labels
   if (value_text.empty()) return Malformed(value_start, "missing sample value");
   if (!ParseValue(value_text, &out.value)) {
     return Malformed(value_start,
-                     absl::StrCat("sample value \"", value_text, "\" is not a number"));
+                     absl::StrCat("sample value \"", api::Sanitize(value_text), "\" is not a number"));
   }
   skip_spaces();
   if (pos < n) {
@@ -162,7 +163,8 @@ absl::StatusOr<PromLine> ParsePromLine(absl::string_view line, size_t max_labels
     int64_t ts = 0;
     if (!absl::SimpleAtoi(ts_text, &ts)) {
       return Malformed(
-          ts_start, absl::StrCat("timestamp \"", ts_text, "\" is not an integer of milliseconds"));
+          ts_start, absl::StrCat("timestamp \"", api::Sanitize(ts_text),
+                                 "\" is not an integer of milliseconds"));
     }
     out.timestamp_ms = ts;
     skip_spaces();
@@ -279,7 +281,7 @@ ExpositionResult ParseDcgmExposition(absl::string_view body, const ExpositionOpt
       ++result.refused_line_count;
       const absl::string_view name = line.substr(0, line.find_first_of("{ \t"));
       result.refusals.push_back(LineRefusal(
-          options, line_number, sample_index, std::string(name), "", RefusalCode::kOutOfRange,
+          options, line_number, sample_index, api::Sanitize(name), "", RefusalCode::kOutOfRange,
           absl::StrCat("has more than ", options.max_labels_per_series,
                        " labels, the most a series may have (ingest.max_labels_per_series)")));
       continue;

@@ -264,11 +264,34 @@ TEST(ParseDcgmExposition, RefusesALineWithTooManyLabelsAloneAndKeepsTheRest) {
   // A higher limit takes the line with all its labels.
   ExpositionOptions options = Options();
   options.max_labels_per_series = 200'000;
+  options.validation.max_labels = 200'000;  // the same key: ingest.max_labels_per_series
   r = ParseDcgmExposition(body, options);
   EXPECT_TRUE(r.refusals.empty());
   ASSERT_EQ(r.samples.size(), 3u);
   EXPECT_EQ(r.samples[1].sample.labels.size(), 100'000u);
   EXPECT_EQ(r.samples[1].sample.labels.at("l99999"), "v99999");
+}
+
+// Found by goodput_ingest_exposition_fuzzer: a parse error quoted the bad sample value raw, so
+// a NUL or an escape sequence in it reached the refusal message (and the sender's terminal).
+TEST(ParseDcgmExposition, RefusalMessagesShowBadBytesEscaped) {
+  const std::string body = absl::StrCat(
+      "DCGM_FI_DEV_SM_CLOCK{gpu=\"0\",Hostname=\"n1\"} 1", std::string("\0\x1b[2J", 5), "\n",
+      "DCGM_FI_DEV_SM_CLOCK{gpu=\"1\",Hostname=\"n1\"} 1500 17\x07\n",
+      "DCGM_FI_DEV_SM_CLOCK{gpu=\"2\",Hostname=\"n1\",x=\"\\\x01\"} 1500\n",
+      "DCGM_FI_DEV_SM_CLOCK{gpu=\"3\",Hostname=\"n1\"} 1500\n");
+  ExpositionResult r = ParseDcgmExposition(body, Options());
+  ASSERT_EQ(r.refusals.size(), 3u);
+  for (const Refusal& refusal : r.refusals) {
+    for (unsigned char c : refusal.message) {
+      EXPECT_GE(c, 0x20) << refusal.message;
+    }
+  }
+  EXPECT_THAT(r.refusals[0].message, HasSubstr("sample value \"1\\x00\\x1b[2J\" is not a number"));
+  EXPECT_THAT(r.refusals[1].message, HasSubstr("timestamp \"17\\x07\" is not an integer"));
+  EXPECT_THAT(r.refusals[2].message, HasSubstr("invalid escape '\\\\x01'"));
+  ASSERT_EQ(r.samples.size(), 1u);
+  EXPECT_EQ(r.samples[0].sample.gpu.gpu_index, 3);
 }
 
 TEST(HostFromEndpoint, TakesTheHostOfAUrl) {

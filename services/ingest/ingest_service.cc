@@ -88,7 +88,10 @@ ValidationOptions IngestPipeline::validation_options() const {
   return ValidationOptions{.catalog = catalog_,
                            .now_unix_ms = now_unix_ms_(),
                            .max_future_skew_ms = options_.max_future_skew_ms,
-                           .max_age_ms = options_.retention_ms};
+                           .max_age_ms = options_.retention_ms,
+                           .max_labels = options_.max_labels_per_series,
+                           .max_label_name_bytes = options_.max_label_name_bytes,
+                           .max_label_value_bytes = options_.max_label_value_bytes};
 }
 
 namespace {

@@ -42,6 +42,9 @@ struct IngestOptions {
   IdentityRules identity;
   // PushExposition and scraped lines with more labels are refused alone.
   size_t max_labels_per_series = kDefaultMaxLabelsPerSeries;
+  // Label sizes a sample may carry (ingest.limits.*, validation.h).
+  size_t max_label_name_bytes = api::kMaxLabelNameBytes;
+  size_t max_label_value_bytes = api::kMaxLabelValueBytes;
 };
 
 // Counts samples admitted for processing; refuses admission above a bound.

@@ -1,5 +1,6 @@
 #include "services/ingest/job_checks.h"
 
+#include <algorithm>
 #include <optional>
 #include <string>
 
@@ -39,10 +40,30 @@ absl::Status CheckJobKey(const v1::JobKey& key, absl::string_view field) {
       !s.ok()) {
     return s;
   }
-  return CheckTextField(absl::StrCat(field, ".job_id"), key.job_id(), api::kMaxJobIdBytes);
+  if (absl::Status s =
+          CheckTextField(absl::StrCat(field, ".job_id"), key.job_id(), api::kMaxJobIdBytes);
+      !s.ok()) {
+    return s;
+  }
+  if (auto reason = api::CheckJobIdChars(key.job_id())) {
+    return Refuse(absl::StrCat(field, ".job_id"), key.job_id(), *reason);
+  }
+  return absl::OkStatus();
 }
 
-absl::Status CheckJob(const v1::Job& job, const core::GpuCatalog* catalog) {
+absl::Status CheckJobRequestSize(const google::protobuf::Message& request,
+                                 absl::string_view method, const JobLimits& limits) {
+  const size_t bytes = request.ByteSizeLong();
+  if (static_cast<int64_t>(bytes) > limits.max_request_bytes) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(method, " request is ", bytes, " bytes; the limit is ",
+                     limits.max_request_bytes, " bytes (ingest.jobs.max_request_bytes)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckJob(const v1::Job& job, const core::GpuCatalog* catalog,
+                      const JobLimits& limits) {
   if (absl::Status s = CheckJobKey(job.key()); !s.ok()) return s;
   struct Text {
     const char* field;
@@ -51,8 +72,9 @@ absl::Status CheckJob(const v1::Job& job, const core::GpuCatalog* catalog) {
   for (const Text& t : {Text{"job.user", job.user()}, Text{"job.team", job.team()},
                         Text{"job.name", job.name()},
                         Text{"job.workload_fingerprint", job.workload_fingerprint()}}) {
-    if (absl::Status s =
-            CheckTextField(t.field, t.value, api::kMaxFreeTextBytes, api::TextKind::kFreeText);
+    if (absl::Status s = CheckTextField(t.field, t.value,
+                                        std::min(limits.max_text_bytes, api::kMaxFreeTextBytes),
+                                        api::TextKind::kFreeText);
         !s.ok()) {
       return s;
     }
@@ -85,16 +107,19 @@ absl::Status CheckJob(const v1::Job& job, const core::GpuCatalog* catalog) {
   if (absl::Status s = CheckTime("job.end_time", job.has_end_time(), job.end_time()); !s.ok()) {
     return s;
   }
-  if (job.labels_size() > kMaxJobLabels) {
-    return absl::InvalidArgumentError(absl::StrCat("job.labels has ", job.labels_size(),
-                                                   " entries; the limit is ", kMaxJobLabels));
+  if (job.labels_size() > limits.max_labels) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("job.labels has ", job.labels_size(), " entries; the limit is ",
+                     limits.max_labels, " (ingest.limits.max_job_labels)"));
   }
+  const size_t max_name = std::min(limits.max_label_name_bytes, api::kMaxLabelNameBytes);
+  const size_t max_value = std::min(limits.max_label_value_bytes, api::kMaxLabelValueBytes);
   for (const auto& [name, value] : job.labels()) {
-    if (absl::Status s = CheckTextField("job.labels key", name, api::kMaxLabelNameBytes); !s.ok()) {
+    if (absl::Status s = CheckTextField("job.labels key", name, max_name); !s.ok()) {
       return s;
     }
     if (absl::Status s = CheckTextField(absl::StrCat("job.labels[", api::Sanitize(name), "]"),
-                                        value, api::kMaxLabelValueBytes, api::TextKind::kFreeText);
+                                        value, max_value, api::TextKind::kFreeText);
         !s.ok()) {
       return s;
     }
@@ -112,8 +137,16 @@ absl::Status CheckJob(const v1::Job& job, const core::GpuCatalog* catalog) {
         !s.ok()) {
       return s;
     }
+    if (auto reason = api::CheckHostChars(a.gpu().host())) {
+      return Refuse(absl::StrCat(where, ".gpu.host"), a.gpu().host(), *reason);
+    }
     if (absl::Status s =
             CheckTextField(absl::StrCat(where, ".gpu.uuid"), a.gpu().uuid(), api::kMaxUuidBytes);
+        !s.ok()) {
+      return s;
+    }
+    if (absl::Status s = CheckTextField(absl::StrCat(where, ".gpu.mig.profile"),
+                                        a.gpu().mig().profile(), api::kMaxMigProfileBytes);
         !s.ok()) {
       return s;
     }

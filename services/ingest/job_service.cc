@@ -21,7 +21,12 @@ v1::Job JobServiceImpl::CanonicalHosts(const v1::Job& job) const {
 grpc::Status JobServiceImpl::RegisterJob(grpc::ServerContext* context,
                                          const v1::RegisterJobRequest* request,
                                          v1::RegisterJobResponse* response) {
-  if (absl::Status s = CheckJob(request->job(), catalog_); !s.ok()) return ToGrpcStatus(s);
+  if (absl::Status s = CheckJobRequestSize(*request, "RegisterJob", limits_); !s.ok()) {
+    return ToGrpcStatus(s);
+  }
+  if (absl::Status s = CheckJob(request->job(), catalog_, limits_); !s.ok()) {
+    return ToGrpcStatus(s);
+  }
   absl::StatusOr<RegisterJobResult> result =
       store_->Register(CanonicalHosts(request->job()), now_unix_ms_());
   if (!result.ok()) return ToGrpcStatus(result.status());
@@ -36,7 +41,12 @@ grpc::Status JobServiceImpl::UpdateJob(grpc::ServerContext* context,
                                        v1::UpdateJobResponse* response) {
   std::vector<std::string> paths(request->update_mask().paths().begin(),
                                  request->update_mask().paths().end());
-  if (absl::Status s = CheckJob(request->job(), catalog_); !s.ok()) return ToGrpcStatus(s);
+  if (absl::Status s = CheckJobRequestSize(*request, "UpdateJob", limits_); !s.ok()) {
+    return ToGrpcStatus(s);
+  }
+  if (absl::Status s = CheckJob(request->job(), catalog_, limits_); !s.ok()) {
+    return ToGrpcStatus(s);
+  }
   absl::StatusOr<v1::Job> job =
       store_->Update(CanonicalHosts(request->job()), paths, now_unix_ms_());
   if (!job.ok()) return ToGrpcStatus(job.status());

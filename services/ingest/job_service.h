@@ -7,6 +7,7 @@
 #include "goodput/v1/job.grpc.pb.h"
 #include "services/core/gpu_catalog.h"
 #include "services/ingest/identity_rules.h"
+#include "services/ingest/job_checks.h"
 #include "services/ingest/job_store.h"
 
 namespace goodput::ingest {
@@ -18,12 +19,15 @@ class JobServiceImpl final : public v1::JobService::CallbackService {
   // `store` and `catalog` (may be null: any GPU model) must outlive the service;
   // `now_unix_ms` is the clock. Requests are checked with job_checks.h before the store.
   // Allocation hosts are stored as CanonicalHost names under `identity`, as samples are.
+  // `limits` bound what a job and a request may carry (job_checks.h).
   JobServiceImpl(JobStore* store, std::function<int64_t()> now_unix_ms,
-                 const core::GpuCatalog* catalog = nullptr, IdentityRules identity = {})
+                 const core::GpuCatalog* catalog = nullptr, IdentityRules identity = {},
+                 JobLimits limits = {})
       : store_(store),
         now_unix_ms_(std::move(now_unix_ms)),
         catalog_(catalog),
-        identity_(std::move(identity)) {}
+        identity_(std::move(identity)),
+        limits_(limits) {}
 
   grpc::Status RegisterJob(grpc::ServerContext* context, const v1::RegisterJobRequest* request,
                            v1::RegisterJobResponse* response) override;
@@ -79,6 +83,7 @@ class JobServiceImpl final : public v1::JobService::CallbackService {
   std::function<int64_t()> now_unix_ms_;
   const core::GpuCatalog* catalog_;
   IdentityRules identity_;
+  JobLimits limits_;
 };
 
 }  // namespace goodput::ingest

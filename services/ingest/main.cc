@@ -6,13 +6,21 @@
 //   ingest.max_exposition_bytes [16777216]   PushExposition body size limit
 //   ingest.max_inflight_samples [1000000]    backpressure bound (RESOURCE_EXHAUSTED above)
 //   ingest.max_labels_per_series [128]       a series (remote_write, PushExposition, scrape)
-//                                            with more labels is refused alone
+//                                            or PushSamples sample with more labels is
+//                                            refused alone
+//   ingest.limits.max_label_name_bytes [256]   label names of samples and jobs (at most 256)
+//   ingest.limits.max_label_value_bytes [1024] label values of samples and jobs (at most 1024)
+//   ingest.limits.max_text_bytes [1024]        a job's user, team, name, workload fingerprint
+//                                            (at most 1024)
+//   ingest.limits.max_job_labels [64]          labels a job may carry
 //   ingest.max_future_skew_s [300]           how far in the future a timestamp may be
 //   ingest.retention_days [30]               samples older are refused; partitions dropped
 //   ingest.partitions_ahead_days [7]         daily partitions created ahead of time
 //   ingest.batch_id_retention_days [7]       how long a batch id is remembered for retries
 //   ingest.maintenance_interval_s [300]      partition, batch-id and silent-job upkeep period
 //   ingest.jobs.max_http_body_bytes [1048576]  body limit of the HTTP job endpoints (413 above)
+//   ingest.jobs.max_request_bytes [4194304]  a JobService request, gRPC or HTTP (refused
+//                                            RESOURCE_EXHAUSTED / 429 above)
 //   ingest.jobs.silent_after_s [21600]       a running job whose GPUs sent no sample for this
 //                                            long (its epilog never came) is ended; 0: never
 //   ingest.remote_write.cluster [""]         cluster of remote_write series without a
@@ -54,6 +62,7 @@
 // HTTP: `POST /api/v1/write` is the Prometheus remote_write 1.0 receiver (remote_write.h);
 // `POST /api/v1/jobs:register` and `POST /api/v1/jobs:end` are JobService in JSON
 // (jobs_http.h), for schedulers' scripts that have curl only.
+#include <functional>
 #include <memory>
 
 #include "absl/time/clock.h"
@@ -62,6 +71,7 @@
 #include "goodput/v1/job.grpc.pb.h"
 #include "services/core/gpu_catalog.h"
 #include "services/ingest/ingest_service.h"
+#include "services/ingest/job_checks.h"
 #include "services/ingest/job_service.h"
 #include "services/ingest/job_store.h"
 #include "services/ingest/jobs_http.h"
@@ -118,6 +128,34 @@ absl::StatusOr<std::shared_ptr<void>> Setup(platform::ServiceContext& ctx) {
       config.GetIntInRange("ingest.max_labels_per_series", kDefaultMaxLabelsPerSeries, 1, 1 << 20);
   if (!max_labels.ok()) return max_labels.status();
   options.max_labels_per_series = static_cast<size_t>(*max_labels);
+  JobLimits job_limits;
+  {
+    // Capped at what PostgreSQL and its indexes hold (services/api/api_checks.h).
+    struct Limit {
+      const char* key;
+      int64_t fallback;
+      int64_t max;
+      std::function<void(int64_t)> set;
+    };
+    const Limit limits[] = {
+        {"ingest.limits.max_label_name_bytes", api::kMaxLabelNameBytes, api::kMaxLabelNameBytes,
+         [&](int64_t v) { options.max_label_name_bytes = job_limits.max_label_name_bytes = v; }},
+        {"ingest.limits.max_label_value_bytes", api::kMaxLabelValueBytes,
+         api::kMaxLabelValueBytes,
+         [&](int64_t v) { options.max_label_value_bytes = job_limits.max_label_value_bytes = v; }},
+        {"ingest.limits.max_text_bytes", api::kMaxFreeTextBytes, api::kMaxFreeTextBytes,
+         [&](int64_t v) { job_limits.max_text_bytes = v; }},
+        {"ingest.limits.max_job_labels", kMaxJobLabels, 1 << 16,
+         [&](int64_t v) { job_limits.max_labels = static_cast<int>(v); }},
+        {"ingest.jobs.max_request_bytes", 4 << 20, 1 << 30,
+         [&](int64_t v) { job_limits.max_request_bytes = v; }},
+    };
+    for (const Limit& limit : limits) {
+      absl::StatusOr<int64_t> value = config.GetIntInRange(limit.key, limit.fallback, 1, limit.max);
+      if (!value.ok()) return value.status();
+      limit.set(*value);
+    }
+  }
   absl::StatusOr<int64_t> skew = config.GetIntInRange("ingest.max_future_skew_s", 300, 0, 86'400);
   if (!skew.ok()) return skew.status();
   options.max_future_skew_ms = *skew * 1000;
@@ -212,7 +250,8 @@ absl::StatusOr<std::shared_ptr<void>> Setup(platform::ServiceContext& ctx) {
   runtime->ingest_service =
       std::make_unique<IngestServiceImpl>(runtime->pipeline.get(), runtime->push_streams.get());
   runtime->job_service = std::make_unique<JobServiceImpl>(
-      runtime->job_store.get(), NowUnixMs, runtime->catalog.get(), *std::move(identity));
+      runtime->job_store.get(), NowUnixMs, runtime->catalog.get(), *std::move(identity),
+      job_limits);
   runtime->maintenance = std::make_unique<Maintenance>(
       runtime->sample_store.get(), runtime->job_store.get(), maintenance, NowUnixMs, ctx.logger);
 

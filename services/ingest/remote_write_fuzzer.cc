@@ -1,12 +1,13 @@
-// libFuzzer target: the remote_write decoder and series mapping on arbitrary bodies. The
-// input is tried both as a snappy block (what senders post) and, compressed here, as a raw
-// protobuf, so the fuzzer reaches the mapping code without having to learn snappy.
+// libFuzzer target: remote_write end to end without a database. The input is tried both as a
+// snappy block (what senders post) and, compressed here, as a raw protobuf, so the fuzzer
+// reaches the mapping code without having to learn snappy; every mapped batch then goes
+// through the pipeline's validation and attribution (fuzz_pipeline.h).
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
 
-#include "services/core/gpu_catalog.h"
+#include "services/ingest/fuzz_pipeline.h"
 #include "services/ingest/remote_write.h"
 #include "snappy.h"
 
@@ -19,12 +20,14 @@ void Run(absl::string_view body) {
   RemoteWriteMapOptions options;
   options.batch_id = "fuzz";
   options.default_cluster = "fuzz";
-  options.validation = {.catalog = &goodput::core::GpuCatalog::BuiltIn(),
-                        .now_unix_ms = 1714564800000};
-  for (const RemoteWriteBatch& batch : MapWriteRequest(*request, options)) {
+  options.validation = fuzz::Validation();
+  options.replica_labels = {"__replica__", "prometheus_replica", "replica"};
+  for (RemoteWriteBatch& batch : MapWriteRequest(*request, options)) {
     for (const Sample& s : batch.samples) {
       if (s.gpu.host.empty() || !s.HasAnyValue()) std::abort();
     }
+    for (const Refusal& r : batch.refusals) fuzz::CheckShowable(r.message);
+    fuzz::FuzzIngest(std::move(batch.samples), batch.cluster, options.batch_id);
   }
 }
 

@@ -225,6 +225,7 @@ TEST(MapWriteRequest, RefusesASeriesWithTooManyLabelsAloneAndKeepsTheRest) {
   // A higher limit takes the series with all its labels.
   RemoteWriteMapOptions options = MapOptions();
   options.max_labels_per_series = 200'000;
+  options.validation.max_labels = 200'000;  // the same key: ingest.max_labels_per_series
   batches = MapWriteRequest(request, options);
   ASSERT_EQ(batches.size(), 1u);
   EXPECT_TRUE(batches[0].refusals.empty());

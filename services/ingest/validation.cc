@@ -1,5 +1,6 @@
 #include "services/ingest/validation.h"
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <utility>
@@ -184,14 +185,31 @@ std::optional<Refusal> ValidateSampleEnvelope(const Sample& sample, const ItemLo
       return MakeRefusal(where, t.name, std::string(t.value), RefusalCode::kMalformed, *reason);
     }
   }
+  // The host reaches alert labels, scheduler commands and the dashboard.
+  if (auto reason = api::CheckHostChars(sample.gpu.host)) {
+    return MakeRefusal(where, "gpu.host", sample.gpu.host, RefusalCode::kMalformed, *reason);
+  }
+  if (sample.labels.size() > options.max_labels) {
+    return MakeRefusal(where, "labels", absl::StrCat(sample.labels.size(), " labels"),
+                       RefusalCode::kOutOfRange,
+                       absl::StrCat("are more than the ", options.max_labels,
+                                    " a sample may carry (ingest.max_labels_per_series)"));
+  }
+  const size_t max_name = std::min(options.max_label_name_bytes, api::kMaxLabelNameBytes);
+  const size_t max_value = std::min(options.max_label_value_bytes, api::kMaxLabelValueBytes);
   for (const auto& [name, value] : sample.labels) {
-    if (auto reason = CheckText(name, api::kMaxLabelNameBytes)) {
+    if (auto reason = CheckText(name, max_name)) {
       return MakeRefusal(where, "labels", name, RefusalCode::kMalformed,
-                         absl::StrCat("has a label name that ", *reason));
+                         absl::StrCat("has a label name that ", *reason,
+                                      name.size() > max_name
+                                          ? " (ingest.limits.max_label_name_bytes)"
+                                          : ""));
     }
-    if (auto reason = CheckText(value, api::kMaxLabelValueBytes, TextKind::kFreeText)) {
+    if (auto reason = CheckText(value, max_value, TextKind::kFreeText)) {
       return MakeRefusal(where, absl::StrCat("labels.", name), value, RefusalCode::kMalformed,
-                         *reason);
+                         absl::StrCat(*reason, value.size() > max_value
+                                                   ? " (ingest.limits.max_label_value_bytes)"
+                                                   : ""));
     }
   }
   return std::nullopt;

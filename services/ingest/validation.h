@@ -40,6 +40,12 @@ struct ValidationOptions {
   double sm_clock_limit_factor = 1.5;
   // Without a known model, SM clocks above this are refused.
   double max_sm_clock_mhz = 5000;
+  // Labels a sample may carry and their sizes (ingest.max_labels_per_series,
+  // ingest.limits.max_label_name_bytes, ingest.limits.max_label_value_bytes); the byte limits
+  // are at most api_checks.h's, what PostgreSQL and its indexes hold.
+  size_t max_labels = 128;
+  size_t max_label_name_bytes = api::kMaxLabelNameBytes;
+  size_t max_label_value_bytes = api::kMaxLabelValueBytes;
 };
 
 // What is wrong with one value: a code and the end of a sentence ("is outside [0, 1]").
@@ -63,8 +69,9 @@ struct ItemLocation {
 std::string DescribeLocation(const ItemLocation& where);
 
 // Identity and label text is checked with api::CheckText against the limits of
-// services/api/api_checks.h (what PostgreSQL text and its indexes can hold); values stored in
-// `real` columns must be at most 3.4028235e38 in magnitude.
+// services/api/api_checks.h (what PostgreSQL text and its indexes can hold) and the host with
+// api::CheckHostChars; values stored in `real` columns must be at most 3.4028235e38 in
+// magnitude.
 using api::CheckText;
 using api::TextKind;
 

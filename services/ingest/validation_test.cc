@@ -128,6 +128,72 @@ TEST(ValidateSample, RefusesTextPostgresCannotStoreNamingTheFieldAndEscapingTheV
   EXPECT_EQ(ValidateSample(tab_in_label, {"b", 5}, Options()), std::nullopt);
 }
 
+TEST(ValidateSample, RefusesAHostWithShellOrMarkupCharactersShowingItEscaped) {
+  Sample s = GoodSample();
+  s.gpu.host = "node$(reboot)";
+  auto r = ValidateSample(s, {"b", 6}, Options());
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->field, "gpu.host");
+  EXPECT_EQ(r->message,
+            "sample 6 of batch b: gpu.host=node$(reboot) contains '$' at byte 4, not allowed in "
+            "a host (letters, digits and . _ - : [ ] % only)");
+  s.gpu.host = "-oProxyCommand=x";
+  r = ValidateSample(s, {"b", 7}, Options());
+  ASSERT_TRUE(r.has_value());
+  EXPECT_THAT(r->message, HasSubstr("starts with '-'"));
+}
+
+TEST(ValidateSample, RefusesMoreLabelsOrLongerLabelsThanConfigured) {
+  ValidationOptions options = Options();
+  options.max_labels = 3;
+  options.max_label_name_bytes = 8;
+  options.max_label_value_bytes = 16;
+  Sample s = GoodSample();
+  s.labels = {{"a", "1"}, {"b", "2"}, {"c", "3"}};
+  EXPECT_EQ(ValidateSample(s, {"b", 0}, options), std::nullopt);
+  s.labels["d"] = "4";
+  auto r = ValidateSample(s, {"b", 1}, options);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->field, "labels");
+  EXPECT_EQ(r->message,
+            "sample 1 of batch b: labels=4 labels are more than the 3 a sample may carry "
+            "(ingest.max_labels_per_series)");
+
+  Sample long_name = GoodSample();
+  long_name.labels["namespace"] = "x";
+  r = ValidateSample(long_name, {"b", 2}, options);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_THAT(r->message, HasSubstr("is 9 bytes; the limit is 8 (ingest.limits.max_label_name_bytes)"));
+
+  Sample long_value = GoodSample();
+  long_value.labels["pod"] = std::string(17, 'p');
+  r = ValidateSample(long_value, {"b", 3}, options);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->field, "labels.pod");
+  EXPECT_THAT(r->message,
+              HasSubstr("is 17 bytes; the limit is 16 (ingest.limits.max_label_value_bytes)"));
+
+  // The configured limit never exceeds what PostgreSQL holds.
+  options.max_label_value_bytes = 1 << 20;
+  long_value.labels["pod"] = std::string(api::kMaxLabelValueBytes + 1, 'p');
+  EXPECT_TRUE(ValidateSample(long_value, {"b", 4}, options).has_value());
+}
+
+TEST(ValidateBatch, KeepsTheGoodSamplesAndNamesEachBadOne) {
+  std::vector<Sample> samples(4, GoodSample());
+  for (int i = 0; i < 4; ++i) samples[i].gpu.gpu_index = i;
+  samples[1].gpu.host = "<img src=x onerror=alert(1)>";
+  samples[3].labels["job"] = std::string("a\0b", 3);
+  BatchValidation v = ValidateBatch(samples, "b-9", Options());
+  EXPECT_THAT(v.kept, ElementsAre(0, 2));
+  ASSERT_EQ(v.refusals.size(), 2u);
+  EXPECT_EQ(v.refusals[0].index, 1);
+  EXPECT_EQ(v.refusals[0].field, "gpu.host");
+  EXPECT_THAT(v.refusals[0].message, HasSubstr("contains '<' at byte 0"));
+  EXPECT_EQ(v.refusals[1].field, "labels.job");
+  EXPECT_EQ(v.refusals[1].value, "a\\x00b");
+}
+
 TEST(ValidateSample, RefusesValuesBeyondWhatARealColumnHolds) {
   for (double v : {1e39, -1e39, 1e300}) {
     Sample s = GoodSample();

@@ -96,6 +96,36 @@ std::optional<v1::Refusal> CheckReport(const v1::MfuReport& report) {
                     v1::REFUSAL_CODE_MALFORMED, *reason);
     }
   }
+  if (auto reason = api::CheckJobIdChars(report.job().job_id())) {
+    return Refuse(report, "job.job_id", absl::StrCat("\"", api::Sanitize(report.job().job_id()), "\""),
+                  v1::REFUSAL_CODE_MALFORMED, *reason);
+  }
+  for (const Text& t : {Text{"framework", report.framework(), kMaxReportTextBytes},
+                        Text{"framework_version", report.framework_version(), kMaxReportTextBytes},
+                        Text{"flops_formula", report.flops_formula(), kMaxReportTextBytes},
+                        Text{"workload_fingerprint", report.workload_fingerprint(),
+                             kMaxReportTextBytes}}) {
+    if (auto reason = api::CheckText(t.value, t.max_bytes, api::TextKind::kFreeText)) {
+      return Refuse(report, t.field, absl::StrCat("\"", api::Sanitize(t.value), "\""),
+                    v1::REFUSAL_CODE_MALFORMED, *reason);
+    }
+  }
+  if (report.labels_size() > kMaxReportLabels) {
+    return Refuse(report, "labels", absl::StrCat(report.labels_size(), " labels"),
+                  v1::REFUSAL_CODE_OUT_OF_RANGE,
+                  absl::StrCat("are more than the ", kMaxReportLabels, " a report may carry"));
+  }
+  for (const auto& [name, value] : report.labels()) {
+    if (auto reason = api::CheckText(name, api::kMaxLabelNameBytes)) {
+      return Refuse(report, "labels", absl::StrCat("\"", api::Sanitize(name), "\""),
+                    v1::REFUSAL_CODE_MALFORMED, absl::StrCat("has a label name that ", *reason));
+    }
+    if (auto reason = api::CheckText(value, api::kMaxLabelValueBytes, api::TextKind::kFreeText)) {
+      return Refuse(report, absl::StrCat("labels[", api::Sanitize(name), "]"),
+                    absl::StrCat("\"", api::Sanitize(value), "\""), v1::REFUSAL_CODE_MALFORMED,
+                    *reason);
+    }
+  }
   if (!report.has_interval() || !HasTime(report.interval().start_time())) {
     return Refuse(report, "interval.start_time", "unset", v1::REFUSAL_CODE_MISSING_FIELD,
                   "is required");

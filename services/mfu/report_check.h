@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "goodput/v1/common.pb.h"
 #include "goodput/v1/mfu.pb.h"
+#include "services/api/api_checks.h"
 #include "services/core/gpu_catalog.h"
 #include "services/core/mfu.h"
 
@@ -24,10 +25,15 @@ namespace v1 = ::goodput::v1;
 inline constexpr size_t kMaxReportIdBytes = 256;
 // Most step times accepted in one report.
 inline constexpr int kMaxStepTimes = 1000;
+// Free-text fields (framework, framework_version, flops_formula, workload_fingerprint) and
+// labels: sizes as goodput-ingest allows for jobs (services/api/api_checks.h).
+inline constexpr size_t kMaxReportTextBytes = api::kMaxFreeTextBytes;
+inline constexpr int kMaxReportLabels = 64;
 // Highest accepted framework MFU fraction (above 1 is kept as evidence of an overcount).
 inline constexpr double kMaxReportedMfu = 1.5;
 
-// The first problem of `report`, or nullopt if it can be stored. The refusal carries
+// The first problem of `report`, or nullopt if it can be stored. The job id must pass
+// api::CheckJobIdChars, as ingest's job ids do. The refusal carries
 // item_id (the report id), field, value, code and a sentence naming all three; batch_id and
 // index are left for the caller to fill.
 std::optional<v1::Refusal> CheckReport(const v1::MfuReport& report);

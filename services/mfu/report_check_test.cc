@@ -85,6 +85,41 @@ TEST(CheckReport, RefusesMissingJobKeyMeasurementAndId) {
   EXPECT_EQ(CheckReport(r)->field(), "report_id");
 }
 
+TEST(CheckReport, RefusesUnsafeJobIdsAndOversizedTextNamingTheField) {
+  v1::MfuReport r = GoodReport();
+  r.mutable_job()->set_job_id("-42");
+  ASSERT_TRUE(CheckReport(r));
+  EXPECT_EQ(CheckReport(r)->field(), "job.job_id");
+  EXPECT_EQ(CheckReport(r)->code(), v1::REFUSAL_CODE_MALFORMED);
+  EXPECT_EQ(CheckReport(r)->message(),
+            "report \"r-1\": job.job_id=\"-42\" starts with '-', which a command would read as "
+            "an option; a job id may not");
+
+  r = GoodReport();
+  r.set_framework(std::string(kMaxReportTextBytes + 1, 'f'));
+  ASSERT_TRUE(CheckReport(r));
+  EXPECT_EQ(CheckReport(r)->field(), "framework");
+
+  r = GoodReport();
+  r.set_flops_formula(std::string("6ND\0", 4));
+  ASSERT_TRUE(CheckReport(r));
+  EXPECT_EQ(CheckReport(r)->field(), "flops_formula");
+
+  r = GoodReport();
+  for (int i = 0; i <= kMaxReportLabels; ++i) (*r.mutable_labels())[std::to_string(i)] = "v";
+  ASSERT_TRUE(CheckReport(r));
+  EXPECT_EQ(CheckReport(r)->field(), "labels");
+
+  r = GoodReport();
+  (*r.mutable_labels())["model"] = std::string(api::kMaxLabelValueBytes + 1, 'm');
+  ASSERT_TRUE(CheckReport(r));
+  EXPECT_EQ(CheckReport(r)->field(), "labels[model]");
+
+  r = GoodReport();  // markup is text: the dashboard escapes it
+  r.set_framework("<script>alert(1)</script>");
+  EXPECT_FALSE(CheckReport(r));
+}
+
 TEST(CheckReport, RefusesAnIntervalEndingBeforeItStarts) {
   v1::MfuReport r = GoodReport();
   r.mutable_interval()->mutable_end_time()->set_seconds(1'699'999'999);

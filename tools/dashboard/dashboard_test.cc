@@ -338,5 +338,56 @@ TEST_F(DashboardRoutes, AStaticPathWithANulOrDotDotIsRefusedNotServed) {
   EXPECT_THAT(index->body, ::testing::HasSubstr("<title>goodput</title>"));
 }
 
+TEST_F(DashboardRoutes, StaticFilesNeverComeFromOutsideTheFrontEndFolder) {
+  const std::filesystem::path root = std::filesystem::path(::testing::TempDir()) / "dashboard-tr";
+  const std::filesystem::path dir = root / "www";
+  std::filesystem::create_directories(dir / "assets");
+  std::ofstream(dir / "index.html") << "<!doctype html><title>goodput</title>";
+  std::ofstream(dir / "assets" / "app.js") << "console.log(1)";
+  std::ofstream(root / "secret.txt") << "top-secret-token";
+  ASSERT_NO_FATAL_FAILURE(Start({}, dir.string()));
+  const std::string secret_abs = (root / "secret.txt").string();
+  for (const std::string& path :
+       {std::string("/../secret.txt"), std::string("/assets/../../secret.txt"),
+        std::string("/%2e%2e/secret.txt"), std::string("/%2E%2E/secret.txt"),
+        std::string("/assets/%2e%2e/%2e%2e/secret.txt"), std::string("/..%2fsecret.txt"),
+        std::string("/assets/..%5c..%5csecret.txt"), std::string("//") + secret_abs,
+        "/" + secret_abs, std::string("/%2f") + secret_abs.substr(1),
+        std::string("/assets/%2e%2e%2f%2e%2e%2fsecret.txt")}) {
+    httplib::Client client("127.0.0.1", http_->port());
+    httplib::Result r = client.Get(path);
+    ASSERT_TRUE(r) << path;
+    EXPECT_TRUE(r->status == 400 || r->status == 404) << path << " answered " << r->status;
+    EXPECT_THAT(r->body, ::testing::Not(::testing::HasSubstr("top-secret-token"))) << path;
+    EXPECT_EQ(r->get_header_value("X-Content-Type-Options"), "nosniff") << path;
+  }
+  httplib::Client client("127.0.0.1", http_->port());
+  httplib::Result js = client.Get("/assets/app.js");
+  ASSERT_TRUE(js);
+  EXPECT_EQ(js->status, 200);
+  EXPECT_EQ(js->body, "console.log(1)");
+}
+
+TEST_F(DashboardRoutes, EveryResponseCarriesTheSecurityHeaders) {
+  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "dashboard-hd";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "index.html") << "<!doctype html><title>goodput</title>";
+  ASSERT_NO_FATAL_FAILURE(Start({}, dir.string()));
+  httplib::Client client("127.0.0.1", http_->port());
+  // A page, a static file that is not there, an API error, a refused path, a redirect.
+  for (const char* path : {"/", "/index.html", "/nope.js", "/api/jobs?limit=0",
+                           "/index.html%00.js", "/jobs/eos/42", "/api/fleet?range_h=x"}) {
+    httplib::Result r = client.Get(path);
+    ASSERT_TRUE(r) << path;
+    EXPECT_EQ(r->get_header_value("Content-Security-Policy"), kContentSecurityPolicy) << path;
+    EXPECT_THAT(r->get_header_value("Content-Security-Policy"),
+                ::testing::Not(::testing::HasSubstr("unsafe-inline")));
+    EXPECT_EQ(r->get_header_value("X-Content-Type-Options"), "nosniff") << path;
+    EXPECT_EQ(r->get_header_value("Referrer-Policy"), "no-referrer") << path;
+    EXPECT_EQ(r->get_header_value("X-Frame-Options"), "DENY") << path;
+    EXPECT_EQ(r->get_header_value_count("Content-Security-Policy"), 1u) << path;
+  }
+}
+
 }  // namespace
 }  // namespace goodput::dashboard

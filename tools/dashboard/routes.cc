@@ -90,8 +90,17 @@ int HttpStatusFor(absl::StatusCode code) {
   return status == 500 ? 502 : status;
 }
 
+void SetSecurityHeaders(httplib::Server& server) {
+  // Default headers go on every response, static files and refusals included.
+  server.set_default_headers({{"Content-Security-Policy", kContentSecurityPolicy},
+                              {"X-Content-Type-Options", "nosniff"},
+                              {"Referrer-Policy", "no-referrer"},
+                              {"X-Frame-Options", "DENY"}});
+}
+
 void RegisterRoutes(httplib::Server& server, Gateway* gateway, EventHub* hub,
                     RouteOptions options) {
+  SetSecurityHeaders(server);
   auto now = options.now;
   server.Get("/api/fleet", [gateway, now](const httplib::Request& req, httplib::Response& res) {
     absl::StatusOr<std::pair<absl::Time, absl::Time>> range = RangeParams(req, now());

@@ -46,6 +46,13 @@ absl::Status OsmoTarget::Send(const SendRequest& request) {
         "job ", n.cluster, "/", n.job_id, " has none of the labels ",
         absl::StrJoin(config_.workflow_label_keys, ", "), " that name its Osmo workflow"));
   }
+  // Escaped, the name is one path segment, except "." and ".." which URL resolution (curl's
+  // too) would take as this or the parent folder: POST .../api/workflow/../tag.
+  if (workflow == "." || workflow == "..") {
+    return absl::InvalidArgumentError(absl::StrCat("job ", n.cluster, "/", n.job_id,
+                                                   ": workflow \"", workflow,
+                                                   "\" is not an Osmo workflow name"));
+  }
   const std::string base = absl::StrCat("/api/workflow/", UrlEscape(workflow));
   const std::string tag = OsmoTag(config_.tag_prefix, n.kind);
   const bool firing = n.state == "firing";

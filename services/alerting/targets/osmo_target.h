@@ -6,7 +6,9 @@
 //             POST <url>/api/workflow/<name>/cancel
 // <tag> is tag_prefix + the alert kind with '_' written as '-' ("goodput-regression-in-job").
 // The workflow name is the value of the first of `workflow_label_keys` present in the job's
-// labels; a job without any of them is a permanent error naming the keys. Adding or removing
+// labels; a job without any of them is a permanent error naming the keys. The name is
+// percent-encoded into one path segment whatever it holds (quotes, `$()`, `/`, `?`); "." and
+// "..", which URL resolution would turn into another path, are a permanent error. Adding or removing
 // a tag twice leaves the same set of tags, so a retry changes nothing at the peer; a cancel
 // of a workflow that already stopped (409) counts as done.
 #pragma once

@@ -16,7 +16,10 @@ std::string OneLine(const std::string& text, size_t max_chars) {
   std::string out;
   out.reserve(text.size());
   for (char c : text) {
-    if (c == '\n' || c == '\r' || c == '\t') c = ' ';
+    // Every control character (NUL, escape sequences a terminal would run, DEL) becomes a
+    // space: the line lands on a job's stderr and in scontrol's output.
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7F) c = ' ';
     if (c == ' ' && (out.empty() || out.back() == ' ')) continue;
     out.push_back(c);
   }

@@ -14,7 +14,8 @@ namespace goodput::alerting {
 std::string Rfc3339(absl::Time t);
 absl::Time ToAbslTime(std::chrono::system_clock::time_point t);
 
-// `text` on one line (newlines and tabs become spaces, runs of spaces collapse), cut to at
+// `text` on one line (newlines, tabs and every other control character become spaces, runs
+// of spaces collapse), cut to at
 // most `max_chars` bytes at a character boundary with "..." when cut.
 std::string OneLine(const std::string& text, size_t max_chars);
 

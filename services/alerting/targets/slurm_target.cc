@@ -179,8 +179,9 @@ absl::StatusOr<SlurmJobView> SlurmTarget::SqueueJob(const std::string& job_id) {
 absl::Status SlurmTarget::Send(const SendRequest& request) {
   const Notification& n = *request.notification;
   if (!IsSlurmJobId(n.job_id)) {
+    // The id as received, on one line: it is telemetry text.
     return absl::InvalidArgumentError(
-        absl::StrCat("job_id=\"", n.job_id, "\" is not a Slurm job id"));
+        absl::StrCat("job_id=\"", OneLine(n.job_id, 200), "\" is not a Slurm job id"));
   }
   if (!config_.cluster.empty() && n.cluster != config_.cluster) {
     return absl::InvalidArgumentError(absl::StrCat("job ", n.cluster, "/", n.job_id,

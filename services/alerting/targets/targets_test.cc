@@ -78,6 +78,14 @@ TEST(HumanMessage, IsOneLineWithWhatToLookAt) {
   EXPECT_EQ(HumanMessage(Firing(), 20).size(), 20u);
 }
 
+TEST(HumanMessage, TurnsEveryControlCharacterIntoASpaceAndKeepsShellTextVerbatim) {
+  Notification n = Firing();
+  n.summary = "a\nb\r\x1b[2Jc\x07" "d\x7f-h \"q\" '$(id)' `id`";
+  n.description.clear();
+  n.dashboard_url.clear();
+  EXPECT_EQ(HumanMessage(n, 1000), "goodput critical: a b [2Jc d -h \"q\" '$(id)' `id`");
+}
+
 constexpr char kMarker17[] = "[goodput 17:slurm:firing 95c1cd600a49829ccfa82e9dd68b3e20]";
 
 TEST(SlurmCommentMarker, IsTheKeyAndAMacOfClusterJobAndKey) {
@@ -125,6 +133,10 @@ TEST(IsSlurmJobId, AcceptsPlainArrayAndHetIds) {
   EXPECT_FALSE(IsSlurmJobId("-4242"));
   EXPECT_FALSE(IsSlurmJobId("--help"));
   EXPECT_FALSE(IsSlurmJobId("4242 -h"));
+  for (const char* odd : {"$(id)", "`id`", "4242'", "\"4242\"", "4242\n1", "4242;id", "4242|id",
+                          "4242_", "_7", "4242+"}) {
+    EXPECT_FALSE(IsSlurmJobId(odd)) << odd;
+  }
 }
 
 // What squeue prints for one job with SqueueJobFormat(token).
@@ -262,7 +274,11 @@ TEST(SlurmTarget, RefusesJobIdsThatAreNotSlurmJobIdsWithoutRunningAnything) {
     n.job_id = job_id;
     const absl::Status s = SendTo(target, n);
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << job_id;
-    EXPECT_TRUE(absl::StrContains(s.message(), absl::StrCat("job_id=\"", job_id, "\""))) << s;
+    // Shown on one line: a newline in an id never splits the delivery's error.
+    EXPECT_TRUE(
+        absl::StrContains(s.message(), absl::StrCat("job_id=\"", OneLine(job_id, 200), "\"")))
+        << s;
+    EXPECT_FALSE(absl::StrContains(s.message(), "\n")) << s;
   }
   EXPECT_EQ(slurm.Read("squeue.log"), "");
   EXPECT_EQ(slurm.Read("scontrol.log"), "");
