@@ -15,189 +15,17 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "services/alerting/alert_messages.h"
+#include "services/alerting/alert_proto.h"
+#include "services/alerting/alert_store_sql.h"
 #include "services/alerting/outbox.h"
 #include "services/api/api_convert.h"
 #include "services/detect/divergence.h"
 
 namespace goodput::alerting {
 
-// ---------------------------------------------------------------------------------------------
-// SQL. Times cross as unix milliseconds; "epoch + ms" and extract(epoch) are exact.
-
 namespace {
 
-#define GP_MS(n) "(timestamptz 'epoch' + $" #n "::bigint * interval '1 millisecond')"
-#define GP_TO_MS(col) "(extract(epoch FROM " col ") * 1000)::bigint"
-
-constexpr char kEnsureWatermark[] =
-    "INSERT INTO alert_receiver_state (stream, producer) VALUES ($1, $2) "
-    "ON CONFLICT (stream, producer) DO NOTHING";
-constexpr char kLockWatermark[] =
-    "SELECT watermark FROM alert_receiver_state WHERE stream = $1 AND producer = $2 FOR UPDATE";
-constexpr char kSetWatermark[] =
-    "UPDATE alert_receiver_state SET watermark = $3, updated_at = now() "
-    "WHERE stream = $1 AND producer = $2";
-
-// Returns a row when the window was written (new, or a higher revision).
-constexpr char kUpsertWindow[] =
-    "INSERT INTO alert_windows (cluster, job_id, start_time, end_time, revision, window_pb) "
-    "VALUES ($1, $2, " GP_MS(3) ", " GP_MS(4) ", $5, decode($6, 'base64')) "
-    "ON CONFLICT (cluster, job_id, start_time) DO UPDATE SET end_time = EXCLUDED.end_time, "
-    "  revision = EXCLUDED.revision, window_pb = EXCLUDED.window_pb, received_at = now() "
-    "WHERE alert_windows.revision < EXCLUDED.revision RETURNING 1";
-// The windows from the evaluation frontier on, in window order.
-constexpr char kWindowsFrom[] =
-    "SELECT encode(window_pb, 'base64') FROM alert_windows WHERE cluster = $1 AND job_id = $2 "
-    "AND start_time >= " GP_MS(3) " ORDER BY start_time";
-constexpr char kEvidenceWindows[] =
-    "SELECT encode(window_pb, 'base64') FROM alert_windows WHERE cluster = $1 AND job_id = $2 "
-    "AND start_time >= " GP_MS(3) " AND start_time < " GP_MS(4) " ORDER BY start_time LIMIT 60";
-
-constexpr char kInsertEvent[] =
-    "INSERT INTO alert_divergence_events (event_id, cluster, job_id, event_time, kind, event_pb) "
-    "VALUES ($1, $2, $3, " GP_MS(4) ", $5, decode($6, 'base64')) "
-    "ON CONFLICT (event_id) DO NOTHING RETURNING 1";
-constexpr char kLatestVerdicts[] =
-    "SELECT encode(event_pb, 'base64') FROM alert_divergence_events "
-    "WHERE cluster = $1 AND job_id = $2 AND kind = 'verdict' "
-    "ORDER BY event_time DESC, received_at DESC, event_id DESC LIMIT 20";
-constexpr char kSwitchesBetween[] =
-    "SELECT encode(event_pb, 'base64') FROM alert_divergence_events "
-    "WHERE cluster = $1 AND job_id = $2 AND kind = 'precision_switch' "
-    "AND event_time >= " GP_MS(3) " AND event_time < " GP_MS(4) " ORDER BY event_time";
-constexpr char kJobEvents[] =
-    "SELECT encode(event_pb, 'base64') FROM alert_divergence_events "
-    "WHERE cluster = $1 AND job_id = $2 ORDER BY event_time, received_at, event_id";
-
-constexpr char kJobLock[] =
-    "SELECT pg_advisory_xact_lock(hashtext('alerting.job/' || $1 || '/' || $2))";
-constexpr char kJobMeta[] =
-    "SELECT scheduler, user_name, team, name, workload_fingerprint, gpu_model, state, "
-    "  labels::text FROM jobs WHERE cluster = $1 AND job_id = $2";
-
-// The job's windows arrived: their span and workload (the state's row exists from then on).
-constexpr char kTouchJobState[] =
-    "INSERT INTO alert_job_state (cluster, job_id, workload_fingerprint, first_window_start, "
-    "  last_window_end) VALUES ($1, $2, $3, " GP_MS(4) ", " GP_MS(5) ") "
-    "ON CONFLICT (cluster, job_id) DO UPDATE SET "
-    "  workload_fingerprint = CASE WHEN alert_job_state.workload_fingerprint = '' "
-    "    THEN EXCLUDED.workload_fingerprint ELSE alert_job_state.workload_fingerprint END, "
-    "  first_window_start = LEAST(alert_job_state.first_window_start, EXCLUDED.first_window_start), "
-    "  last_window_end = GREATEST(alert_job_state.last_window_end, EXCLUDED.last_window_end), "
-    "  updated_at = now()";
-// Where the job's evaluation stands; the last column: no window came for $3 seconds.
-constexpr char kJobState[] =
-    "SELECT workload_fingerprint, " GP_TO_MS("first_window_start") ", " GP_TO_MS(
-        "last_window_end") ", " GP_TO_MS("evaluated_end") ", generation, "
-    "  encode(checkpoint, 'base64'), " GP_TO_MS("checkpoint_end") ", "
-    "  updated_at < now() - $3 * interval '1 second' "
-    "FROM alert_job_state WHERE cluster = $1 AND job_id = $2";
-constexpr char kSaveJobState[] =
-    "UPDATE alert_job_state SET steady_median_ofu = $3, steady_mad_ofu = $4, steady_windows = $5, "
-    "  effective_peak_tflops = $6, evaluated_end = " GP_MS(7) ", generation = generation + 1, "
-    "  checkpoint = CASE WHEN $8::text IS NULL THEN checkpoint ELSE decode($8, 'base64') END, "
-    "  checkpoint_end = CASE WHEN $8::text IS NULL THEN checkpoint_end ELSE " GP_MS(7) " END "
-    "WHERE cluster = $1 AND job_id = $2 RETURNING generation";
-// Jobs with windows not yet evaluated that nothing newer will settle: ended, or quiet for $1 s.
-constexpr char kJobsToSettle[] =
-    "SELECT s.cluster, s.job_id FROM alert_job_state s LEFT JOIN jobs j "
-    "  ON j.cluster = s.cluster AND j.job_id = s.job_id "
-    "WHERE (s.evaluated_end IS NULL OR s.evaluated_end < s.last_window_end) "
-    "  AND (coalesce(j.state, 'running') NOT IN ('pending', 'running', 'unknown') "
-    "       OR s.updated_at < now() - $1 * interval '1 second') "
-    "UNION "
-    "SELECT DISTINCT a.cluster, a.job_id FROM alerts a JOIN jobs j "
-    "  ON j.cluster = a.cluster AND j.job_id = a.job_id "
-    "WHERE a.state <> 'resolved' AND j.state NOT IN ('pending', 'running', 'unknown')";
-// Earlier jobs of the workload: started before this one, most recent first.
-constexpr char kEarlierJobs[] =
-    "SELECT job_id, (extract(epoch FROM last_window_end))::bigint, steady_median_ofu, "
-    "  steady_mad_ofu, steady_windows, effective_peak_tflops FROM alert_job_state "
-    "WHERE workload_fingerprint = $1 AND first_window_start < " GP_MS(2)
-    "  AND NOT (cluster = $3 AND job_id = $4) "
-    "ORDER BY first_window_start DESC LIMIT $5";
-
-#define GP_ALERT_COLUMNS                                                               \
-  "id, fingerprint, kind, state, notified_targets::text, encode(alert_pb, 'base64'), " \
-  "labels::text, " GP_TO_MS("start_time") ", " GP_TO_MS("end_time") ", " GP_TO_MS(     \
-      "update_time") ", ack_by, " GP_TO_MS("ack_time") ", ack_comment, update_time::text"
-
-constexpr char kOpenAlertsOfJob[] = "SELECT " GP_ALERT_COLUMNS
-                                    " FROM alerts WHERE cluster = $1 AND job_id = $2 "
-                                    "AND state <> 'resolved' ORDER BY id FOR UPDATE";
-constexpr char kOpenAlerts[] =
-    "SELECT " GP_ALERT_COLUMNS " FROM alerts WHERE state <> 'resolved' ORDER BY id FOR UPDATE";
-constexpr char kAlertById[] = "SELECT " GP_ALERT_COLUMNS " FROM alerts WHERE id = $1";
-constexpr char kAlertByIdForUpdate[] =
-    "SELECT " GP_ALERT_COLUMNS " FROM alerts WHERE id = $1 FOR UPDATE";
-constexpr char kInsertAlert[] =
-    "INSERT INTO alerts (fingerprint, kind, state, severity, cluster, job_id, labels, alert_pb, "
-    "  start_time, update_time, onset_time) "
-    "VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, decode($8, 'base64'), " GP_MS(9) ", " GP_MS(
-        9) ", " GP_MS(10) ") RETURNING id";
-constexpr char kInsertResolvedAlert[] =
-    "INSERT INTO alerts (fingerprint, kind, state, severity, cluster, job_id, labels, alert_pb, "
-    "  start_time, end_time, update_time, onset_time) "
-    "VALUES ($1, $2, 'resolved', $3, $4, $5, $6::jsonb, decode($7, 'base64'), " GP_MS(8) ", " GP_MS(
-        9) ", " GP_MS(10) ", " GP_MS(11) ") RETURNING id";
-constexpr char kRecordedBefore[] =
-    "SELECT 1 FROM alerts WHERE fingerprint = $1 AND onset_time = " GP_MS(2) " LIMIT 1";
-constexpr char kUpdateAlertDecision[] =
-    "UPDATE alerts SET severity = $2, labels = $3::jsonb, alert_pb = decode($4, 'base64'), "
-    "  update_time = " GP_MS(5) " WHERE id = $1";
-constexpr char kSetAlertState[] =
-    "UPDATE alerts SET state = $2, update_time = " GP_MS(3) " WHERE id = $1";
-constexpr char kResolveAlert[] = "UPDATE alerts SET state = 'resolved', end_time = " GP_MS(
-    2) ", update_time = " GP_MS(2) " WHERE id = $1";
-constexpr char kAckAlert[] =
-    "UPDATE alerts SET state = 'acknowledged', ack_by = $2, ack_comment = $3, "
-    "  ack_time = " GP_MS(4) ", update_time = " GP_MS(4) " WHERE id = $1";
-constexpr char kSetNotified[] =
-    "UPDATE alerts SET notified_targets = (SELECT coalesce(array_agg(DISTINCT t), '{}') FROM "
-    "  unnest(notified_targets || string_to_array($2, E'\\x1f')) AS t WHERE t <> '') "
-    "WHERE id = $1";
-constexpr char kListAlerts[] =
-    "SELECT " GP_ALERT_COLUMNS " FROM alerts "
-    "WHERE ($1 = '' OR state = ANY(string_to_array($1, ','))) "
-    "  AND ($2 = '' OR kind = ANY(string_to_array($2, ','))) "
-    "  AND ($3 = '' OR severity = ANY(string_to_array($3, ','))) "
-    "  AND ($4 = '' OR cluster = $4) AND ($5 = '' OR job_id = $5) "
-    "  AND ($6::bigint IS NULL OR coalesce(end_time, 'infinity') >= " GP_MS(6) ") "
-    "  AND ($7::bigint IS NULL OR start_time < " GP_MS(7) ") "
-    "  AND ($8::text IS NULL OR (update_time, id) < ($8::timestamptz, $9::bigint)) "
-    "ORDER BY update_time DESC, id DESC LIMIT $10";
-
-// Running jobs whose telemetry is stale, and jobs with an open telemetry_stopped alert.
-constexpr char kTelemetryCandidates[] =
-    "SELECT s.cluster, s.job_id, " GP_TO_MS("s.last_window_end") " FROM alert_job_state s "
-    "JOIN jobs j ON j.cluster = s.cluster AND j.job_id = s.job_id "
-    "WHERE j.state = 'running' AND s.last_window_end < " GP_MS(1) " "
-    "UNION "
-    "SELECT s.cluster, s.job_id, " GP_TO_MS("s.last_window_end") " FROM alert_job_state s "
-    "JOIN alerts a ON a.cluster = s.cluster AND a.job_id = s.job_id "
-    "WHERE a.state <> 'resolved' AND a.kind = 'telemetry_stopped'";
-constexpr char kLastWindowEnd[] = "SELECT " GP_TO_MS(
-    "last_window_end") " FROM alert_job_state WHERE cluster = $1 AND job_id = $2";
-
-constexpr char kActiveSilences[] =
-    "SELECT id, matchers::text FROM alert_silences WHERE deleted_at IS NULL "
-    "AND start_time <= " GP_MS(1) " AND end_time > " GP_MS(1) " ORDER BY id";
-#define GP_SILENCE_COLUMNS \
-  "id, matchers::text, " GP_TO_MS("start_time") ", " GP_TO_MS("end_time") ", created_by, " \
-  "comment, " GP_TO_MS("created_at") ", " GP_TO_MS("deleted_at")
-constexpr char kInsertSilence[] =
-    "INSERT INTO alert_silences (matchers, start_time, end_time, created_by, comment, created_at) "
-    "VALUES ($1::jsonb, " GP_MS(2) ", " GP_MS(3) ", $4, $5, " GP_MS(
-        6) ") RETURNING " GP_SILENCE_COLUMNS;
-constexpr char kDeleteSilence[] =
-    "UPDATE alert_silences SET deleted_at = coalesce(deleted_at, " GP_MS(2) ") WHERE id = $1 "
-    "RETURNING " GP_SILENCE_COLUMNS;
-constexpr char kListSilences[] =
-    "SELECT " GP_SILENCE_COLUMNS " FROM alert_silences "
-    "WHERE ($1 OR (deleted_at IS NULL AND end_time > " GP_MS(2) ")) "
-    "  AND ($3::bigint IS NULL OR id < $3) ORDER BY id DESC LIMIT $4";
-
-// ---------------------------------------------------------------------------------------------
+using namespace sql;  // NOLINT: the store's statements, by name
 
 int64_t ToMs(absl::Time t) { return absl::ToUnixMillis(t); }
 int64_t TsMs(const google::protobuf::Timestamp& t) { return api::TimestampToUnixMs(t); }
@@ -210,35 +38,6 @@ template <class M>
 bool Decode(const std::string& b64, M* m) {
   std::string bytes;
   return absl::Base64Unescape(b64, &bytes) && m->ParseFromString(bytes);
-}
-
-v1::AlertKind KindToProto(Kind k) { return static_cast<v1::AlertKind>(static_cast<int>(k) + 1); }
-std::optional<Kind> KindFromProto(v1::AlertKind k) {
-  if (k < 1 || k > 7) return std::nullopt;
-  return static_cast<Kind>(static_cast<int>(k) - 1);
-}
-v1::Severity SeverityToProto(Severity s) { return static_cast<v1::Severity>(static_cast<int>(s)); }
-
-std::string StateName(v1::AlertState s) {
-  switch (s) {
-    case v1::ALERT_STATE_FIRING:
-      return "firing";
-    case v1::ALERT_STATE_RESOLVED:
-      return "resolved";
-    case v1::ALERT_STATE_ACKNOWLEDGED:
-      return "acknowledged";
-    case v1::ALERT_STATE_SILENCED:
-      return "silenced";
-    default:
-      return "";
-  }
-}
-v1::AlertState StateFromName(const std::string& s) {
-  if (s == "firing") return v1::ALERT_STATE_FIRING;
-  if (s == "resolved") return v1::ALERT_STATE_RESOLVED;
-  if (s == "acknowledged") return v1::ALERT_STATE_ACKNOWLEDGED;
-  if (s == "silenced") return v1::ALERT_STATE_SILENCED;
-  return v1::ALERT_STATE_UNSPECIFIED;
 }
 
 std::string GpuKey(const v1::GpuRef& g) {
@@ -258,47 +57,7 @@ Labels LabelsFromJson(const std::string& text) {
   return out;
 }
 std::string LabelsToJson(const Labels& labels) { return nlohmann::json(labels).dump(); }
-Labels LabelsOf(const v1::Alert& a) { return Labels(a.labels().begin(), a.labels().end()); }
 
-// Matchers <-> JSON ([{"name","value","op"}], op "=", "!=", "=~", "!~") and proto.
-Matcher::Op OpFromProto(v1::MatchOperator op) {
-  switch (op) {
-    case v1::MATCH_OPERATOR_NOT_EQUAL:
-      return Matcher::Op::kNotEqual;
-    case v1::MATCH_OPERATOR_REGEX:
-      return Matcher::Op::kRegex;
-    case v1::MATCH_OPERATOR_NOT_REGEX:
-      return Matcher::Op::kNotRegex;
-    default:
-      return Matcher::Op::kEqual;
-  }
-}
-v1::MatchOperator OpToProto(Matcher::Op op) {
-  switch (op) {
-    case Matcher::Op::kNotEqual:
-      return v1::MATCH_OPERATOR_NOT_EQUAL;
-    case Matcher::Op::kRegex:
-      return v1::MATCH_OPERATOR_REGEX;
-    case Matcher::Op::kNotRegex:
-      return v1::MATCH_OPERATOR_NOT_REGEX;
-    default:
-      return v1::MATCH_OPERATOR_EQUAL;
-  }
-}
-constexpr const char* kOpNames[] = {"=", "!=", "=~", "!~"};
-
-absl::StatusOr<std::vector<Matcher>> MatchersFromProto(
-    const google::protobuf::RepeatedPtrField<v1::LabelMatcher>& in, const std::string& field) {
-  std::vector<Matcher> out;
-  for (int i = 0; i < in.size(); ++i) {
-    absl::StatusOr<Matcher> m =
-        Matcher::Create(in[i].name(), in[i].value(), OpFromProto(in[i].comparison()),
-                        absl::StrCat(field, "[", i, "]"));
-    if (!m.ok()) return m.status();
-    out.push_back(*std::move(m));
-  }
-  return out;
-}
 std::string MatchersToJson(const std::vector<Matcher>& ms) {
   nlohmann::json j = nlohmann::json::array();
   for (const Matcher& m : ms) {
@@ -368,86 +127,6 @@ std::string DashboardUrl(const std::string& base, const std::string& cluster,
 }
 
 }  // namespace
-
-// ---------------------------------------------------------------------------------------------
-// Filters and the hub.
-
-bool AlertFilter::Matches(const v1::Alert& a) const {
-  if (!states.empty() && states.count(a.state()) == 0) return false;
-  if (!kinds.empty() && kinds.count(a.kind()) == 0) return false;
-  if (min_severity != v1::SEVERITY_UNSPECIFIED && a.severity() < min_severity) return false;
-  if (!cluster.empty() && a.job().cluster() != cluster) return false;
-  if (!job_id.empty() && (a.job().cluster() != job_cluster || a.job().job_id() != job_id))
-    return false;
-  if (active_from_ms && a.has_end_time() && TsMs(a.end_time()) < *active_from_ms) return false;
-  if (active_to_ms && TsMs(a.start_time()) >= *active_to_ms) return false;
-  return MatchesAll(matchers, LabelsOf(a));
-}
-
-namespace {
-template <class Request>
-absl::Status CommonFilter(const Request& r, AlertFilter& f) {
-  for (int k : r.kinds()) {
-    if (!KindFromProto(static_cast<v1::AlertKind>(k))) {
-      return absl::InvalidArgumentError(absl::StrCat("kinds: ", k, " is not an alert kind"));
-    }
-    f.kinds.insert(static_cast<v1::AlertKind>(k));
-  }
-  f.min_severity = r.min_severity();
-  f.cluster = r.cluster();
-  if (r.has_job()) {
-    if (r.job().cluster().empty() || r.job().job_id().empty()) {
-      return absl::InvalidArgumentError("job: cluster and job_id are both required");
-    }
-    f.job_cluster = r.job().cluster();
-    f.job_id = r.job().job_id();
-  }
-  absl::StatusOr<std::vector<Matcher>> m = MatchersFromProto(r.matchers(), "matchers");
-  if (!m.ok()) return m.status();
-  f.matchers = *std::move(m);
-  return absl::OkStatus();
-}
-}  // namespace
-
-absl::StatusOr<AlertFilter> FilterFromRequest(const v1::ListAlertsRequest& r) {
-  AlertFilter f;
-  for (int s : r.states()) {
-    if (s < 1 || s > 4)
-      return absl::InvalidArgumentError(absl::StrCat("states: ", s, " is not an alert state"));
-    f.states.insert(static_cast<v1::AlertState>(s));
-  }
-  if (absl::Status s = CommonFilter(r, f); !s.ok()) return s;
-  if (r.has_active_in()) {
-    if (r.active_in().has_start_time()) f.active_from_ms = TsMs(r.active_in().start_time());
-    if (r.active_in().has_end_time()) f.active_to_ms = TsMs(r.active_in().end_time());
-  }
-  return f;
-}
-
-absl::StatusOr<AlertFilter> FilterFromRequest(const v1::SubscribeAlertsRequest& r) {
-  AlertFilter f;
-  if (absl::Status s = CommonFilter(r, f); !s.ok()) return s;
-  return f;
-}
-
-int64_t AlertHub::Subscribe(AlertFilter filter, Sink sink) {
-  absl::MutexLock lock(&mu_);
-  const int64_t id = next_id_++;
-  subscribers_.emplace(id, Subscriber{std::move(filter), std::move(sink)});
-  return id;
-}
-
-void AlertHub::Unsubscribe(int64_t id) {
-  absl::MutexLock lock(&mu_);
-  subscribers_.erase(id);
-}
-
-void AlertHub::Publish(const v1::SubscribeAlertsResponse& change) {
-  absl::MutexLock lock(&mu_);
-  for (auto& [id, s] : subscribers_) {
-    if (s.filter.Matches(change.alert())) s.sink(change);
-  }
-}
 
 // ---------------------------------------------------------------------------------------------
 // The engine.
@@ -1555,8 +1234,7 @@ absl::StatusOr<std::vector<v1::Alert>> AlertEngine::OpenAlerts(const AlertFilter
         try {
           std::vector<v1::Alert> out;
           for (const pqxx::row& row :
-               w.exec("SELECT " GP_ALERT_COLUMNS " FROM alerts WHERE state <> 'resolved' "
-                      "ORDER BY update_time DESC, id DESC")) {
+               w.exec(kOpenAlertsByUpdate)) {
             OpenAlert o = AlertFromRow<OpenAlert>(row);
             if (filter.Matches(o.alert)) out.push_back(std::move(o.alert));
           }

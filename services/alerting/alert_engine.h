@@ -40,6 +40,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "goodput/v1/alert.pb.h"
+#include "services/alerting/alert_hub.h"
 #include "services/alerting/alert_lifecycle.h"
 #include "services/alerting/alert_rules.h"
 #include "services/alerting/job_detectors.h"
@@ -69,40 +70,6 @@ struct EngineConfig {
   int64_t checkpoint_every_s = 3600;
   // Jobs whose detector state is kept in memory (least recently evaluated dropped first).
   size_t max_cached_jobs = 4096;
-};
-
-// Which alerts a caller wants (ListAlerts, SubscribeAlerts). Empty sets match everything.
-struct AlertFilter {
-  std::set<v1::AlertState> states;
-  std::set<v1::AlertKind> kinds;
-  v1::Severity min_severity = v1::SEVERITY_UNSPECIFIED;
-  std::string cluster;
-  std::string job_cluster, job_id;
-  std::optional<int64_t> active_from_ms, active_to_ms;
-  std::vector<Matcher> matchers;
-  bool Matches(const v1::Alert& alert) const;
-};
-absl::StatusOr<AlertFilter> FilterFromRequest(const v1::ListAlertsRequest& request);
-absl::StatusOr<AlertFilter> FilterFromRequest(const v1::SubscribeAlertsRequest& request);
-
-// Fans alert changes out to subscribers (in process; every replica publishes its own
-// decisions).
-class AlertHub {
- public:
-  using Sink = std::function<void(const v1::SubscribeAlertsResponse&)>;
-  // `sink` is called under the hub's lock for each matching change: it must not block.
-  int64_t Subscribe(AlertFilter filter, Sink sink);
-  void Unsubscribe(int64_t id);
-  void Publish(const v1::SubscribeAlertsResponse& change);
-
- private:
-  struct Subscriber {
-    AlertFilter filter;
-    Sink sink;
-  };
-  absl::Mutex mu_;
-  int64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
-  std::map<int64_t, Subscriber> subscribers_ ABSL_GUARDED_BY(mu_);
 };
 
 class AlertEngine {
