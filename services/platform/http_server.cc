@@ -22,7 +22,8 @@ HttpServerOptions HttpServerOptionsFrom(const ServiceConfig& config) {
   return HttpServerOptions{.host = config.http_host,
                            .port = config.http_port,
                            .probe_port = config.http_probe_port,
-                           .limits = config.http_limits};
+                           .limits = config.http_limits,
+                           .tls = config.tls.http ? config.tls : TlsConfig{}};
 }
 
 HttpServer::HttpServer(HttpServerOptions options, const MetricsRegistry* metrics,
@@ -41,6 +42,10 @@ HttpServer::HttpServer(HttpServerOptions options, const MetricsRegistry* metrics
 HttpServer::~HttpServer() { Stop(); }
 
 void HttpServer::AddProbes(httplib::Server& server) {
+  if (&server == &server_) {
+    routes_.push_back("GET /metrics");
+    routes_.push_back("GET /healthz");
+  }
   server.Get("/metrics", [this](const httplib::Request&, httplib::Response& response) {
     response.set_content(metrics_ != nullptr ? metrics_->Exposition() : std::string(),
                          std::string(kPrometheusContentType));
@@ -58,19 +63,28 @@ void HttpServer::AddProbes(httplib::Server& server) {
 }
 
 void HttpServer::Get(const std::string& pattern, Handler handler) {
+  routes_.push_back(absl::StrCat("GET ", pattern));
   server_.Get(pattern, std::move(handler));
 }
 
 void HttpServer::Post(const std::string& pattern, Handler handler) {
+  routes_.push_back(absl::StrCat("POST ", pattern));
   server_.Post(pattern, std::move(handler));
 }
 
 void HttpServer::Post(const std::string& pattern, Handler handler, BodyLimit limit) {
+  routes_.push_back(absl::StrCat("POST ", pattern));
   server_.SetBodyLimit(pattern, limit.max_bytes, std::move(limit.config_key));
   server_.Post(pattern, std::move(handler));
 }
 
 absl::Status HttpServer::Start() {
+  if (options_.tls.serves_tls()) {
+    absl::StatusOr<std::shared_ptr<HttpsContext>> https = HttpsContext::Create(options_.tls);
+    if (!https.ok()) return https.status();
+    server_.ServeTls(*https);
+    if (probe_ != nullptr) probe_->ServeTls(*https);
+  }
   absl::StatusOr<int> port = server_.Start(options_.host, options_.port);
   if (!port.ok()) return port.status();
   port_ = *port;
