@@ -127,7 +127,9 @@ TEST(Identity, ClusterScopeRefusalNamesTheScope) {
 TEST(AuthPolicy, PicksUpAChangedTokenFileAndKeepsTheOldTokensWhenItBreaks) {
   const std::string path = ::testing::TempDir() + "/reloaded.tokens";
   WriteFile(path, "first-token scheduler clusters=a\n");
-  AuthConfig config{.enabled = true, .files = {{path, ""}}};
+  AuthConfig config;
+  config.enabled = true;
+  config.files.push_back({path, ""});
   absl::StatusOr<std::unique_ptr<AuthPolicy>> policy = AuthPolicy::Create(config);
   ASSERT_TRUE(policy.ok()) << policy.status();
   std::optional<Identity> first = (*policy)->Identify("Bearer first-token");
