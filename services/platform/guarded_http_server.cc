@@ -569,9 +569,10 @@ GuardedHttpServer::GuardedHttpServer(HttpLimits limits)
   // Only the Keep-Alive header uses these: Connection waits by itself.
   set_keep_alive_max_count(http_internal::kMaxRequestsPerConnection);
   set_keep_alive_timeout(std::max<time_t>(1, absl::ToInt64Seconds(limits_.idle_timeout)));
-  set_pre_routing_handler([](const httplib::Request&, httplib::Response& response) {
-    return t_connection != nullptr && t_connection->Answer(response) ? HandlerResponse::Handled
-                                                                     : HandlerResponse::Unhandled;
+  set_pre_routing_handler([this](const httplib::Request& request, httplib::Response& response) {
+    if (t_connection != nullptr && t_connection->Answer(response)) return HandlerResponse::Handled;
+    if (guard_ && guard_(request, response)) return HandlerResponse::Handled;
+    return HandlerResponse::Unhandled;
   });
   set_error_handler(HandlerWithResponse([](const httplib::Request&, httplib::Response& response) {
     return t_connection != nullptr && t_connection->Answer(response) ? HandlerResponse::Handled

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <regex>
 #include <string>
@@ -54,6 +55,12 @@ class GuardedHttpServer : public httplib::Server {
   // answer. The first matching pattern wins. Before Start().
   void SetBodyLimit(const std::string& pattern, int64_t max_bytes, std::string config_key);
 
+  // Runs `guard` on every request once its headers are in, before any route or static file:
+  // a guard that answers the request (sign-in, auth) returns true and nothing else runs.
+  // Before Start().
+  using RequestGuard = std::function<bool(const httplib::Request&, httplib::Response&)>;
+  void SetRequestGuard(RequestGuard guard) { guard_ = std::move(guard); }
+
   // Serves HTTPS with `https`'s current context (tls.h): every connection does a TLS
   // handshake (within HttpLimits::read_timeout) before its first request; a connection beyond
   // the pool is closed without an answer. Before Start().
@@ -86,6 +93,7 @@ class GuardedHttpServer : public httplib::Server {
   std::vector<BodyLimit> body_limits_;
   std::unique_ptr<http_internal::LingeringCloser> closer_;
   std::shared_ptr<HttpsContext> https_;
+  RequestGuard guard_;
   std::thread thread_;
 };
 

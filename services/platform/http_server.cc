@@ -18,12 +18,15 @@ HttpLimits ProbeLimits(const HttpLimits& main) {
 
 }  // namespace
 
-HttpServerOptions HttpServerOptionsFrom(const ServiceConfig& config) {
+HttpServerOptions HttpServerOptionsFrom(const ServiceConfig& config, const AuthPolicy* auth) {
   return HttpServerOptions{.host = config.http_host,
                            .port = config.http_port,
                            .probe_port = config.http_probe_port,
                            .limits = config.http_limits,
-                           .tls = config.tls.http ? config.tls : TlsConfig{}};
+                           .tls = config.tls.http ? config.tls : TlsConfig{},
+                           .metrics_auth = config.auth.enabled && config.auth.metrics_auth
+                                               ? auth
+                                               : nullptr};
 }
 
 HttpServer::HttpServer(HttpServerOptions options, const MetricsRegistry* metrics,
@@ -46,7 +49,17 @@ void HttpServer::AddProbes(httplib::Server& server) {
     routes_.push_back("GET /metrics");
     routes_.push_back("GET /healthz");
   }
-  server.Get("/metrics", [this](const httplib::Request&, httplib::Response& response) {
+  server.Get("/metrics", [this](const httplib::Request& request, httplib::Response& response) {
+    if (options_.metrics_auth != nullptr &&
+        !options_.metrics_auth->Identify(request.get_header_value("Authorization"))) {
+      response.status = 401;
+      response.set_header("WWW-Authenticate", "Bearer");
+      response.set_content(
+          "GET /metrics needs an \"Authorization: Bearer <token>\" header with a known token "
+          "(auth.metrics)\n",
+          "text/plain; charset=utf-8");
+      return;
+    }
     response.set_content(metrics_ != nullptr ? metrics_->Exposition() : std::string(),
                          std::string(kPrometheusContentType));
   });

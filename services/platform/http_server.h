@@ -27,6 +27,7 @@
 
 #include "absl/status/status.h"
 #include "httplib.h"
+#include "services/platform/auth.h"
 #include "services/platform/config.h"
 #include "services/platform/guarded_http_server.h"
 #include "services/platform/metrics.h"
@@ -41,10 +42,15 @@ struct HttpServerOptions {
   HttpLimits limits = {};
   // HTTPS on every listener when tls.serves_tls() (tls.h); plaintext otherwise.
   TlsConfig tls = {};
+  // When set, /metrics answers only requests with a token it knows (any role): 401 otherwise.
+  // /healthz stays open for probes. Must outlive the server.
+  const AuthPolicy* metrics_auth = nullptr;
 };
 
-// Options from the common config keys (http.*; tls.* unless tls.http is false).
-HttpServerOptions HttpServerOptionsFrom(const ServiceConfig& config);
+// Options from the common config keys (http.*; tls.* unless tls.http is false; auth.metrics
+// with `auth`, which may be null).
+HttpServerOptions HttpServerOptionsFrom(const ServiceConfig& config,
+                                        const AuthPolicy* auth = nullptr);
 
 // The body limit of a route, instead of http.max_body_bytes; `config_key` names it in the 413.
 struct BodyLimit {
@@ -69,6 +75,11 @@ class HttpServer {
   void Get(const std::string& pattern, Handler handler);
   void Post(const std::string& pattern, Handler handler);
   void Post(const std::string& pattern, Handler handler, BodyLimit limit);
+  // See GuardedHttpServer::SetRequestGuard (main port only; the probe port serves /healthz
+  // and /metrics, which guard themselves). Before Start().
+  void SetRequestGuard(GuardedHttpServer::RequestGuard guard) {
+    server_.SetRequestGuard(std::move(guard));
+  }
   // The main port's server for anything else (static mounts). Before Start(). Its task queue
   // and pre-routing, error and Expect handlers carry the limits: leave them.
   httplib::Server& native() { return server_; }

@@ -222,7 +222,7 @@ int RunServiceMain(int argc, char** argv, const ServiceSpec& spec) {
   }
 
   GrpcServer server(GrpcServerOptionsFrom(*config, *logger, &metrics, auth));
-  HttpServer http(HttpServerOptionsFrom(*config), &metrics, [&server]() -> absl::Status {
+  HttpServer http(HttpServerOptionsFrom(*config, auth.get()), &metrics, [&server]() -> absl::Status {
     if (server.serving()) return absl::OkStatus();
     return absl::UnavailableError("not serving (starting or draining)");
   });

@@ -76,6 +76,7 @@ Json Gateway::Fleet(absl::Time start, absl::Time end) {
 absl::StatusOr<Json> Gateway::Jobs(const JobsQuery& query) {
   v1::ListJobsRequest request;
   request.set_cluster(query.cluster);
+  request.set_user(query.user);
   if (query.active_from != absl::Time()) {
     SetTime(query.active_from, request.mutable_active_in()->mutable_start_time());
   }

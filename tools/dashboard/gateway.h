@@ -41,6 +41,7 @@ struct GatewayOptions {
 
 struct JobsQuery {
   std::string cluster = {};     // empty: all clusters
+  std::string user = {};        // empty: every user's jobs
   absl::Time active_from = {};  // jobs running at some point in [active_from, active_to)
   absl::Time active_to = {};
   int limit = 100;  // at most 1000

@@ -4,12 +4,15 @@
 
 #include <filesystem>
 #include <memory>
+#include <optional>
+#include <set>
 #include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "tools/dashboard/signin.h"
 
 namespace goodput::dashboard {
 namespace {
@@ -56,6 +59,17 @@ std::string PercentEncode(const std::string& text) {
   return out;
 }
 
+// OK when the current viewer may see the job page `job`: operators every job, a user its own.
+absl::Status CheckOwnJob(const Json& job) {
+  std::optional<std::string> user = ViewerUserScope();
+  if (!user.has_value()) return absl::OkStatus();
+  const Json& row = job.contains("job") ? job["job"] : Json::object();
+  if (row.value("user", "") == *user) return absl::OkStatus();
+  return absl::PermissionDeniedError(
+      absl::StrCat("user ", *user, " sees its own jobs only; job ", row.value("cluster", ""), "/",
+                   row.value("job_id", ""), " is outside that scope"));
+}
+
 }  // namespace
 
 int HttpStatusFor(absl::StatusCode code) {
@@ -68,6 +82,11 @@ void RegisterRoutes(httplib::Server& server, Gateway* gateway, EventHub* hub,
                     RouteOptions options) {
   auto now = options.now;
   server.Get("/api/fleet", [gateway, now](const httplib::Request& req, httplib::Response& res) {
+    if (std::optional<std::string> user = ViewerUserScope()) {
+      return SendError(
+          res, absl::PermissionDeniedError(absl::StrCat("the fleet view is for operators; user ",
+                                                        *user, " sees its own jobs (/api/jobs)")));
+    }
     absl::StatusOr<int> range_h = IntParam(req, "range_h", 24, 1, kMaxRangeHours);
     if (!range_h.ok()) return SendError(res, range_h.status());
     absl::Time end = now();
@@ -81,6 +100,7 @@ void RegisterRoutes(httplib::Server& server, Gateway* gateway, EventHub* hub,
     if (!limit.ok()) return SendError(res, limit.status());
     absl::Time end = now();
     absl::StatusOr<Json> jobs = gateway->Jobs({.cluster = req.get_param_value("cluster"),
+                                               .user = ViewerUserScope().value_or(""),
                                                .active_from = end - absl::Hours(*range_h),
                                                .active_to = end,
                                                .limit = *limit});
@@ -94,6 +114,7 @@ void RegisterRoutes(httplib::Server& server, Gateway* gateway, EventHub* hub,
              [gateway](const httplib::Request& req, httplib::Response& res) {
                absl::StatusOr<Json> job = gateway->Job(req.matches[1], req.matches[2]);
                if (!job.ok()) return SendError(res, job.status());
+               if (absl::Status s = CheckOwnJob(*job); !s.ok()) return SendError(res, s);
                SendJson(res, *job);
              });
 
@@ -108,16 +129,48 @@ void RegisterRoutes(httplib::Server& server, Gateway* gateway, EventHub* hub,
     absl::StatusOr<int> range_h = IntParam(req, "range_h", 24, 1, kMaxRangeHours);
     if (!range_h.ok()) return SendError(res, range_h.status());
     absl::Time end = now();
-    SendJson(res,
-             gateway->Alerts(req.get_param_value("cluster"), end - absl::Hours(*range_h), end));
+    Json alerts = gateway->Alerts(req.get_param_value("cluster"), end - absl::Hours(*range_h), end);
+    if (std::optional<std::string> user = ViewerUserScope()) {
+      // A user sees the alerts of its own jobs: those its job listing holds.
+      absl::StatusOr<Json> jobs = gateway->Jobs({.cluster = req.get_param_value("cluster"),
+                                                 .user = *user,
+                                                 .active_from = end - absl::Hours(*range_h),
+                                                 .active_to = end,
+                                                 .limit = 1000});
+      if (!jobs.ok()) return SendError(res, jobs.status());
+      std::set<std::pair<std::string, std::string>> own;
+      for (const Json& row : (*jobs)["jobs"]) {
+        own.emplace(row.value("cluster", ""), row.value("job_id", ""));
+      }
+      Json kept = Json::array();
+      for (Json& item : alerts["items"]) {
+        if (own.contains({item.value("cluster", ""), item.value("job_id", "")})) {
+          kept.push_back(std::move(item));
+        }
+      }
+      alerts["items"] = std::move(kept);
+    }
+    SendJson(res, alerts);
   });
 
-  server.Get("/api/events", [hub](const httplib::Request& req, httplib::Response& res) {
+  server.Get("/api/events", [hub, gateway](const httplib::Request& req, httplib::Response& res) {
     EventFilter filter{.cluster = req.get_param_value("cluster"),
                        .job_id = req.get_param_value("job")};
     if (!filter.job_id.empty() && filter.cluster.empty()) {
       return SendError(res, absl::InvalidArgumentError("job=" + filter.job_id +
                                                        " needs its cluster (cluster=...)"));
+    }
+    if (std::optional<std::string> user = ViewerUserScope()) {
+      // A user follows its own jobs only, one stream a job.
+      if (filter.job_id.empty()) {
+        return SendError(res,
+                         absl::PermissionDeniedError(absl::StrCat(
+                             "user ", *user,
+                             " follows live updates of its own jobs only (cluster=...&job=...)")));
+      }
+      absl::StatusOr<Json> job = gateway->Job(filter.cluster, filter.job_id);
+      if (!job.ok()) return SendError(res, job.status());
+      if (absl::Status s = CheckOwnJob(*job); !s.ok()) return SendError(res, s);
     }
     absl::StatusOr<std::shared_ptr<EventSession>> opened =
         hub->Open(std::move(filter), req.remote_addr);
