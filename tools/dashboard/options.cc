@@ -31,9 +31,10 @@ Serves goodput's web dashboard and its JSON API, reading the four services over 
   --tls-cert FILE, --tls-key FILE
                        serve HTTPS with this certificate and key, re-read when they change
                        [$GOODPUT_DASHBOARD_TLS_CERT, $GOODPUT_DASHBOARD_TLS_KEY]
-  --token-file FILE    require sign-in with the tokens of FILE (TOKEN ROLE [user=NAME]
-                       lines; operators see everything, a user token its own jobs)
-                       [$GOODPUT_DASHBOARD_TOKEN_FILE]
+  --token-file FILE[,ROLE:FILE...]
+                       require sign-in with the tokens of FILE (TOKEN ROLE [user=NAME]
+                       lines; operators see everything, a user token its own jobs) and of
+                       ROLE:FILE (one token a line) [$GOODPUT_DASHBOARD_TOKEN_FILE]
   --trusted-proxy ADDR requests from ADDR are signed in as the user its user header names
                        (SSO behind an OAuth2 proxy) [$GOODPUT_DASHBOARD_TRUSTED_PROXY]
   --proxy-user-header NAME

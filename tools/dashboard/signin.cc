@@ -82,7 +82,17 @@ absl::StatusOr<std::unique_ptr<SignIn>> SignIn::Create(SignInOptions options) {
   if (signin->options_.token_file.empty()) return signin;
   platform::AuthConfig config;
   config.enabled = true;
-  config.files.push_back({signin->options_.token_file, ""});
+  for (absl::string_view entry :
+       absl::StrSplit(signin->options_.token_file, ',', absl::SkipWhitespace())) {
+    // ROLE:PATH is a file of one token a line of that role; PATH alone the scoped form.
+    std::pair<absl::string_view, absl::string_view> role_path =
+        absl::StrSplit(entry, absl::MaxSplits(':', 1));
+    if (!role_path.second.empty() && platform::ParseRole(role_path.first).ok()) {
+      config.files.push_back({std::string(role_path.second), std::string(role_path.first)});
+    } else {
+      config.files.push_back({std::string(entry), ""});
+    }
+  }
   absl::StatusOr<std::unique_ptr<platform::AuthPolicy>> policy =
       platform::AuthPolicy::Create(config);
   if (!policy.ok()) return policy.status();

@@ -36,7 +36,9 @@
 namespace goodput::dashboard {
 
 struct SignInOptions {
-  // The token file; empty: sign-in is off and every request is an operator's.
+  // The token files, comma-separated: PATH in the scoped form, ROLE:PATH for a file of one
+  // token a line of ROLE (the services' auth.token_files). Empty: sign-in is off and every
+  // request is an operator's.
   std::string token_file = {};
   // The address (as the dashboard sees the connection's peer) of the proxy whose user header
   // is believed; empty: none.
