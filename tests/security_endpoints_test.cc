@@ -64,8 +64,7 @@ grpc::Status RawCall(const std::shared_ptr<grpc::Channel>& channel, const std::s
       request_ = grpc::ByteBuffer(&slice, 1);
     }
     void Go() {
-      StartWrite(&request_);
-      StartWritesDone();
+      StartWriteLast(&request_, grpc::WriteOptions());
       StartRead(&reply_);
       StartCall();
     }
@@ -344,7 +343,7 @@ v1::RegisterJobRequest JobIn(const std::string& cluster, const std::string& job_
   job->mutable_start_time()->set_seconds(1767607200);
   v1::GpuAllocation* a = job->add_allocations();
   a->mutable_gpu()->set_host("gpu-node-1");
-  a->mutable_gpu()->set_gpu_index(0);
+  a->mutable_gpu()->set_gpu_index(std::stoi(job_id));  // one GPU per job
   a->mutable_start_time()->set_seconds(1767607200);
   return request;
 }

@@ -313,6 +313,53 @@ TEST(HttpServer, ServesHttpsAndARotatedCertificateWithoutARestart) {
   EXPECT_FALSE(get("ca", server.port(), "/healthz"));
 }
 
+TEST(HttpServer, MetricsNeedAKnownTokenWhenConfiguredWhileHealthzStaysOpen) {
+  absl::StatusOr<std::unique_ptr<AuthPolicy>> policy = AuthPolicy::Create({{"any-token", "sdk"}});
+  ASSERT_TRUE(policy.ok()) << policy.status();
+  MetricsRegistry metrics;
+  HttpServer server(
+      {.host = "127.0.0.1", .port = 0, .probe_port = 0, .metrics_auth = policy->get()}, &metrics,
+      nullptr);
+  ASSERT_TRUE(server.Start().ok());
+  for (int port : {server.port(), server.probe_port()}) {
+    httplib::Client client("127.0.0.1", port);
+    httplib::Result refused = client.Get("/metrics");
+    ASSERT_TRUE(refused);
+    EXPECT_EQ(refused->status, 401);
+    EXPECT_EQ(refused->get_header_value("WWW-Authenticate"), "Bearer");
+    httplib::Result unknown = client.Get("/metrics", {{"Authorization", "Bearer wrong"}});
+    ASSERT_TRUE(unknown);
+    EXPECT_EQ(unknown->status, 401);
+    EXPECT_THAT(unknown->body, ::testing::Not(HasSubstr("wrong")));
+    httplib::Result served = client.Get("/metrics", {{"Authorization", "Bearer any-token"}});
+    ASSERT_TRUE(served);
+    EXPECT_EQ(served->status, 200);
+    httplib::Result health = client.Get("/healthz");
+    ASSERT_TRUE(health);
+    EXPECT_EQ(health->status, 200);
+  }
+}
+
+TEST(HttpServer, ARequestGuardAnswersBeforeAnyRoute) {
+  HttpServer server({.host = "127.0.0.1", .port = 0}, nullptr, nullptr);
+  server.Get("/api/things", [](const httplib::Request&, httplib::Response& response) {
+    response.set_content("things", "text/plain");
+  });
+  server.SetRequestGuard([](const httplib::Request& request, httplib::Response& response) {
+    if (request.has_header("X-Let-In")) return false;
+    response.status = 401;
+    return true;
+  });
+  ASSERT_TRUE(server.Start().ok());
+  httplib::Client client("127.0.0.1", server.port());
+  httplib::Result refused = client.Get("/api/things");
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 401);
+  httplib::Result served = client.Get("/api/things", {{"X-Let-In", "1"}});
+  ASSERT_TRUE(served);
+  EXPECT_EQ(served->body, "things");
+}
+
 TEST(HttpServer, ListsItsRoutes) {
   HttpServer server({.host = "127.0.0.1", .port = 0}, nullptr, nullptr);
   server.Post("/api/v1/write", [](const httplib::Request&, httplib::Response&) {});
