@@ -54,7 +54,7 @@ struct SignInOptions {
 
 // Who is looking.
 struct Viewer {
-  std::string user;  // empty for an operator token without a user
+  std::string user = {};  // empty for an operator token without a user
   bool is_operator = false;
 };
 
