@@ -17,9 +17,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/synchronization/notification.h"
+#include "goodput/v1/alert.pb.h"
 #include "goodput/v1/ingest.grpc.pb.h"
 #include "goodput/v1/job.grpc.pb.h"
+#include "goodput/v1/mfu.pb.h"
+#include "goodput/v1/ofu.pb.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/unknown_field_set.h"
 #include "grpcpp/generic/generic_stub.h"
@@ -137,8 +141,9 @@ std::vector<std::string> ReadyFileRoutes(const std::filesystem::path& ready) {
   std::ifstream in(ready);
   std::string line;
   while (std::getline(in, line)) {
-    if (absl::ConsumePrefix(&line, "http_routes=")) {
-      return absl::StrSplit(line, ',', absl::SkipEmpty());
+    absl::string_view text = line;
+    if (absl::ConsumePrefix(&text, "http_routes=")) {
+      return absl::StrSplit(text, ',', absl::SkipEmpty());
     }
   }
   return {};
@@ -260,6 +265,14 @@ class SecureDeployment : public ::testing::Test {
 
 TEST_F(SecureDeployment, EveryEndpointRefusesAnUnauthenticatedRequest) {
   ASSERT_NO_FATAL_FAILURE(StartDashboard());
+  // The API's descriptors, which name every method of every service (linked in through one
+  // message of each file).
+  for (const google::protobuf::Descriptor* d :
+       {v1::ListAlertsRequest::descriptor(), v1::GetJobSummaryRequest::descriptor(),
+        v1::GetReconciliationRequest::descriptor(), v1::GetJobRequest::descriptor(),
+        v1::PushSamplesRequest::descriptor()}) {
+    ASSERT_NE(d, nullptr);
+  }
   const google::protobuf::DescriptorPool* pool = google::protobuf::DescriptorPool::generated_pool();
   int grpc_methods = 0;
   int http_routes = 0;
@@ -357,9 +370,12 @@ TEST_F(SecureDeployment, ScopedTokensActOnlyOnTheirClustersAndUsers) {
     return jobs->RegisterJob(&ctx, request, &response);
   };
   // A scheduler token of cluster a registers there, and not in cluster b.
-  ASSERT_TRUE(call("sched-a", JobIn("a", "1", "alice")).ok());
-  ASSERT_TRUE(call("op-token", JobIn("b", "2", "bob")).ok());
-  ASSERT_TRUE(call("op-token", JobIn("a", "3", "bob")).ok());
+  for (auto [token, request] : {std::pair{"sched-a", JobIn("a", "1", "alice")},
+                                std::pair{"op-token", JobIn("b", "2", "bob")},
+                                std::pair{"op-token", JobIn("a", "3", "bob")}}) {
+    grpc::Status status = call(token, request);
+    ASSERT_TRUE(status.ok()) << token << ": " << status.error_message();
+  }
   grpc::Status refused = call("sched-a", JobIn("b", "4", "alice"));
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::PERMISSION_DENIED);
   EXPECT_THAT(refused.error_message(), HasSubstr("limited to cluster a"));

@@ -20,10 +20,11 @@
 namespace goodput::platform {
 namespace {
 
-// Auth context properties holding the identity a call was admitted with.
-constexpr char kRoleProperty[] = "goodput.role";
-constexpr char kClusterProperty[] = "goodput.cluster";
-constexpr char kUserProperty[] = "goodput.user";
+// The policy of the process's authenticating server, which CallIdentity consults. The auth
+// context cannot carry a call's identity: it belongs to the connection, which calls with
+// different tokens share.
+absl::Mutex g_call_policy_mu(absl::kConstInit);
+std::shared_ptr<const AuthPolicy>* g_call_policy ABSL_GUARDED_BY(g_call_policy_mu) = nullptr;
 
 constexpr absl::string_view kOpenServices[] = {
     "/grpc.health.v1.Health/",
@@ -84,17 +85,6 @@ void ProcessMetadata(void* state_ptr, grpc_auth_context* context, const grpc_met
   }
   absl::StatusOr<Identity> identity = state->policy->Check(method, authorization);
   if (identity.ok()) {
-    // The services read the scope back with CallIdentity().
-    if (context != nullptr && !AuthPolicy::IsAlwaysOpen(method)) {
-      grpc_auth_context_add_cstring_property(context, kRoleProperty,
-                                             std::string(RoleName(identity->role)).c_str());
-      for (const std::string& cluster : identity->clusters) {
-        grpc_auth_context_add_cstring_property(context, kClusterProperty, cluster.c_str());
-      }
-      if (!identity->user.empty()) {
-        grpc_auth_context_add_cstring_property(context, kUserProperty, identity->user.c_str());
-      }
-    }
     done(user_data, nullptr, 0, nullptr, 0, GRPC_STATUS_OK, nullptr);
     return;
   }
@@ -369,20 +359,16 @@ absl::Status AuthPolicy::Authorize(absl::string_view method,
 }
 
 std::optional<Identity> CallIdentity(const grpc::ServerContextBase& context) {
-  std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
-  if (auth == nullptr) return std::nullopt;
-  std::vector<grpc::string_ref> roles = auth->FindPropertyValues(kRoleProperty);
-  if (roles.empty()) return std::nullopt;
-  absl::StatusOr<Role> role =
-      ParseRole(absl::string_view(roles.front().data(), roles.front().size()));
-  if (!role.ok()) return std::nullopt;
-  Identity identity{.role = *role};
-  for (const grpc::string_ref& cluster : auth->FindPropertyValues(kClusterProperty)) {
-    identity.clusters.emplace_back(cluster.data(), cluster.size());
+  std::shared_ptr<const AuthPolicy> policy;
+  {
+    absl::MutexLock lock(&g_call_policy_mu);
+    if (g_call_policy != nullptr) policy = *g_call_policy;
   }
-  std::vector<grpc::string_ref> users = auth->FindPropertyValues(kUserProperty);
-  if (!users.empty()) identity.user = std::string(users.front().data(), users.front().size());
-  return identity;
+  if (policy == nullptr) return std::nullopt;
+  const auto& metadata = context.client_metadata();
+  auto it = metadata.find("authorization");
+  if (it == metadata.end()) return std::nullopt;
+  return policy->Identify(absl::string_view(it->second.data(), it->second.size()));
 }
 
 absl::Status CheckCallCluster(const grpc::ServerContextBase& context, absl::string_view cluster) {
@@ -427,6 +413,11 @@ std::shared_ptr<grpc::ServerCredentials> WrapServerCredentials(
     grpc_server_credentials* base, std::shared_ptr<const AuthPolicy> policy,
     MetricsRegistry* metrics) {
   if (policy == nullptr) return std::make_shared<AuthenticatingServerCredentials>(base, nullptr);
+  {
+    absl::MutexLock lock(&g_call_policy_mu);
+    if (g_call_policy == nullptr) g_call_policy = new std::shared_ptr<const AuthPolicy>();
+    *g_call_policy = policy;
+  }
   auto state = std::make_unique<ProcessorState>();
   state->policy = std::move(policy);
   if (metrics != nullptr) {
