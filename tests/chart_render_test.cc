@@ -1257,7 +1257,7 @@ std::vector<ValueCase> ValueCases() {
   // TLS: every service reads the certificate, key and CA of the secret; probes use HTTPS.
   const std::string tls = "tls: {enabled: true, secretName: web-tls";
   auto tls_mounted = [](const Rendered& r) {
-    for (const std::string& s : {"ingest", "ofu", "mfu", "alerting", "dashboard"}) {
+    for (const std::string s : {"ingest", "ofu", "mfu", "alerting", "dashboard"}) {
       EXPECT_EQ(At(Volume(PodOf(r, s).Spec(), "tls"), "/secret/secretName"), "web-tls") << s;
     }
     for (const std::string& s : kServices) {
