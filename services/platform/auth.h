@@ -137,8 +137,11 @@ class AuthPolicy {
   absl::flat_hash_map<std::string, std::vector<Role>> service_roles_;
 };
 
-// The identity a server call was admitted with (the auth metadata processor records it on
-// the call); nullopt when auth is off or the call did not come over the network.
+// The identity of a server call: its own `authorization` metadata, identified by the policy
+// of the process's authenticating server (the auth context cannot hold it: it belongs to the
+// connection, which calls with different tokens share). nullopt when auth is off or the call
+// did not come over the network (then the caller checks the scope itself, as the HTTP job
+// endpoints do).
 std::optional<Identity> CallIdentity(const grpc::ServerContextBase& context);
 // OK when the call may act on `cluster`; PERMISSION_DENIED naming the scope otherwise.
 absl::Status CheckCallCluster(const grpc::ServerContextBase& context, absl::string_view cluster);
