@@ -14,6 +14,8 @@ packages=(
   libpqxx-dev libhiredis-dev libabsl-dev libre2-dev libyaml-cpp-dev nlohmann-json3-dev libspdlog-dev
   libcurl4-openssl-dev libsnappy-dev libcpp-httplib-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  # the TLS tests make their certificates with the openssl command line
+  openssl
   # servers the platform and its tests start on loopback
   postgresql redis-server prometheus prometheus-alertmanager
   slurmctld slurmd slurm-client slurmrestd munge

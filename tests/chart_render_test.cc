@@ -25,6 +25,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
@@ -668,7 +669,12 @@ TEST(HelmChart, SampleOverrideRendersConfigsTheRealServicesAcceptWithTheirTokens
   const Json& dash_container = dash->at("spec")["template"]["spec"]["containers"][0];
   EXPECT_TRUE(dash_container["readinessProbe"].is_object());
   std::vector<std::string> dash_argv;
-  for (const Json& arg : dash_container["command"]) dash_argv.push_back(arg);
+  // Its sign-in reads the token files the services read (mounted from the same secret).
+  for (const Json& arg : dash_container["command"]) {
+    dash_argv.push_back(absl::StrReplaceAll(
+        arg.get<std::string>(),
+        {{"/etc/goodput/tokens/", (tmp.path() / "tokens-ingest").string() + "/"}}));
+  }
   ASSERT_EQ(dash_argv[0], "goodput-dashboard");
   dash_argv[0] = BuiltBinary("tools/dashboard/goodput-dashboard").string();
   const fs::path ready = tmp.path() / "dashboard.ready";
@@ -696,7 +702,13 @@ TEST(HelmChart, SampleOverrideRendersConfigsTheRealServicesAcceptWithTheirTokens
       absl::Seconds(30)))
       << (*dashboard)->LogTail();
   httplib::Client http("127.0.0.1", dash_port);
-  httplib::Result jobs_page = http.Get("/api/jobs");
+  // Auth is on: the dashboard wants a sign-in, which an operator token gives.
+  httplib::Result refused = http.Get("/api/jobs");
+  ASSERT_TRUE(refused) << "dashboard did not answer";
+  EXPECT_EQ(refused->status, 401) << refused->body;
+  const std::string operator_token = tokens->at("stringData")["dashboard-token"];
+  httplib::Result jobs_page =
+      http.Get("/api/jobs", {{"Authorization", absl::StrCat("Bearer ", operator_token)}});
   ASSERT_TRUE(jobs_page) << "dashboard did not answer";
   EXPECT_EQ(jobs_page->status, 200) << jobs_page->body;
 
@@ -1229,6 +1241,48 @@ std::vector<ValueCase> ValueCases() {
                  EXPECT_THAT(PodOf(r, "dashboard").Container()["command"].dump(),
                              HasSubstr("--static-dir=/srv/web"));
                }});
+  auto command_has = [](std::string owner, std::string text) -> Check {
+    return [=](const Rendered& r) {
+      EXPECT_THAT(PodOf(r, owner).Container()["command"].dump(), HasSubstr(text)) << owner;
+    };
+  };
+  c.push_back({"dashboard.signIn.trustedProxy", "dashboard: {signIn: {trustedProxy: 10.1.2.3}}\n",
+               Both(command_has("dashboard", "--trusted-proxy=10.1.2.3"),
+                    command_has("dashboard", "--proxy-user-header=X-Forwarded-User"))});
+  c.push_back({"dashboard.signIn.proxyUserHeader",
+               "dashboard: {signIn: {trustedProxy: 10.1.2.3, proxyUserHeader: X-Auth-Request-User}}\n",
+               command_has("dashboard", "--proxy-user-header=X-Auth-Request-User")});
+  c.push_back({"dashboard.signIn.operatorUsers", "dashboard: {signIn: {operatorUsers: [ann, bo]}}\n",
+               command_has("dashboard", "--operator-users=ann,bo")});
+  // TLS: every service reads the certificate, key and CA of the secret; probes use HTTPS.
+  const std::string tls = "tls: {enabled: true, secretName: web-tls";
+  auto tls_mounted = [](const Rendered& r) {
+    for (const std::string s : {"ingest", "ofu", "mfu", "alerting", "dashboard"}) {
+      EXPECT_EQ(At(Volume(PodOf(r, s).Spec(), "tls"), "/secret/secretName"), "web-tls") << s;
+    }
+    for (const std::string& s : kServices) {
+      EXPECT_EQ(At(PodOf(r, s).Container(), "/readinessProbe/httpGet/scheme"), "HTTPS") << s;
+    }
+  };
+  c.push_back({"tls.enabled", tls + "}\n",
+               Both(tls_mounted, Both(ConfigHas(kServicePods, "cert_file: /etc/goodput/tls/tls.crt"),
+                                      command_has("dashboard", "--tls-cert=/etc/goodput/tls/tls.crt")))});
+  c.push_back({"tls.secretName", tls + "}\n# the secret's name\n", tls_mounted});
+  c.push_back({"tls.mutual", tls + ", mutual: true}\n",
+               ConfigHas(kServicePods, "client_ca_file: /etc/goodput/tls/ca.crt")});
+  c.push_back({"tls.serverName", tls + ", serverName: goodput.internal}\n",
+               Both(ConfigHas(kServicePods, "server_name: \"goodput.internal\""),
+                    Env({"dashboard"}, "GOODPUT_TLS_SERVER_NAME", "/value", "goodput.internal"))});
+  c.push_back({"tls.reloadIntervalSeconds", tls + ", reloadIntervalSeconds: 5}\n",
+               ConfigHas(kServicePods, "reload_interval_s: 5")});
+  c.push_back({"auth.scopedTokens", "auth: {scopedTokens: [\"s1 scheduler clusters=a\"]}\n",
+               Both(ObjectHas("Secret", "-tokens", "/stringData/scoped", "s1 scheduler clusters=a\n"),
+                    Both(ConfigHas(kServicePods, "token_file: /etc/goodput/tokens/scoped"),
+                         command_has("dashboard", ",/etc/goodput/tokens/scoped")))});
+  c.push_back({"auth.existingSecretHasScoped",
+               "auth: {existingSecret: tok, existingSecretHasScoped: true}\n",
+               ConfigHas(kServicePods, "token_file: /etc/goodput/tokens/scoped")});
+  c.push_back({"auth.metrics", "auth: {metrics: true}\n", ConfigHas(kServicePods, "metrics: true")});
   AddWorkloadCases("dashboard", c);
   return c;
 }

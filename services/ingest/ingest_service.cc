@@ -14,6 +14,7 @@
 #include "services/ingest/exposition.h"
 #include "services/ingest/proto_convert.h"
 #include "services/ingest/validation.h"
+#include "services/platform/auth.h"
 #include "services/platform/status_convert.h"
 
 namespace goodput::ingest {
@@ -366,6 +367,12 @@ class PushSamplesReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer
                                     "not stored")));
       return;
     }
+    if (absl::Status scope = platform::CheckCallCluster(*context_, request.cluster());
+        !scope.ok()) {
+      Conclude(Failure(grpc::StatusCode::PERMISSION_DENIED,
+                       absl::StrCat("message ", position_, " was not stored: ", scope.message())));
+      return;
+    }
     absl::Status stored = service_->PushBatch(request, &response_);
     if (!stored.ok()) {
       Conclude(Failure(platform::ToGrpcStatus(stored).error_code(),
@@ -429,6 +436,9 @@ grpc::ServerReadReactor<grpc::ByteBuffer>* IngestServiceImpl::PushSamples(
 grpc::Status IngestServiceImpl::PushExposition(grpc::ServerContextBase* context,
                                                const v1::PushExpositionRequest* request,
                                                v1::PushExpositionResponse* response) {
+  if (absl::Status s = platform::CheckCallCluster(*context, request->cluster()); !s.ok()) {
+    return platform::ToGrpcStatus(s);
+  }
   const int64_t max_bytes = pipeline_->options().max_exposition_bytes;
   if (static_cast<int64_t>(request->body().size()) > max_bytes) {
     return platform::ToGrpcStatus(absl::ResourceExhaustedError(absl::StrCat(

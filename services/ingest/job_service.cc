@@ -3,7 +3,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "services/ingest/job_checks.h"
+#include "services/platform/auth.h"
 #include "services/platform/status_convert.h"
 
 namespace goodput::ingest {
@@ -18,13 +20,31 @@ v1::Job JobServiceImpl::CanonicalHosts(const v1::Job& job) const {
   return out;
 }
 
+namespace {
+
+// OK when the caller may see `job`: a token limited to a user sees only that user's jobs.
+absl::Status CheckUserScope(const grpc::ServerContextBase& context, const v1::Job& job) {
+  std::optional<platform::Identity> caller = platform::CallIdentity(context);
+  if (!caller.has_value()) return absl::OkStatus();
+  std::optional<std::string> user = caller->UserScope();
+  if (!user.has_value() || job.user() == *user) return absl::OkStatus();
+  return absl::PermissionDeniedError(
+      absl::StrCat("the ", platform::RoleName(caller->role), " token of user ", *user,
+                   " sees only that user's jobs; job ", job.key().cluster(), "/",
+                   job.key().job_id(), " is outside its scope"));
+}
+
+}  // namespace
+
 grpc::Status JobServiceImpl::RegisterJob(grpc::ServerContext* context,
                                          const v1::RegisterJobRequest* request,
                                          v1::RegisterJobResponse* response) {
   if (absl::Status s = CheckJobRequestSize(*request, "RegisterJob", limits_); !s.ok()) {
     return ToGrpcStatus(s);
   }
-  if (absl::Status s = CheckJob(request->job(), catalog_, limits_); !s.ok()) {
+  if (absl::Status s = CheckJob(request->job(), catalog_, limits_); !s.ok()) return ToGrpcStatus(s);
+  if (absl::Status s = platform::CheckCallCluster(*context, request->job().key().cluster());
+      !s.ok()) {
     return ToGrpcStatus(s);
   }
   absl::StatusOr<RegisterJobResult> result =
@@ -44,7 +64,9 @@ grpc::Status JobServiceImpl::UpdateJob(grpc::ServerContext* context,
   if (absl::Status s = CheckJobRequestSize(*request, "UpdateJob", limits_); !s.ok()) {
     return ToGrpcStatus(s);
   }
-  if (absl::Status s = CheckJob(request->job(), catalog_, limits_); !s.ok()) {
+  if (absl::Status s = CheckJob(request->job(), catalog_, limits_); !s.ok()) return ToGrpcStatus(s);
+  if (absl::Status s = platform::CheckCallCluster(*context, request->job().key().cluster());
+      !s.ok()) {
     return ToGrpcStatus(s);
   }
   absl::StatusOr<v1::Job> job =
@@ -57,6 +79,9 @@ grpc::Status JobServiceImpl::UpdateJob(grpc::ServerContext* context,
 grpc::Status JobServiceImpl::EndJob(grpc::ServerContext* context, const v1::EndJobRequest* request,
                                     v1::EndJobResponse* response) {
   if (absl::Status s = CheckJobEnd(*request); !s.ok()) return ToGrpcStatus(s);
+  if (absl::Status s = platform::CheckCallCluster(*context, request->key().cluster()); !s.ok()) {
+    return ToGrpcStatus(s);
+  }
   std::optional<int64_t> end_ms;
   if (request->has_end_time()) {
     end_ms = request->end_time().seconds() * 1000 + request->end_time().nanos() / 1000000;
@@ -73,6 +98,7 @@ grpc::Status JobServiceImpl::GetJob(grpc::ServerContext* context, const v1::GetJ
   if (absl::Status s = CheckJobKey(request->key(), "key"); !s.ok()) return ToGrpcStatus(s);
   absl::StatusOr<v1::Job> job = store_->Get(request->key());
   if (!job.ok()) return ToGrpcStatus(job.status());
+  if (absl::Status s = CheckUserScope(*context, *job); !s.ok()) return ToGrpcStatus(s);
   *response->mutable_job() = *std::move(job);
   return grpc::Status::OK;
 }
@@ -80,7 +106,19 @@ grpc::Status JobServiceImpl::GetJob(grpc::ServerContext* context, const v1::GetJ
 grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext* context,
                                       const v1::ListJobsRequest* request,
                                       v1::ListJobsResponse* response) {
-  absl::StatusOr<ListJobsResult> result = store_->List(*request);
+  // A token limited to a user lists that user's jobs only.
+  v1::ListJobsRequest scoped = *request;
+  if (std::optional<platform::Identity> caller = platform::CallIdentity(*context)) {
+    if (std::optional<std::string> user = caller->UserScope()) {
+      if (!scoped.user().empty() && scoped.user() != *user) {
+        return ToGrpcStatus(absl::PermissionDeniedError(absl::StrCat(
+            "the ", platform::RoleName(caller->role), " token of user ", *user,
+            " lists only that user's jobs; user \"", scoped.user(), "\" is outside its scope")));
+      }
+      scoped.set_user(*user);
+    }
+  }
+  absl::StatusOr<ListJobsResult> result = store_->List(scoped);
   if (!result.ok()) return ToGrpcStatus(result.status());
   for (v1::Job& job : result->jobs) *response->add_jobs() = std::move(job);
   response->set_next_page_token(result->next_page_token);

@@ -79,24 +79,38 @@ JsonHttpReply JobsHttp::Handle(Method method, absl::string_view authorization,
   const bool is_register = method == Method::kRegister;
   const absl::string_view route =
       is_register ? absl::string_view(kRegisterJobPath) : absl::string_view(kEndJobPath);
+  platform::Identity caller;  // an unscoped operator when auth is off
   if (auth_ != nullptr) {
     // The gRPC method's own entry: the same roles, whichever way the call comes.
     const std::string grpc_method = absl::StrCat("/", v1::JobService::service_full_name(), "/",
                                                  is_register ? "RegisterJob" : "EndJob");
-    if (auto refusal = platform::AuthorizeHttp(*auth_, grpc_method, authorization)) {
-      const grpc::StatusCode code = refusal->status == 403 ? grpc::StatusCode::PERMISSION_DENIED
-                                                           : grpc::StatusCode::UNAUTHENTICATED;
-      return ErrorReply(code, absl::StrCat("POST ", route, ": ", refusal->message));
+    platform::HttpRefusal refusal;
+    absl::StatusOr<platform::Identity> identity =
+        platform::CheckHttp(*auth_, grpc_method, authorization, &refusal);
+    if (!identity.ok()) {
+      const grpc::StatusCode code = refusal.status == 403 ? grpc::StatusCode::PERMISSION_DENIED
+                                                          : grpc::StatusCode::UNAUTHENTICATED;
+      return ErrorReply(code, absl::StrCat("POST ", route, ": ", refusal.message));
     }
+    caller = *std::move(identity);
   }
+  // A token limited to clusters registers and ends jobs of those clusters only.
+  auto in_scope = [&caller, route](const std::string& cluster) -> std::optional<grpc::Status> {
+    absl::Status s = caller.CheckCluster(cluster);
+    if (s.ok()) return std::nullopt;
+    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                        absl::StrCat("POST ", route, ": ", s.message()));
+  };
   if (is_register) {
     return Run<v1::RegisterJobRequest, v1::RegisterJobResponse>(
-        route, body, [this](grpc::ServerContext* c, auto* req, auto* res) {
+        route, body, [this, &in_scope](grpc::ServerContext* c, auto* req, auto* res) {
+          if (auto refused = in_scope(req->job().key().cluster())) return *refused;
           return service_->RegisterJob(c, req, res);
         });
   }
   return Run<v1::EndJobRequest, v1::EndJobResponse>(
-      route, body, [this](grpc::ServerContext* c, auto* req, auto* res) {
+      route, body, [this, &in_scope](grpc::ServerContext* c, auto* req, auto* res) {
+        if (auto refused = in_scope(req->key().cluster())) return *refused;
         return service_->EndJob(c, req, res);
       });
 }

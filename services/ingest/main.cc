@@ -82,6 +82,7 @@
 #include "services/platform/gpu_catalog_config.h"
 #include "services/platform/grpc_limits.h"
 #include "services/platform/service_main.h"
+#include "services/platform/tls.h"
 
 namespace goodput::ingest {
 namespace {
@@ -217,7 +218,7 @@ absl::StatusOr<std::shared_ptr<void>> Setup(platform::ServiceContext& ctx) {
   if (!mfu_address->empty()) {
     remote_write.throughput_metrics = *std::move(throughput);
     remote_write.report_sink = MfuStreamSink(
-        grpc::CreateChannel(*mfu_address, grpc::InsecureChannelCredentials()), *mfu_token,
+        platform::MakeChannel(*mfu_address, platform::ClientTlsFrom(ctx.config->tls)), *mfu_token,
         *mfu_timeout);
   }
   absl::StatusOr<IdentityRules> identity = ParseIdentityRules(config.root());
@@ -282,17 +283,27 @@ absl::StatusOr<std::shared_ptr<void>> Setup(platform::ServiceContext& ctx) {
   if (ctx.auth != nullptr) ctx.auth->AllowMethod(kRemoteWriteRoute, {platform::Role::kTelemetry});
   auto handle_remote_write = [receiver, auth, kRemoteWriteRoute](const httplib::Request& req,
                                                                  httplib::Response& res) {
+    std::optional<platform::Identity> caller;
     if (auth != nullptr) {
-      if (auto refusal =
-              platform::AuthorizeHttp(*auth, kRemoteWriteRoute, req.get_header_value("Authorization"))) {
-        res.status = refusal->status;
-        if (refusal->status == 401) res.set_header("WWW-Authenticate", "Bearer");
-        res.set_content(refusal->message + "\n", "text/plain; charset=utf-8");
+      platform::HttpRefusal refusal;
+      absl::StatusOr<platform::Identity> identity = platform::CheckHttp(
+          *auth, kRemoteWriteRoute, req.get_header_value("Authorization"), &refusal);
+      if (!identity.ok()) {
+        res.status = refusal.status;
+        if (refusal.status == 401) res.set_header("WWW-Authenticate", "Bearer");
+        res.set_content(refusal.message + "\n", "text/plain; charset=utf-8");
         return;
       }
+      caller = *std::move(identity);
+    }
+    std::function<absl::Status(absl::string_view)> cluster_allowed;
+    if (caller.has_value() && !caller->clusters.empty()) {
+      cluster_allowed = [&caller](absl::string_view cluster) {
+        return caller->CheckCluster(cluster);
+      };
     }
     HttpReply reply = receiver->Handle(req.body, req.get_header_value("Content-Encoding"),
-                                       req.get_param_value("cluster"));
+                                       req.get_param_value("cluster"), cluster_allowed);
     res.status = reply.status;
     res.set_content(reply.body, "text/plain; charset=utf-8");
   };

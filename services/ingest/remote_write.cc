@@ -263,8 +263,9 @@ std::vector<RemoteWriteBatch> MapWriteRequest(const prometheus::WriteRequest& re
   return batches;
 }
 
-HttpReply RemoteWriteReceiver::Handle(absl::string_view body, absl::string_view content_encoding,
-                                      absl::string_view cluster_param) {
+HttpReply RemoteWriteReceiver::Handle(
+    absl::string_view body, absl::string_view content_encoding, absl::string_view cluster_param,
+    const std::function<absl::Status(absl::string_view cluster)>& cluster_allowed) {
   if (static_cast<int64_t>(body.size()) > options_.max_body_bytes) {
     return {413, absl::StrCat("the body is ", body.size(), " bytes; the limit is ",
                               options_.max_body_bytes,
@@ -288,6 +289,16 @@ HttpReply RemoteWriteReceiver::Handle(absl::string_view body, absl::string_view 
   map_options.default_cluster =
       cluster_param.empty() ? options_.default_cluster : std::string(cluster_param);
   map_options.validation = pipeline_->validation_options();
+  if (cluster_allowed) {
+    absl::flat_hash_set<std::string> checked;
+    for (const prometheus::TimeSeries& series : request->timeseries()) {
+      std::string cluster = SeriesCluster(series, map_options.default_cluster);
+      if (cluster.empty() || !checked.insert(cluster).second) continue;
+      if (absl::Status s = cluster_allowed(cluster); !s.ok()) {
+        return {403, absl::StrCat("not stored: ", s.message(), "\n")};
+      }
+    }
+  }
   if (options_.ha_elector) {
     map_options.replica_labels = options_.ha.replica_labels;
     absl::flat_hash_set<std::pair<std::string, std::string>> seen;

@@ -141,8 +141,12 @@ class RemoteWriteReceiver {
 
   // Handles one request body. `content_encoding` is the Content-Encoding header (empty or
   // "snappy"); `cluster_param` the `cluster` query parameter (overrides the default cluster).
+  // With `cluster_allowed`, a request holding a series of a cluster it refuses is answered
+  // 403 with its message before anything is stored (a token limited to clusters).
   HttpReply Handle(absl::string_view body, absl::string_view content_encoding,
-                   absl::string_view cluster_param);
+                   absl::string_view cluster_param,
+                   const std::function<absl::Status(absl::string_view cluster)>& cluster_allowed =
+                       nullptr);
 
  private:
   IngestPipeline* pipeline_;

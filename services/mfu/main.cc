@@ -14,6 +14,7 @@
 #include "services/platform/gpu_catalog_config.h"
 #include "services/platform/ordered_forwarder.h"
 #include "services/platform/service_main.h"
+#include "services/platform/tls.h"
 
 namespace {
 
@@ -104,7 +105,8 @@ absl::StatusOr<std::shared_ptr<void>> Setup(goodput::platform::ServiceContext& c
   if (!alerting_address->empty()) {
     targets.push_back(goodput::mfu::AlertingTarget(
         rt->reconciliations.get(),
-        grpc::CreateChannel(*alerting_address, grpc::InsecureChannelCredentials()), *forward_token,
+        goodput::platform::MakeChannel(*alerting_address,
+                                      goodput::platform::ClientTlsFrom(ctx.config->tls)), *forward_token,
         *forward_timeout));
   }
   rt->forwarder = std::make_unique<goodput::platform::OrderedForwarder>(

@@ -16,6 +16,7 @@
 #include "services/platform/gpu_catalog_config.h"
 #include "services/platform/ordered_forwarder.h"
 #include "services/platform/service_main.h"
+#include "services/platform/tls.h"
 
 namespace {
 
@@ -131,12 +132,13 @@ absl::StatusOr<std::shared_ptr<void>> Setup(goodput::platform::ServiceContext& c
   std::vector<goodput::platform::OrderedTarget> targets;
   if (!mfu_address->empty()) {
     targets.push_back(goodput::ofu::MfuTarget(
-        rt->store.get(), grpc::CreateChannel(*mfu_address, grpc::InsecureChannelCredentials()),
+        rt->store.get(), goodput::platform::MakeChannel(*mfu_address, goodput::platform::ClientTlsFrom(ctx.config->tls)),
         *forward_token, *forward_timeout));
   }
   if (!alerting_address->empty()) {
     targets.push_back(goodput::ofu::AlertingTarget(
-        rt->store.get(), grpc::CreateChannel(*alerting_address, grpc::InsecureChannelCredentials()),
+        rt->store.get(), goodput::platform::MakeChannel(*alerting_address,
+                                          goodput::platform::ClientTlsFrom(ctx.config->tls)),
         *forward_token, *forward_timeout));
   }
   rt->forwarder = std::make_unique<goodput::platform::OrderedForwarder>(

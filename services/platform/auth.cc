@@ -1,16 +1,30 @@
 #include "services/platform/auth.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <fstream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
 #include "grpc/grpc_security.h"
+#include "grpcpp/security/auth_context.h"
+#include "services/platform/logging.h"
 #include "services/platform/metrics.h"
 
 namespace goodput::platform {
 namespace {
+
+// The policy of the process's authenticating server, which CallIdentity consults. The auth
+// context cannot carry a call's identity: it belongs to the connection, which calls with
+// different tokens share.
+absl::Mutex g_call_policy_mu(absl::kConstInit);
+std::shared_ptr<const AuthPolicy>* g_call_policy ABSL_GUARDED_BY(g_call_policy_mu) = nullptr;
 
 constexpr absl::string_view kOpenServices[] = {
     "/grpc.health.v1.Health/",
@@ -56,7 +70,7 @@ struct ProcessorState {
 };
 
 // Runs on a gRPC transport thread; the policy check never blocks, so it answers inline.
-void ProcessMetadata(void* state_ptr, grpc_auth_context* /*context*/, const grpc_metadata* md,
+void ProcessMetadata(void* state_ptr, grpc_auth_context* context, const grpc_metadata* md,
                      size_t num_md, grpc_process_auth_metadata_done_cb done, void* user_data) {
   const auto* state = static_cast<const ProcessorState*>(state_ptr);
   absl::string_view method;
@@ -69,11 +83,12 @@ void ProcessMetadata(void* state_ptr, grpc_auth_context* /*context*/, const grpc
       authorization = SliceView(md[i].value);
     }
   }
-  absl::Status status = state->policy->Authorize(method, authorization);
-  if (status.ok()) {
+  absl::StatusOr<Identity> identity = state->policy->Check(method, authorization);
+  if (identity.ok()) {
     done(user_data, nullptr, 0, nullptr, 0, GRPC_STATUS_OK, nullptr);
     return;
   }
+  const absl::Status& status = identity.status();
   Counter* counter = status.code() == absl::StatusCode::kUnauthenticated ? state->unauthenticated
                                                                          : state->permission_denied;
   if (counter != nullptr) counter->Increment();
@@ -86,8 +101,11 @@ void DestroyProcessorState(void* state) { delete static_cast<ProcessorState*>(st
 
 class AuthenticatingServerCredentials final : public grpc::ServerCredentials {
  public:
-  explicit AuthenticatingServerCredentials(std::unique_ptr<ProcessorState> state)
-      : creds_(grpc_insecure_server_credentials_create()) {
+  // Takes `base`; without `state` no processor runs.
+  AuthenticatingServerCredentials(grpc_server_credentials* base,
+                                  std::unique_ptr<ProcessorState> state)
+      : creds_(base) {
+    if (state == nullptr) return;
     grpc_auth_metadata_processor processor{ProcessMetadata, DestroyProcessorState, state.release()};
     grpc_server_credentials_set_auth_metadata_processor(creds_, processor);
   }
@@ -119,6 +137,82 @@ absl::StatusOr<Role> ParseRole(absl::string_view name) {
 
 absl::string_view RoleName(Role role) { return kRoleNames[static_cast<size_t>(role)]; }
 
+absl::Status Identity::CheckCluster(absl::string_view cluster) const {
+  if (clusters.empty()) return absl::OkStatus();
+  for (const std::string& allowed : clusters) {
+    if (allowed == cluster) return absl::OkStatus();
+  }
+  return absl::PermissionDeniedError(absl::StrCat(
+      "the ", RoleName(role), " token is limited to cluster", clusters.size() > 1 ? "s " : " ",
+      absl::StrJoin(clusters, ", "), "; cluster \"", cluster, "\" is outside its scope"));
+}
+
+std::optional<std::string> Identity::UserScope() const {
+  if (role == Role::kOperator || user.empty()) return std::nullopt;
+  return user;
+}
+
+absl::StatusOr<std::vector<TokenGrant>> ReadTokenFile(const std::string& path,
+                                                      std::optional<Role> role) {
+  std::ifstream in(path);
+  if (!in) {
+    return absl::InvalidArgumentError(absl::StrCat("token file \"", path, "\" cannot be read"));
+  }
+  std::vector<TokenGrant> grants;
+  std::string line;
+  for (int number = 1; std::getline(in, line); ++number) {
+    absl::string_view text = absl::StripAsciiWhitespace(line);
+    if (text.empty() || text.front() == '#') continue;
+    auto bad = [&](absl::string_view what) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("token file \"", path, "\" line ", number, ": ", what));
+    };
+    std::vector<absl::string_view> fields = absl::StrSplit(text, ' ', absl::SkipWhitespace());
+    TokenGrant grant;
+    grant.token = std::string(fields[0]);
+    if (role.has_value()) {
+      if (fields.size() != 1)
+        return bad("holds more than one word; the file holds one token a line");
+      grant.identity.role = *role;
+      grants.push_back(std::move(grant));
+      continue;
+    }
+    if (fields.size() < 2) return bad("names no role (TOKEN ROLE [clusters=A,B] [user=NAME])");
+    absl::StatusOr<Role> parsed = ParseRole(fields[1]);
+    if (!parsed.ok()) return bad(parsed.status().message());
+    grant.identity.role = *parsed;
+    for (size_t i = 2; i < fields.size(); ++i) {
+      absl::string_view field = fields[i];
+      if (absl::ConsumePrefix(&field, "clusters=") || absl::ConsumePrefix(&field, "cluster=")) {
+        for (absl::string_view cluster : absl::StrSplit(field, ',', absl::SkipEmpty())) {
+          grant.identity.clusters.emplace_back(cluster);
+        }
+        if (grant.identity.clusters.empty()) return bad("clusters= names no cluster");
+      } else if (absl::ConsumePrefix(&field, "user=")) {
+        if (field.empty()) return bad("user= names no user");
+        grant.identity.user = std::string(field);
+      } else {
+        return bad(absl::StrCat("\"", fields[i],
+                                "\" is not clusters=A,B or user=NAME (TOKEN ROLE [clusters=A,B] "
+                                "[user=NAME])"));
+      }
+    }
+    grants.push_back(std::move(grant));
+  }
+  return grants;
+}
+
+namespace {
+
+std::pair<int64_t, uint64_t> FileStamp(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return {0, 0};
+  return {static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec,
+          static_cast<uint64_t>(st.st_ino)};
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<AuthPolicy>> AuthPolicy::Create(
     const std::vector<std::pair<std::string, std::string>>& tokens) {
   std::unique_ptr<AuthPolicy> policy(new AuthPolicy());
@@ -135,9 +229,56 @@ absl::StatusOr<std::unique_ptr<AuthPolicy>> AuthPolicy::Create(
       return absl::InvalidArgumentError(absl::StrCat("auth token ", i + 1, " for role ", role_name,
                                                      " is empty or contains whitespace"));
     }
-    policy->tokens_.emplace_back(token, *role);
+    policy->tokens_.push_back({token, Identity{.role = *role}});
   }
   return policy;
+}
+
+absl::StatusOr<std::unique_ptr<AuthPolicy>> AuthPolicy::Create(const AuthConfig& config) {
+  std::vector<std::pair<std::string, std::string>> inline_tokens(
+      config.tokens.begin(),
+      config.tokens.begin() + std::min(config.inline_tokens, config.tokens.size()));
+  absl::StatusOr<std::unique_ptr<AuthPolicy>> policy = Create(inline_tokens);
+  if (!policy.ok()) return policy.status();
+  absl::MutexLock lock(&(*policy)->files_mu_);
+  for (const AuthConfig::TokenFile& file : config.files) {
+    WatchedFile watched{.path = file.path, .stamp = FileStamp(file.path)};
+    if (!file.role.empty()) {
+      absl::StatusOr<Role> role = ParseRole(file.role);
+      if (!role.ok()) return role.status();
+      watched.role = *role;
+    }
+    absl::StatusOr<std::vector<TokenGrant>> grants = ReadTokenFile(file.path, watched.role);
+    if (!grants.ok()) return grants.status();
+    watched.grants = *std::move(grants);
+    (*policy)->files_.push_back(std::move(watched));
+  }
+  return policy;
+}
+
+void AuthPolicy::MaybeReload() const {
+  const int64_t now_ns = absl::GetCurrentTimeNanos();
+  int64_t next = next_check_ns_.load(std::memory_order_relaxed);
+  if (now_ns < next) return;
+  // One caller a second looks at the files; the others go on with the tokens in force.
+  if (!next_check_ns_.compare_exchange_strong(next, now_ns + 1000000000)) return;
+  absl::MutexLock lock(&files_mu_);
+  for (WatchedFile& file : files_) {
+    std::pair<int64_t, uint64_t> stamp = FileStamp(file.path);
+    if (stamp == file.stamp) continue;
+    absl::StatusOr<std::vector<TokenGrant>> grants = ReadTokenFile(file.path, file.role);
+    if (!grants.ok()) {
+      // Half-written or broken: keep the tokens in force and look again once it changes.
+      Logger().Warn("token file not reloaded; the previous tokens stay in force",
+                    {{"error", std::string(grants.status().message())}});
+      file.stamp = stamp;
+      continue;
+    }
+    file.stamp = stamp;
+    file.grants = *std::move(grants);
+    Logger().Info("token file reloaded",
+                  {{"path", file.path}, {"tokens", static_cast<int64_t>(file.grants.size())}});
+  }
 }
 
 void AuthPolicy::AllowMethod(absl::string_view method, std::vector<Role> roles) {
@@ -157,7 +298,7 @@ bool AuthPolicy::IsAlwaysOpen(absl::string_view method) {
   return false;
 }
 
-std::optional<Role> AuthPolicy::Authenticate(absl::string_view authorization_value) const {
+std::optional<Identity> AuthPolicy::Identify(absl::string_view authorization_value) const {
   absl::string_view value = absl::StripAsciiWhitespace(authorization_value);
   constexpr absl::string_view kScheme = "bearer ";
   if (value.size() <= kScheme.size() ||
@@ -166,54 +307,117 @@ std::optional<Role> AuthPolicy::Authenticate(absl::string_view authorization_val
   }
   absl::string_view token = absl::StripLeadingAsciiWhitespace(value.substr(kScheme.size()));
   // Look at every token, without stopping at the first match, so that timing reveals nothing.
-  std::optional<Role> match;
-  for (const auto& [secret, role] : tokens_) {
-    if (ConstantTimeEquals(secret, token)) match = role;
+  const TokenGrant* match = nullptr;
+  for (const TokenGrant& grant : tokens_) {
+    if (ConstantTimeEquals(grant.token, token)) match = &grant;
   }
-  return match;
+  if (match != nullptr) return match->identity;
+  MaybeReload();
+  absl::MutexLock lock(&files_mu_);
+  for (const WatchedFile& file : files_) {
+    for (const TokenGrant& grant : file.grants) {
+      if (ConstantTimeEquals(grant.token, token)) match = &grant;
+    }
+  }
+  if (match != nullptr) return match->identity;
+  return std::nullopt;
 }
 
-absl::Status AuthPolicy::Authorize(absl::string_view method,
-                                   std::optional<absl::string_view> authorization_value) const {
-  if (IsAlwaysOpen(method)) return absl::OkStatus();
+std::optional<Role> AuthPolicy::Authenticate(absl::string_view authorization_value) const {
+  std::optional<Identity> identity = Identify(authorization_value);
+  if (!identity.has_value()) return std::nullopt;
+  return identity->role;
+}
+
+absl::StatusOr<Identity> AuthPolicy::Check(
+    absl::string_view method, std::optional<absl::string_view> authorization_value) const {
+  if (IsAlwaysOpen(method)) return Identity{};
   if (!authorization_value.has_value()) {
     return absl::UnauthenticatedError(
         absl::StrCat(method, " needs \"authorization: Bearer <token>\" metadata"));
   }
-  std::optional<Role> role = Authenticate(*authorization_value);
-  if (!role.has_value()) {
+  std::optional<Identity> identity = Identify(*authorization_value);
+  if (!identity.has_value()) {
     return absl::UnauthenticatedError(
         absl::StrCat(method, ": the bearer token is not a known token"));
   }
-  if (*role == Role::kOperator) return absl::OkStatus();
+  if (identity->role == Role::kOperator) return *identity;
   std::vector<Role> allowed;
   if (auto it = method_roles_.find(method); it != method_roles_.end()) allowed = it->second;
   if (auto it = service_roles_.find(ServiceOf(method)); it != service_roles_.end()) {
     allowed.insert(allowed.end(), it->second.begin(), it->second.end());
   }
-  if (std::find(allowed.begin(), allowed.end(), *role) != allowed.end()) return absl::OkStatus();
-  return absl::PermissionDeniedError(absl::StrCat(
-      method, " is not allowed for role ", RoleName(*role), " (allowed: ", RoleList(allowed), ")"));
+  if (std::find(allowed.begin(), allowed.end(), identity->role) != allowed.end()) return *identity;
+  return absl::PermissionDeniedError(absl::StrCat(method, " is not allowed for role ",
+                                                  RoleName(identity->role),
+                                                  " (allowed: ", RoleList(allowed), ")"));
 }
 
-std::optional<HttpRefusal> AuthorizeHttp(const AuthPolicy& policy, absl::string_view route,
-                                         absl::string_view authorization_header) {
+absl::Status AuthPolicy::Authorize(absl::string_view method,
+                                   std::optional<absl::string_view> authorization_value) const {
+  return Check(method, authorization_value).status();
+}
+
+std::optional<Identity> CallIdentity(const grpc::ServerContextBase& context) {
+  std::shared_ptr<const AuthPolicy> policy;
+  {
+    absl::MutexLock lock(&g_call_policy_mu);
+    if (g_call_policy != nullptr) policy = *g_call_policy;
+  }
+  if (policy == nullptr) return std::nullopt;
+  const auto& metadata = context.client_metadata();
+  auto it = metadata.find("authorization");
+  if (it == metadata.end()) return std::nullopt;
+  return policy->Identify(absl::string_view(it->second.data(), it->second.size()));
+}
+
+absl::Status CheckCallCluster(const grpc::ServerContextBase& context, absl::string_view cluster) {
+  std::optional<Identity> identity = CallIdentity(context);
+  if (!identity.has_value()) return absl::OkStatus();
+  return identity->CheckCluster(cluster);
+}
+
+absl::StatusOr<Identity> CheckHttp(const AuthPolicy& policy, absl::string_view route,
+                                   absl::string_view authorization_header, HttpRefusal* refusal) {
   std::optional<absl::string_view> value;
   if (!authorization_header.empty()) value = authorization_header;
-  absl::Status s = policy.Authorize(route, value);
-  if (s.ok()) return std::nullopt;
+  absl::StatusOr<Identity> identity = policy.Check(route, value);
+  if (identity.ok()) return identity;
+  const absl::Status& s = identity.status();
   if (s.code() == absl::StatusCode::kPermissionDenied) {
-    return HttpRefusal{403, std::string(s.message())};
+    *refusal = HttpRefusal{403, std::string(s.message())};
+    return s;
   }
   std::string message(s.message());
   if (!value.has_value()) {
     message = absl::StrCat(route, " needs an \"Authorization: Bearer <token>\" header");
   }
-  return HttpRefusal{401, std::move(message)};
+  *refusal = HttpRefusal{401, std::move(message)};
+  return s;
+}
+
+std::optional<HttpRefusal> AuthorizeHttp(const AuthPolicy& policy, absl::string_view route,
+                                         absl::string_view authorization_header) {
+  HttpRefusal refusal;
+  if (CheckHttp(policy, route, authorization_header, &refusal).ok()) return std::nullopt;
+  return refusal;
 }
 
 std::shared_ptr<grpc::ServerCredentials> MakeAuthenticatingServerCredentials(
     std::shared_ptr<const AuthPolicy> policy, MetricsRegistry* metrics) {
+  return WrapServerCredentials(grpc_insecure_server_credentials_create(), std::move(policy),
+                               metrics);
+}
+
+std::shared_ptr<grpc::ServerCredentials> WrapServerCredentials(
+    grpc_server_credentials* base, std::shared_ptr<const AuthPolicy> policy,
+    MetricsRegistry* metrics) {
+  if (policy == nullptr) return std::make_shared<AuthenticatingServerCredentials>(base, nullptr);
+  {
+    absl::MutexLock lock(&g_call_policy_mu);
+    if (g_call_policy == nullptr) g_call_policy = new std::shared_ptr<const AuthPolicy>();
+    *g_call_policy = policy;
+  }
   auto state = std::make_unique<ProcessorState>();
   state->policy = std::move(policy);
   if (metrics != nullptr) {
@@ -222,7 +426,7 @@ std::shared_ptr<grpc::ServerCredentials> MakeAuthenticatingServerCredentials(
     state->unauthenticated = &refusals.WithLabels({"UNAUTHENTICATED"});
     state->permission_denied = &refusals.WithLabels({"PERMISSION_DENIED"});
   }
-  return std::make_shared<AuthenticatingServerCredentials>(std::move(state));
+  return std::make_shared<AuthenticatingServerCredentials>(base, std::move(state));
 }
 
 }  // namespace goodput::platform

@@ -11,12 +11,18 @@
 // end a call with a status, so the policy is enforced by an auth metadata processor attached to
 // the server's (plaintext) credentials; grpc_server.h wires it in when auth is enabled.
 //
-//   auto policy = AuthPolicy::Create(config.auth.tokens);
+// A token may be scoped (auth.token_file lines `TOKEN ROLE clusters=a,b user=alice`): to
+// clusters, which the services check against the cluster a call acts on (CheckCallCluster),
+// and to a user, whose jobs alone it sees. Refusals name the scope, never the token.
+//
+//   auto policy = AuthPolicy::Create(config.auth);
 //   (*policy)->AllowService("goodput.v1.JobService", {Role::kScheduler});
 //   (*policy)->AllowMethod("/goodput.v1.IngestService/PushSamples", {Role::kTelemetry});
 #pragma once
 
 #include <array>
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -27,7 +33,11 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "grpc/grpc_security.h"
 #include "grpcpp/security/server_credentials.h"
+#include "grpcpp/server_context.h"
+#include "services/platform/config.h"
 
 namespace goodput::platform {
 
@@ -44,26 +54,64 @@ inline constexpr std::array<absl::string_view, 5> kRoleNames = {"scheduler", "te
 absl::StatusOr<Role> ParseRole(absl::string_view name);
 absl::string_view RoleName(Role role);
 
+// Who a token belongs to and what it may reach.
+struct Identity {
+  Role role = Role::kOperator;
+  // Clusters the token may act on (push samples for, register or end jobs of); empty = all.
+  std::vector<std::string> clusters = {};
+  // The user whose jobs the token sees in list/get APIs and the dashboard; empty = all users.
+  // The operator role always sees every job.
+  std::string user = {};
+
+  // OK, or PERMISSION_DENIED naming the token's clusters (never the token) when `cluster` is
+  // outside them.
+  absl::Status CheckCluster(absl::string_view cluster) const;
+  // The user whose jobs this identity may see; nullopt = every job.
+  std::optional<std::string> UserScope() const;
+};
+
+struct TokenGrant {
+  std::string token;
+  Identity identity;
+};
+
+// Reads a token file. With `role`, each line is one token of that role (the
+// auth.token_files.<role> form); without, each line is `TOKEN ROLE [clusters=A,B] [user=NAME]`
+// (the auth.token_file form). Blank lines and '#' comments are skipped. INVALID_ARGUMENT names
+// the file and line, never the token.
+absl::StatusOr<std::vector<TokenGrant>> ReadTokenFile(const std::string& path,
+                                                      std::optional<Role> role);
+
 // Token table plus the per-method role table. Configure (Allow*) before the server starts;
-// afterwards it is read-only and safe to use from any thread.
+// afterwards it is safe to use from any thread. Tokens from files are re-read when a file
+// changes (checked at most once a second, on use); a file that no longer parses leaves the
+// previous tokens in force.
 class AuthPolicy {
  public:
-  // `tokens` are (token, role name) pairs, e.g. ServiceConfig::auth.tokens. Refuses empty
-  // tokens, tokens with whitespace and unknown roles (never echoing the token).
+  // `tokens` are (token, role name) pairs. Refuses empty tokens, tokens with whitespace and
+  // unknown roles (never echoing the token).
   static absl::StatusOr<std::unique_ptr<AuthPolicy>> Create(
       const std::vector<std::pair<std::string, std::string>>& tokens);
+  // The inline tokens of `config` plus its token files, which are watched.
+  static absl::StatusOr<std::unique_ptr<AuthPolicy>> Create(const AuthConfig& config);
 
   // Lets `roles` call one method, named as gRPC names it: "/package.Service/Method".
   void AllowMethod(absl::string_view method, std::vector<Role> roles);
   // Lets `roles` call every method of a service ("package.Service").
   void AllowService(absl::string_view service, std::vector<Role> roles);
 
-  // The role of `authorization_value` ("Bearer <token>"); nullopt when missing or unknown.
-  // Compares against every configured token in constant time per token length.
+  // The identity of `authorization_value` ("Bearer <token>"); nullopt when missing or
+  // unknown. Compares against every configured token in constant time per token length.
+  std::optional<Identity> Identify(absl::string_view authorization_value) const;
+  // Identify's role.
   std::optional<Role> Authenticate(absl::string_view authorization_value) const;
 
-  // OK, UNAUTHENTICATED (missing/unknown token) or PERMISSION_DENIED (role not allowed for
-  // `method`). `authorization_value` is nullopt when the call carried no such metadata.
+  // The caller's identity, or UNAUTHENTICATED (missing/unknown token) or PERMISSION_DENIED
+  // (role not allowed for `method`). `authorization_value` is nullopt when the call carried no
+  // such metadata. Always-open methods give an operator identity.
+  absl::StatusOr<Identity> Check(absl::string_view method,
+                                 std::optional<absl::string_view> authorization_value) const;
+  // Check without the identity.
   absl::Status Authorize(absl::string_view method,
                          std::optional<absl::string_view> authorization_value) const;
 
@@ -71,16 +119,33 @@ class AuthPolicy {
   static bool IsAlwaysOpen(absl::string_view method);
 
  private:
-  AuthPolicy() = default;
+  struct WatchedFile {
+    std::string path;
+    std::optional<Role> role = {};
+    std::pair<int64_t, uint64_t> stamp = {};  // mtime (ns), inode
+    std::vector<TokenGrant> grants = {};
+  };
 
-  std::vector<std::pair<std::string, Role>> tokens_;
+  AuthPolicy() = default;
+  void MaybeReload() const;
+
+  std::vector<TokenGrant> tokens_;
+  mutable absl::Mutex files_mu_;
+  mutable std::vector<WatchedFile> files_ ABSL_GUARDED_BY(files_mu_);
+  mutable std::atomic<int64_t> next_check_ns_{0};
   absl::flat_hash_map<std::string, std::vector<Role>> method_roles_;
   absl::flat_hash_map<std::string, std::vector<Role>> service_roles_;
 };
 
-// Plaintext server credentials that run `policy` on the initial metadata of every call and
-// fail refused calls before they reach a service. Refusals are counted in
-// `goodput_grpc_auth_refusals_total{code}` when `metrics` is given (it must outlive the server).
+// The identity of a server call: its own `authorization` metadata, identified by the policy
+// of the process's authenticating server (the auth context cannot hold it: it belongs to the
+// connection, which calls with different tokens share). nullopt when auth is off or the call
+// did not come over the network (then the caller checks the scope itself, as the HTTP job
+// endpoints do).
+std::optional<Identity> CallIdentity(const grpc::ServerContextBase& context);
+// OK when the call may act on `cluster`; PERMISSION_DENIED naming the scope otherwise.
+absl::Status CheckCallCluster(const grpc::ServerContextBase& context, absl::string_view cluster);
+
 // How an HTTP route answers a refused request: 401 for a missing or unknown token (send
 // `WWW-Authenticate: Bearer`), 403 for a role the route does not allow; the message names the
 // route and the role, never the token.
@@ -94,8 +159,20 @@ struct HttpRefusal {
 // gRPC method; nullopt when the request may proceed.
 std::optional<HttpRefusal> AuthorizeHttp(const AuthPolicy& policy, absl::string_view route,
                                          absl::string_view authorization_header);
+// The same, giving the caller's identity when the request may proceed.
+absl::StatusOr<Identity> CheckHttp(const AuthPolicy& policy, absl::string_view route,
+                                   absl::string_view authorization_header, HttpRefusal* refusal);
 
+// Plaintext server credentials that run `policy` on the initial metadata of every call and
+// fail refused calls before they reach a service. Refusals are counted in
+// `goodput_grpc_auth_refusals_total{code}` when `metrics` is given (it must outlive the server).
 std::shared_ptr<grpc::ServerCredentials> MakeAuthenticatingServerCredentials(
     std::shared_ptr<const AuthPolicy> policy, MetricsRegistry* metrics = nullptr);
+
+// The same over `base`, C-core credentials whose ownership it takes (the TLS ones of tls.h):
+// the policy runs on every call whatever the transport. A null `policy` lets every call in.
+std::shared_ptr<grpc::ServerCredentials> WrapServerCredentials(
+    grpc_server_credentials* base, std::shared_ptr<const AuthPolicy> policy,
+    MetricsRegistry* metrics = nullptr);
 
 }  // namespace goodput::platform

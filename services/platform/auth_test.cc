@@ -1,5 +1,10 @@
 #include "services/platform/auth.h"
 
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -65,6 +70,89 @@ TEST(AuthPolicy, RefusesBadTokenTablesWithoutEchoingTokens) {
   EXPECT_THAT(bad_role.status().message(), ::testing::Not(::testing::HasSubstr("secret-1")));
   EXPECT_FALSE(AuthPolicy::Create({{"has space", "sdk"}}).ok());
   EXPECT_FALSE(AuthPolicy::Create({{"", "sdk"}}).ok());
+}
+
+// Writes `text` to `path` as a secret update would: beside it, then renamed into place.
+void WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream(path + ".new") << text;
+  std::filesystem::rename(path + ".new", path);
+}
+
+TEST(TokenFile, ReadsRolesClusterAndUserScopes) {
+  const std::string path = ::testing::TempDir() + "/scoped.tokens";
+  WriteFile(path,
+            "# scheduler of cluster a\n"
+            "sched-a scheduler clusters=a\n"
+            "\n"
+            "tele-ab telemetry clusters=a,b\n"
+            "alice-token sdk user=alice\n"
+            "root-token operator\n");
+  absl::StatusOr<std::vector<TokenGrant>> grants = ReadTokenFile(path, std::nullopt);
+  ASSERT_TRUE(grants.ok()) << grants.status();
+  ASSERT_EQ(grants->size(), 4u);
+  EXPECT_EQ((*grants)[0].identity.role, Role::kScheduler);
+  EXPECT_THAT((*grants)[1].identity.clusters, ::testing::ElementsAre("a", "b"));
+  EXPECT_EQ((*grants)[2].identity.user, "alice");
+  EXPECT_EQ((*grants)[2].identity.UserScope(), "alice");
+  EXPECT_EQ((*grants)[3].identity.UserScope(), std::nullopt);
+  std::remove(path.c_str());
+}
+
+TEST(TokenFile, NamesTheLineOfABadEntryButNeverTheToken) {
+  const std::string path = ::testing::TempDir() + "/bad.tokens";
+  WriteFile(path, "good-one scheduler\nsecret-xyz superuser\n");
+  absl::StatusOr<std::vector<TokenGrant>> grants = ReadTokenFile(path, std::nullopt);
+  ASSERT_FALSE(grants.ok());
+  EXPECT_THAT(grants.status().message(), ::testing::HasSubstr("line 2"));
+  EXPECT_THAT(grants.status().message(), ::testing::HasSubstr("\"superuser\""));
+  EXPECT_THAT(grants.status().message(), ::testing::Not(::testing::HasSubstr("secret-xyz")));
+  WriteFile(path, "secret-xyz scheduler clusterz=a\n");
+  grants = ReadTokenFile(path, std::nullopt);
+  ASSERT_FALSE(grants.ok());
+  EXPECT_THAT(grants.status().message(), ::testing::HasSubstr("clusterz=a"));
+  EXPECT_THAT(grants.status().message(), ::testing::Not(::testing::HasSubstr("secret-xyz")));
+  std::remove(path.c_str());
+}
+
+TEST(Identity, ClusterScopeRefusalNamesTheScope) {
+  Identity scoped{.role = Role::kScheduler, .clusters = {"a"}};
+  EXPECT_TRUE(scoped.CheckCluster("a").ok());
+  absl::Status refused = scoped.CheckCluster("b");
+  EXPECT_EQ(refused.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(refused.message(), ::testing::HasSubstr("limited to cluster a"));
+  EXPECT_THAT(refused.message(), ::testing::HasSubstr("\"b\""));
+  EXPECT_TRUE(Identity{.role = Role::kScheduler}.CheckCluster("b").ok());
+}
+
+TEST(AuthPolicy, PicksUpAChangedTokenFileAndKeepsTheOldTokensWhenItBreaks) {
+  const std::string path = ::testing::TempDir() + "/reloaded.tokens";
+  WriteFile(path, "first-token scheduler clusters=a\n");
+  AuthConfig config;
+  config.enabled = true;
+  config.files.push_back({path, ""});
+  absl::StatusOr<std::unique_ptr<AuthPolicy>> policy = AuthPolicy::Create(config);
+  ASSERT_TRUE(policy.ok()) << policy.status();
+  std::optional<Identity> first = (*policy)->Identify("Bearer first-token");
+  ASSERT_TRUE(first.has_value());
+  EXPECT_THAT(first->clusters, ::testing::ElementsAre("a"));
+
+  WriteFile(path, "second-token telemetry clusters=b\n");
+  // The file is looked at again at most once a second: poll until the change is seen.
+  const absl::Time give_up = absl::Now() + absl::Seconds(30);
+  while ((*policy)->Identify("Bearer second-token") == std::nullopt && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  std::optional<Identity> second = (*policy)->Identify("Bearer second-token");
+  ASSERT_TRUE(second.has_value()) << "the changed token file was not reloaded";
+  EXPECT_EQ(second->role, Role::kTelemetry);
+  EXPECT_FALSE((*policy)->Identify("Bearer first-token").has_value());
+
+  // A broken file leaves the tokens in force.
+  WriteFile(path, "third-token nosuchrole\n");
+  absl::SleepFor(absl::Milliseconds(1100));
+  EXPECT_TRUE((*policy)->Identify("Bearer second-token").has_value());
+  EXPECT_FALSE((*policy)->Identify("Bearer third-token").has_value());
+  std::remove(path.c_str());
 }
 
 TEST(Roles, ParseAndName) {

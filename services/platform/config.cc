@@ -73,21 +73,49 @@ void ApplyOverride(YAML::Node& root, const std::vector<std::string>& path,
   }
 }
 
-absl::StatusOr<std::vector<std::string>> ReadTokenFile(absl::string_view key,
-                                                       const std::string& path) {
-  std::ifstream in(path);
-  if (!in) {
+// The tls.* keys; every file named must be readable (checked again, with the contents, when
+// the credentials are built: tls.h).
+absl::Status ParseTlsConfig(const ConfigTree& tree, TlsConfig& tls) {
+  for (auto [key, field] :
+       {std::pair{"tls.cert_file", &tls.cert_file}, std::pair{"tls.key_file", &tls.key_file},
+        std::pair{"tls.client_ca_file", &tls.client_ca_file},
+        std::pair{"tls.ca_file", &tls.ca_file},
+        std::pair{"tls.client_cert_file", &tls.client_cert_file},
+        std::pair{"tls.client_key_file", &tls.client_key_file}}) {
+    absl::StatusOr<std::string> path = tree.GetString(key, "");
+    if (!path.ok()) return path.status();
+    *field = *path;
+    if (!field->empty() && !std::ifstream(*field)) {
+      return BadValue(key, *field, "cannot be read");
+    }
+  }
+  absl::StatusOr<std::string> name = tree.GetString("tls.server_name", "");
+  if (!name.ok()) return name.status();
+  tls.server_name = *name;
+  absl::StatusOr<absl::Duration> reload = tree.GetSeconds("tls.reload_interval_s", 60);
+  if (!reload.ok()) return reload.status();
+  if (*reload < absl::Seconds(1)) {
+    return BadValue("tls.reload_interval_s", absl::StrCat(absl::ToDoubleSeconds(*reload)),
+                    "is below 1 second");
+  }
+  tls.reload_interval = *reload;
+  absl::StatusOr<bool> http = tree.GetBool("tls.http", true);
+  if (!http.ok()) return http.status();
+  tls.http = *http;
+  if (tls.cert_file.empty() != tls.key_file.empty()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("config key ", key, ": token file \"", path, "\" cannot be read"));
+        "config keys tls.cert_file and tls.key_file: set both or neither");
   }
-  std::vector<std::string> tokens;
-  std::string line;
-  while (std::getline(in, line)) {
-    absl::string_view token = absl::StripAsciiWhitespace(line);
-    if (token.empty() || token.front() == '#') continue;
-    tokens.emplace_back(token);
+  if (tls.client_cert_file.empty() != tls.client_key_file.empty()) {
+    return absl::InvalidArgumentError(
+        "config keys tls.client_cert_file and tls.client_key_file: set both or neither");
   }
-  return tokens;
+  if (!tls.client_ca_file.empty() && tls.cert_file.empty()) {
+    return BadValue("tls.client_ca_file", tls.client_ca_file,
+                    "needs tls.cert_file and tls.key_file (client certificates are checked only "
+                    "on TLS connections)");
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -341,42 +369,79 @@ absl::StatusOr<ServiceConfig> ParseServiceConfig(const ConfigTree& tree,
     return BadValue("log.format", format, "is not one of json|text");
   }
 
-  // Tokens: inline lists and files, per role. Token values never appear in messages.
+  // Tokens: inline lists and files, per role, and the scoped token file. Token values never
+  // appear in messages.
+  auto add_token = [&config](const std::string& key, std::string token,
+                             const std::string& role) -> absl::Status {
+    for (const auto& [existing, existing_role] : config.auth.tokens) {
+      if (existing == token && existing_role != role) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "config key ", key, ": a token is also configured for role ", existing_role));
+      }
+    }
+    config.auth.tokens.emplace_back(std::move(token), role);
+    return absl::OkStatus();
+  };
   for (absl::string_view section : {"auth.tokens", "auth.token_files"}) {
     for (const std::string& role : tree.ChildKeys(section)) {
       std::string key = absl::StrCat(section, ".", role);
-      if (!ParseRole(role).ok()) {
+      absl::StatusOr<Role> parsed_role = ParseRole(role);
+      if (!parsed_role.ok()) {
         return BadValue(key, role,
                         absl::StrCat("is not a role (", absl::StrJoin(kRoleNames, ", "), ")"));
       }
-      absl::StatusOr<std::vector<std::string>> tokens;
       if (section == "auth.tokens") {
-        tokens = tree.GetStringList(key);
-      } else {
-        absl::StatusOr<std::string> path = tree.GetString(key, "");
-        if (!path.ok()) return path.status();
-        tokens = ReadTokenFile(key, *path);
-      }
-      if (!tokens.ok()) return tokens.status();
-      for (std::string& token : *tokens) {
-        for (const auto& [existing, existing_role] : config.auth.tokens) {
-          if (existing == token && existing_role != role) {
-            return absl::InvalidArgumentError(absl::StrCat(
-                "config key ", key, ": a token is also configured for role ", existing_role));
-          }
+        absl::StatusOr<std::vector<std::string>> tokens = tree.GetStringList(key);
+        if (!tokens.ok()) return tokens.status();
+        for (std::string& token : *tokens) {
+          if (absl::Status s = add_token(key, std::move(token), role); !s.ok()) return s;
         }
-        config.auth.tokens.emplace_back(std::move(token), role);
+        config.auth.inline_tokens = config.auth.tokens.size();
+        continue;
       }
+      absl::StatusOr<std::string> path = tree.GetString(key, "");
+      if (!path.ok()) return path.status();
+      absl::StatusOr<std::vector<TokenGrant>> grants = ReadTokenFile(*path, *parsed_role);
+      if (!grants.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("config key ", key, ": ", grants.status().message()));
+      }
+      for (TokenGrant& grant : *grants) {
+        if (absl::Status s = add_token(key, std::move(grant.token), role); !s.ok()) return s;
+      }
+      config.auth.files.push_back({*path, role});
     }
   }
+  if (tree.Has("auth.token_file")) {
+    absl::StatusOr<std::string> path = tree.GetString("auth.token_file", "");
+    if (!path.ok()) return path.status();
+    absl::StatusOr<std::vector<TokenGrant>> grants = ReadTokenFile(*path, std::nullopt);
+    if (!grants.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("config key auth.token_file: ", grants.status().message()));
+    }
+    for (TokenGrant& grant : *grants) {
+      std::string role(RoleName(grant.identity.role));
+      if (absl::Status s = add_token("auth.token_file", std::move(grant.token), role); !s.ok()) {
+        return s;
+      }
+    }
+    config.auth.files.push_back({*path, ""});
+  }
+  {
+    absl::StatusOr<bool> metrics_auth = tree.GetBool("auth.metrics", false);
+    if (!metrics_auth.ok()) return metrics_auth.status();
+    config.auth.metrics_auth = *metrics_auth;
+  }
+  if (absl::Status s = ParseTlsConfig(tree, config.tls); !s.ok()) return s;
   if (config.auth.enabled && config.auth.tokens.empty()) {
     return absl::InvalidArgumentError(
-        "config key auth.enabled: \"true\" but no tokens are configured under auth.tokens or "
-        "auth.token_files");
+        "config key auth.enabled: \"true\" but no tokens are configured under auth.tokens, "
+        "auth.token_files or auth.token_file");
   }
 
-  std::set<std::string, std::less<>> known = {"service", "grpc", "http",     "postgres",  "redis",
-                                              "log",     "auth", "shutdown", "migrations"};
+  std::set<std::string, std::less<>> known = {"service", "grpc", "http", "postgres", "redis",
+                                              "log",     "auth", "tls",  "shutdown", "migrations"};
   known.insert(service_sections.begin(), service_sections.end());
   for (const std::string& key : tree.ChildKeys("")) {
     if (!known.contains(key)) {

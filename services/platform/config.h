@@ -106,10 +106,42 @@ struct LogConfig {
 
 // Bearer tokens per role. Roles are scheduler, telemetry, sdk, operator, service (auth.h).
 struct AuthConfig {
+  // A token file, re-read when it changes: one token per line of `role`, or, with `role`
+  // empty, `TOKEN ROLE [clusters=A,B] [user=NAME]` lines (auth.h, ReadTokenFile).
+  struct TokenFile {
+    std::string path;
+    std::string role;
+  };
   bool enabled = false;
   // token -> role name, from auth.tokens.<role> (list) and auth.token_files.<role> (a file with
-  // one token per line, '#' comments), e.g. a mounted Kubernetes secret.
+  // one token per line, '#' comments), e.g. a mounted Kubernetes secret, and auth.token_file;
+  // the first `inline_tokens` come from auth.tokens, the rest as the files read at start-up.
   std::vector<std::pair<std::string, std::string>> tokens;
+  size_t inline_tokens = 0;
+  std::vector<TokenFile> files;
+  // http.metrics_auth: /metrics needs a token too (any known token).
+  bool metrics_auth = false;
+};
+
+// TLS for the service's listeners and for its calls to other goodput services (tls.h). With
+// cert_file and key_file set, gRPC and HTTP serve TLS; with client_ca_file as well, gRPC
+// clients must present a certificate it signed (mTLS). With ca_file set, the service's own
+// gRPC clients use TLS and trust that CA, presenting client_cert_file/client_key_file (else
+// cert_file/key_file) when they are set. Changed files are picked up without a restart:
+// gRPC checks every reload_interval, HTTP at each new connection.
+struct TlsConfig {
+  std::string cert_file = {};
+  std::string key_file = {};
+  std::string client_ca_file = {};
+  std::string ca_file = {};
+  std::string client_cert_file = {};
+  std::string client_key_file = {};
+  std::string server_name = {};  // the name the called services' certificates must hold
+  absl::Duration reload_interval = absl::Seconds(60);
+  bool http = true;  // HTTPS on the HTTP listeners when cert_file is set
+
+  bool serves_tls() const { return !cert_file.empty(); }
+  bool calls_with_tls() const { return !ca_file.empty(); }
 };
 
 // What protects an HTTP listener from large bodies and from slow or numerous clients. Each
@@ -145,7 +177,11 @@ struct HttpLimits {
 //   postgres.dsn [""], postgres.pool_size [4]
 //   redis.host [127.0.0.1], redis.port [6379], redis.password [""], redis.db [0]
 //   log.level [info], log.format [json]   (json|text)
-//   auth.enabled [false], auth.tokens.<role>, auth.token_files.<role>
+//   auth.enabled [false], auth.tokens.<role>, auth.token_files.<role>, auth.token_file
+//       (scoped tokens), auth.metrics [false] (/metrics needs a token when auth is on)
+//   tls.cert_file, tls.key_file, tls.client_ca_file, tls.ca_file, tls.client_cert_file,
+//   tls.client_key_file, tls.server_name [""], tls.reload_interval_s [60], tls.http [true]
+//       (TlsConfig)
 //   shutdown.drain_timeout_s [10]
 //   migrations.dir [./migrations, else the installed /usr/share/goodput/migrations]   (read by
 //       service_main.cc for --migrate)
@@ -161,6 +197,7 @@ struct ServiceConfig {
   RedisConfig redis;
   LogConfig log;
   AuthConfig auth;
+  TlsConfig tls;
   absl::Duration shutdown_drain_timeout = absl::Seconds(10);
   // Non-fatal findings (unknown top-level keys) to log once the logger exists.
   std::vector<std::string> warnings;

@@ -7,6 +7,7 @@
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/support/server_interceptor.h"
+#include "services/platform/tls.h"
 
 namespace goodput::platform {
 namespace {
@@ -89,6 +90,7 @@ GrpcServerOptions GrpcServerOptionsFrom(const ServiceConfig& config, Logger logg
   options.port = config.grpc_port;
   options.drain_timeout = config.shutdown_drain_timeout;
   options.auth = config.auth.enabled ? std::move(auth) : nullptr;
+  options.tls = config.tls;
   options.metrics = metrics;
   options.logger = std::move(logger);
   return options;
@@ -130,9 +132,7 @@ absl::Status GrpcServer::Start() {
   grpc::ServerBuilder builder;
   std::string address = ListenAddress(options_.host, options_.port);
   std::shared_ptr<grpc::ServerCredentials> credentials =
-      options_.auth != nullptr
-          ? MakeAuthenticatingServerCredentials(options_.auth, options_.metrics)
-          : grpc::InsecureServerCredentials();
+      MakeServerCredentials(options_.tls, options_.auth, options_.metrics);
   builder.AddListeningPort(address, credentials, &port_);
   // gRPC shares ports by default (SO_REUSEPORT); a second instance on a taken port must fail.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
@@ -160,6 +160,8 @@ absl::Status GrpcServer::Start() {
   options_.logger.Info("grpc server started",
                        {{"address", ListenAddress(options_.host, port_)},
                         {"auth", options_.auth != nullptr},
+                        {"tls", options_.tls.serves_tls()},
+                        {"mtls", !options_.tls.client_ca_file.empty()},
                         {"services", static_cast<int64_t>(services_.size())}});
   return absl::OkStatus();
 }

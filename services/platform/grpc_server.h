@@ -1,5 +1,5 @@
 // gRPC server bootstrap shared by every service: health checking, reflection, bearer-token auth
-// (auth.h), request metrics, a listening port (0 = any free port, the actual one reported), and
+// (auth.h), TLS and mTLS with certificates reloaded on change (tls.h), request metrics, a listening port (0 = any free port, the actual one reported), and
 // graceful shutdown on SIGTERM/SIGINT: health turns NOT_SERVING, no new calls are accepted,
 // in-flight calls get up to the drain timeout to finish, then the rest are cancelled.
 //
@@ -36,6 +36,8 @@ struct GrpcServerOptions {
   absl::Duration drain_timeout = absl::Seconds(10);
   // Bearer-token auth; null = every call is let through (local runs).
   std::shared_ptr<const AuthPolicy> auth;
+  // TLS (and mTLS with a client CA) when tls.serves_tls(); plaintext otherwise (tls.h).
+  TlsConfig tls = {};
   // When set, records goodput_grpc_requests_total{method,code} and
   // goodput_grpc_request_duration_seconds{method}. Must outlive the server.
   MetricsRegistry* metrics = nullptr;
@@ -47,7 +49,7 @@ struct GrpcServerOptions {
   int max_receive_message_bytes = 0;  // 0 = gRPC's default (4 MiB)
 };
 
-// Options from the common config keys (grpc.host, grpc.port, shutdown.drain_timeout_s).
+// Options from the common config keys (grpc.host, grpc.port, shutdown.drain_timeout_s, tls.*).
 GrpcServerOptions GrpcServerOptionsFrom(const ServiceConfig& config, Logger logger,
                                         MetricsRegistry* metrics,
                                         std::shared_ptr<const AuthPolicy> auth);

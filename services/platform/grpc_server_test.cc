@@ -9,6 +9,8 @@
 #include "gmock/gmock.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "gtest/gtest.h"
+#include "services/platform/test_pki.h"
+#include "services/platform/tls.h"
 
 namespace goodput::platform {
 namespace {
@@ -340,6 +342,116 @@ TEST_F(AuthServerTest, CountsRequestsAndRefusals) {
   EXPECT_THAT(text, HasSubstr("goodput_grpc_request_duration_seconds_count{method=\"/goodput."
                               "test.Echo/Call\"} 1\n"));
   EXPECT_THAT(text, HasSubstr("goodput_grpc_auth_refusals_total{code=\"UNAUTHENTICATED\"} 1\n"));
+}
+
+// TLS: a CA "ca" signing the server's certificate, a CA "client-ca" signing the client
+// certificates a mutual-TLS server accepts, and a CA "other" that signs nothing trusted.
+class TlsServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<TestPki> pki = TestPki::Create();
+    ASSERT_TRUE(pki.ok()) << pki.status();
+    pki_.emplace(*std::move(pki));
+    for (const char* ca : {"ca", "client-ca", "other"}) ASSERT_TRUE(pki_->MakeCa(ca).ok());
+    ASSERT_TRUE(pki_->Issue("ca", "server").ok());
+    ASSERT_TRUE(pki_->Issue("client-ca", "client").ok());
+    ASSERT_TRUE(pki_->Issue("other", "stranger").ok());
+  }
+
+  // A server with the tele-token policy of AuthServerTest over TLS (`mtls`: client
+  // certificates from client-ca required).
+  void StartServer(bool mtls) {
+    absl::StatusOr<std::unique_ptr<AuthPolicy>> policy =
+        AuthPolicy::Create({{"tele-token", "telemetry"}});
+    ASSERT_TRUE(policy.ok()) << policy.status();
+    (*policy)->AllowMethod(kEcho, {Role::kTelemetry});
+    GrpcServerOptions options = LocalOptions();
+    options.auth = std::shared_ptr<const AuthPolicy>(std::move(*policy));
+    options.tls.cert_file = pki_->crt("server");
+    options.tls.key_file = pki_->key("server");
+    if (mtls) options.tls.client_ca_file = pki_->crt("client-ca");
+    options.tls.reload_interval = absl::Seconds(1);
+    ASSERT_TRUE(ValidateTlsFiles(options.tls).ok());
+    server_ = std::make_unique<GrpcServer>(options);
+    server_->AddGenericService(&generic_);
+    ASSERT_TRUE(server_->Start().ok());
+  }
+
+  // A TLS channel trusting `ca`, presenting `identity`'s certificate when it is not empty.
+  std::shared_ptr<grpc::Channel> Dial(const std::string& ca, const std::string& identity = "") {
+    ClientTls tls{.ca_file = pki_->crt(ca)};
+    if (!identity.empty()) {
+      tls.cert_file = pki_->crt(identity);
+      tls.key_file = pki_->key(identity);
+    }
+    return MakeChannel(absl::StrCat("127.0.0.1:", server_->port()), tls);
+  }
+
+  std::optional<TestPki> pki_;
+  TestService generic_;
+  std::unique_ptr<GrpcServer> server_;
+};
+
+TEST_F(TlsServerTest, ServesTlsAndChecksBearerTokensOverIt) {
+  StartServer(/*mtls=*/false);
+  std::shared_ptr<grpc::Channel> channel = Dial("ca");
+  CallResult served = Call(channel, kEcho, "hello", "tele-token");
+  ASSERT_TRUE(served.status.ok()) << served.status.error_message();
+  EXPECT_EQ(served.body, "hello");
+  EXPECT_EQ(Call(channel, kEcho, "x").status.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  int health = 0;
+  EXPECT_TRUE(CheckHealth(channel, "", &health).status.ok());
+  EXPECT_EQ(health, kServing);
+  // Neither a plaintext client nor one that does not trust the server's CA gets through.
+  EXPECT_EQ(Call(Connect(server_->port()), kEcho, "x", "tele-token").status.error_code(),
+            grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(Call(Dial("other"), kEcho, "x", "tele-token").status.error_code(),
+            grpc::StatusCode::UNAVAILABLE);
+}
+
+TEST_F(TlsServerTest, MutualTlsServesOnlyClientsWithACertificateFromTheClientCa) {
+  StartServer(/*mtls=*/true);
+  CallResult served = Call(Dial("ca", "client"), kEcho, "hello", "tele-token");
+  ASSERT_TRUE(served.status.ok()) << served.status.error_message();
+  EXPECT_EQ(served.body, "hello");
+  EXPECT_EQ(Call(Dial("ca"), kEcho, "x", "tele-token").status.error_code(),
+            grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(Call(Dial("ca", "stranger"), kEcho, "x", "tele-token").status.error_code(),
+            grpc::StatusCode::UNAVAILABLE);
+  // The certificate opens the connection; the token still decides what it may call.
+  EXPECT_EQ(Call(Dial("ca", "client"), kEcho, "x").status.error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+}
+
+TEST_F(TlsServerTest, ServesARotatedCertificateWithoutARestart) {
+  StartServer(/*mtls=*/false);
+  ASSERT_TRUE(Call(Dial("ca"), kEcho, "x", "tele-token").status.ok());
+  ASSERT_FALSE(Call(Dial("other"), kEcho, "x", "tele-token").status.ok());
+  // The secret is renewed by another CA: once the server has re-read its files, clients that
+  // trust only the new CA are served.
+  ASSERT_TRUE(pki_->Issue("other", "server").ok());
+  bool rotated = false;
+  const absl::Time give_up = absl::Now() + absl::Seconds(60);
+  while (!rotated && absl::Now() < give_up) {
+    rotated = Call(Dial("other"), kEcho, "x", "tele-token").status.ok();
+    if (!rotated) absl::SleepFor(absl::Milliseconds(200));
+  }
+  EXPECT_TRUE(rotated) << "the server kept its old certificate";
+}
+
+TEST(Tls, RefusesAKeyThatDoesNotMatchTheCertificateNamingTheKey) {
+  absl::StatusOr<TestPki> pki = TestPki::Create();
+  ASSERT_TRUE(pki.ok()) << pki.status();
+  ASSERT_TRUE(pki->MakeCa("ca").ok());
+  ASSERT_TRUE(pki->Issue("ca", "a").ok());
+  ASSERT_TRUE(pki->Issue("ca", "b").ok());
+  TlsConfig tls{.cert_file = pki->crt("a"), .key_file = pki->key("b")};
+  absl::Status s = ValidateTlsFiles(tls);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("tls.key_file"));
+  EXPECT_THAT(s.message(), HasSubstr(pki->key("b")));
+  tls = TlsConfig{.ca_file = pki->key("a")};
+  EXPECT_THAT(ValidateTlsFiles(tls).message(), HasSubstr("tls.ca_file"));
 }
 
 }  // namespace

@@ -28,6 +28,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "openssl/err.h"
+#include "openssl/ssl.h"
 
 namespace goodput::platform {
 namespace http_internal {
@@ -109,12 +111,18 @@ struct Problem {
 // request broke so that the handlers answer with it.
 class Connection final : public httplib::Stream {
  public:
-  Connection(socket_t fd, const HttpLimits& limits, const std::atomic<socket_t>* listener)
-      : fd_(fd), limits_(limits), stopping_([listener] { return *listener == INVALID_SOCKET; }) {}
+  // `ssl` (may be null: plaintext) is a TLS session over `fd` whose handshake is done; the
+  // caller owns it.
+  Connection(socket_t fd, SSL* ssl, const HttpLimits& limits,
+             const std::atomic<socket_t>* listener)
+      : fd_(fd),
+        ssl_(ssl),
+        limits_(limits),
+        stopping_([listener] { return *listener == INVALID_SOCKET; }) {}
 
   // Waits up to `wait` for the next request to begin; false when none did.
   bool AwaitRequest(absl::Duration wait) const {
-    return pos_ < len_ || WaitFor(fd_, POLLIN, absl::Now() + wait, stopping_);
+    return Buffered() || WaitFor(fd_, POLLIN, absl::Now() + wait, stopping_);
   }
 
   // A request begins: its deadline runs and its headers count against the header budget.
@@ -195,7 +203,7 @@ class Connection final : public httplib::Stream {
 
   // httplib::Stream
   bool is_readable() const override {
-    return pos_ < len_ || WaitFor(fd_, POLLIN, absl::Now() + limits_.read_timeout, stopping_);
+    return Buffered() || WaitFor(fd_, POLLIN, absl::Now() + limits_.read_timeout, stopping_);
   }
 
   bool is_writable() const override {
@@ -228,6 +236,15 @@ class Connection final : public httplib::Stream {
   ssize_t write(const char* ptr, size_t size) override {
     wrote_ = true;
     const absl::Time deadline = absl::Now() + limits_.write_timeout;
+    if (ssl_ != nullptr) {
+      if (size == 0) return 0;
+      while (true) {
+        ERR_clear_error();
+        const int n = SSL_write(ssl_, ptr, static_cast<int>(std::min<size_t>(size, 1 << 30)));
+        if (n > 0) return n;
+        if (!WaitForTls(SSL_get_error(ssl_, n), deadline)) return -1;
+      }
+    }
     while (true) {
       const ssize_t n = send(fd_, ptr, size, MSG_NOSIGNAL | MSG_DONTWAIT);
       if (n >= 0) return n;
@@ -248,9 +265,36 @@ class Connection final : public httplib::Stream {
  private:
   enum class Phase { kHeaders, kBody };
 
+  // Bytes read but not yet handed to httplib, here or inside the TLS session.
+  bool Buffered() const { return pos_ < len_ || (ssl_ != nullptr && SSL_pending(ssl_) > 0); }
+
+  // After a TLS call failed with `error`: waits for the socket as the session needs it; false
+  // when the call cannot be retried (a real error, the deadline, a shutdown).
+  bool WaitForTls(int error, absl::Time deadline) const {
+    if (error == SSL_ERROR_WANT_READ) return WaitFor(fd_, POLLIN, deadline, stopping_);
+    if (error == SSL_ERROR_WANT_WRITE) return WaitFor(fd_, POLLOUT, deadline, stopping_);
+    return false;
+  }
+
   // Reads what the socket has into the buffer, waiting within the request's deadlines.
   ssize_t Fill() {
     const absl::Time deadline = std::min(absl::Now() + limits_.read_timeout, deadline_);
+    if (ssl_ != nullptr) {
+      while (true) {
+        ERR_clear_error();
+        const int n = SSL_read(ssl_, buffer_.data(), static_cast<int>(buffer_.size()));
+        pos_ = 0;
+        len_ = n > 0 ? static_cast<size_t>(n) : 0;
+        if (n > 0) return n;
+        const int error = SSL_get_error(ssl_, n);
+        if (error == SSL_ERROR_ZERO_RETURN) return 0;
+        if (!WaitForTls(error, deadline)) {
+          timed_out_ = (error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE) &&
+                       absl::Now() >= deadline && !stopping_();
+          return -1;
+        }
+      }
+    }
     if (!WaitFor(fd_, POLLIN, deadline, stopping_)) {
       timed_out_ = !stopping_();
       return -1;
@@ -278,6 +322,7 @@ class Connection final : public httplib::Stream {
   }
 
   const socket_t fd_;
+  SSL* const ssl_;
   const HttpLimits& limits_;
   const std::function<bool()> stopping_;
   std::array<char, 16 << 10> buffer_{};
@@ -524,9 +569,10 @@ GuardedHttpServer::GuardedHttpServer(HttpLimits limits)
   // Only the Keep-Alive header uses these: Connection waits by itself.
   set_keep_alive_max_count(http_internal::kMaxRequestsPerConnection);
   set_keep_alive_timeout(std::max<time_t>(1, absl::ToInt64Seconds(limits_.idle_timeout)));
-  set_pre_routing_handler([](const httplib::Request&, httplib::Response& response) {
-    return t_connection != nullptr && t_connection->Answer(response) ? HandlerResponse::Handled
-                                                                     : HandlerResponse::Unhandled;
+  set_pre_routing_handler([this](const httplib::Request& request, httplib::Response& response) {
+    if (t_connection != nullptr && t_connection->Answer(response)) return HandlerResponse::Handled;
+    if (guard_ && guard_(request, response)) return HandlerResponse::Handled;
+    return HandlerResponse::Unhandled;
   });
   set_error_handler(HandlerWithResponse([](const httplib::Request&, httplib::Response& response) {
     return t_connection != nullptr && t_connection->Answer(response) ? HandlerResponse::Handled
@@ -628,15 +674,56 @@ void GuardedHttpServer::RefuseOverloaded(socket_t sock) {
   closer_->Add(sock);
 }
 
+void GuardedHttpServer::ServeTls(std::shared_ptr<HttpsContext> https) {
+  https_ = std::move(https);
+}
+
+SSL* GuardedHttpServer::Handshake(socket_t sock) {
+  std::shared_ptr<SSL_CTX> ctx = https_->Current();
+  SSL* ssl = SSL_new(ctx.get());
+  if (ssl == nullptr) return nullptr;
+  fcntl(sock, F_SETFL, fcntl(sock, F_GETFL) | O_NONBLOCK);
+  SSL_set_fd(ssl, sock);
+  const absl::Time deadline = absl::Now() + limits_.read_timeout;
+  const std::function<bool()> stopping = [this] { return svr_sock_ == INVALID_SOCKET; };
+  while (true) {
+    ERR_clear_error();
+    const int n = SSL_accept(ssl);
+    if (n == 1) return ssl;
+    const int error = SSL_get_error(ssl, n);
+    const short events = error == SSL_ERROR_WANT_READ    ? POLLIN
+                         : error == SSL_ERROR_WANT_WRITE ? POLLOUT
+                                                         : 0;
+    if (events == 0 || !http_internal::WaitFor(sock, events, deadline, stopping)) {
+      ERR_clear_error();
+      SSL_free(ssl);
+      return nullptr;
+    }
+  }
+}
+
 bool GuardedHttpServer::process_and_close_socket(socket_t sock) {
   if (http_internal::t_overloaded) {
-    RefuseOverloaded(sock);
+    // A TLS client cannot read a plaintext answer: it is only closed.
+    if (https_ != nullptr) {
+      close(sock);
+    } else {
+      RefuseOverloaded(sock);
+    }
     return false;
   }
   // Headers and body are separate writes: do not let the body wait for the headers' ACK.
   int yes = 1;
   setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof(yes));
-  Connection connection(sock, limits_, &svr_sock_);
+  SSL* ssl = nullptr;
+  if (https_ != nullptr) {
+    ssl = Handshake(sock);
+    if (ssl == nullptr) {
+      close(sock);
+      return true;
+    }
+  }
+  Connection connection(sock, ssl, limits_, &svr_sock_);
   t_connection = &connection;
   bool refused = false;
   for (size_t served = 0; served < http_internal::kMaxRequestsPerConnection; ++served) {
@@ -654,6 +741,10 @@ bool GuardedHttpServer::process_and_close_socket(socket_t sock) {
     if (!answered || closed || refused) break;
   }
   t_connection = nullptr;
+  if (ssl != nullptr) {
+    SSL_shutdown(ssl);  // one close_notify, not waiting for the client's
+    SSL_free(ssl);
+  }
   if (refused) {
     closer_->Add(sock);
   } else {

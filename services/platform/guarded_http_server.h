@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <regex>
 #include <string>
@@ -30,6 +31,9 @@
 #include "absl/status/statusor.h"
 #include "httplib.h"
 #include "services/platform/config.h"
+#include "services/platform/tls.h"
+
+typedef struct ssl_st SSL;
 
 namespace goodput::platform {
 
@@ -51,6 +55,17 @@ class GuardedHttpServer : public httplib::Server {
   // answer. The first matching pattern wins. Before Start().
   void SetBodyLimit(const std::string& pattern, int64_t max_bytes, std::string config_key);
 
+  // Runs `guard` on every request once its headers are in, before any route or static file:
+  // a guard that answers the request (sign-in, auth) returns true and nothing else runs.
+  // Before Start().
+  using RequestGuard = std::function<bool(const httplib::Request&, httplib::Response&)>;
+  void SetRequestGuard(RequestGuard guard) { guard_ = std::move(guard); }
+
+  // Serves HTTPS with `https`'s current context (tls.h): every connection does a TLS
+  // handshake (within HttpLimits::read_timeout) before its first request; a connection beyond
+  // the pool is closed without an answer. Before Start().
+  void ServeTls(std::shared_ptr<HttpsContext> https);
+
   // Binds host:port (0 = any free port) and serves on a background thread. The bound port,
   // or UNAVAILABLE naming the address.
   absl::StatusOr<int> Start(const std::string& host, int port);
@@ -71,10 +86,14 @@ class GuardedHttpServer : public httplib::Server {
   void Admit(const httplib::Request& request, http_internal::Connection& connection) const;
   // Answers 503 without reading (the pool is full) and closes.
   void RefuseOverloaded(socket_t sock);
+  // The server side of a TLS handshake on `sock`; null (nothing sent) when it fails.
+  SSL* Handshake(socket_t sock);
 
   HttpLimits limits_;
   std::vector<BodyLimit> body_limits_;
   std::unique_ptr<http_internal::LingeringCloser> closer_;
+  std::shared_ptr<HttpsContext> https_;
+  RequestGuard guard_;
   std::thread thread_;
 };
 

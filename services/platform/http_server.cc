@@ -18,11 +18,15 @@ HttpLimits ProbeLimits(const HttpLimits& main) {
 
 }  // namespace
 
-HttpServerOptions HttpServerOptionsFrom(const ServiceConfig& config) {
+HttpServerOptions HttpServerOptionsFrom(const ServiceConfig& config, const AuthPolicy* auth) {
   return HttpServerOptions{.host = config.http_host,
                            .port = config.http_port,
                            .probe_port = config.http_probe_port,
-                           .limits = config.http_limits};
+                           .limits = config.http_limits,
+                           .tls = config.tls.http ? config.tls : TlsConfig{},
+                           .metrics_auth = config.auth.enabled && config.auth.metrics_auth
+                                               ? auth
+                                               : nullptr};
 }
 
 HttpServer::HttpServer(HttpServerOptions options, const MetricsRegistry* metrics,
@@ -41,7 +45,21 @@ HttpServer::HttpServer(HttpServerOptions options, const MetricsRegistry* metrics
 HttpServer::~HttpServer() { Stop(); }
 
 void HttpServer::AddProbes(httplib::Server& server) {
-  server.Get("/metrics", [this](const httplib::Request&, httplib::Response& response) {
+  if (&server == &server_) {
+    routes_.push_back("GET /metrics");
+    routes_.push_back("GET /healthz");
+  }
+  server.Get("/metrics", [this](const httplib::Request& request, httplib::Response& response) {
+    if (options_.metrics_auth != nullptr &&
+        !options_.metrics_auth->Identify(request.get_header_value("Authorization"))) {
+      response.status = 401;
+      response.set_header("WWW-Authenticate", "Bearer");
+      response.set_content(
+          "GET /metrics needs an \"Authorization: Bearer <token>\" header with a known token "
+          "(auth.metrics)\n",
+          "text/plain; charset=utf-8");
+      return;
+    }
     response.set_content(metrics_ != nullptr ? metrics_->Exposition() : std::string(),
                          std::string(kPrometheusContentType));
   });
@@ -58,19 +76,28 @@ void HttpServer::AddProbes(httplib::Server& server) {
 }
 
 void HttpServer::Get(const std::string& pattern, Handler handler) {
+  routes_.push_back(absl::StrCat("GET ", pattern));
   server_.Get(pattern, std::move(handler));
 }
 
 void HttpServer::Post(const std::string& pattern, Handler handler) {
+  routes_.push_back(absl::StrCat("POST ", pattern));
   server_.Post(pattern, std::move(handler));
 }
 
 void HttpServer::Post(const std::string& pattern, Handler handler, BodyLimit limit) {
+  routes_.push_back(absl::StrCat("POST ", pattern));
   server_.SetBodyLimit(pattern, limit.max_bytes, std::move(limit.config_key));
   server_.Post(pattern, std::move(handler));
 }
 
 absl::Status HttpServer::Start() {
+  if (options_.tls.serves_tls()) {
+    absl::StatusOr<std::shared_ptr<HttpsContext>> https = HttpsContext::Create(options_.tls);
+    if (!https.ok()) return https.status();
+    server_.ServeTls(*https);
+    if (probe_ != nullptr) probe_->ServeTls(*https);
+  }
   absl::StatusOr<int> port = server_.Start(options_.host, options_.port);
   if (!port.ok()) return port.status();
   port_ = *port;

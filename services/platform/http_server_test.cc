@@ -25,6 +25,7 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "services/platform/test_pki.h"
 
 namespace goodput::platform {
 namespace {
@@ -264,6 +265,107 @@ TEST(HttpServer, ServesRoutesRegisteredByTheService) {
   ASSERT_TRUE(result);
   EXPECT_EQ(result->status, 204);
   EXPECT_EQ(result->get_header_value("X-Body-Bytes"), "3");
+}
+
+TEST(HttpServer, ServesHttpsAndARotatedCertificateWithoutARestart) {
+  absl::StatusOr<TestPki> pki = TestPki::Create();
+  ASSERT_TRUE(pki.ok()) << pki.status();
+  ASSERT_TRUE(pki->MakeCa("ca").ok());
+  ASSERT_TRUE(pki->MakeCa("next-ca").ok());
+  ASSERT_TRUE(pki->Issue("ca", "server").ok());
+  HttpServer server({.host = "127.0.0.1",
+                     .port = 0,
+                     .probe_port = 0,
+                     .tls = {.cert_file = pki->crt("server"), .key_file = pki->key("server")}},
+                    nullptr, nullptr);
+  server.Post("/api/v1/write", [](const httplib::Request& request, httplib::Response& response) {
+    response.status = 204;
+    response.set_header("X-Body-Bytes", std::to_string(request.body.size()));
+  });
+  ASSERT_TRUE(server.Start().ok());
+  EXPECT_TRUE(server.serves_tls());
+  auto get = [&](const std::string& ca, int port, const std::string& path) {
+    httplib::SSLClient client("127.0.0.1", port);
+    client.set_ca_cert_path(pki->crt(ca));
+    client.enable_server_certificate_verification(true);
+    return client.Get(path.c_str());
+  };
+  httplib::SSLClient client("127.0.0.1", server.port());
+  client.set_ca_cert_path(pki->crt("ca"));
+  client.enable_server_certificate_verification(true);
+  httplib::Result posted = client.Post("/api/v1/write", std::string(100000, 'x'), "text/plain");
+  ASSERT_TRUE(posted) << httplib::to_string(posted.error());
+  EXPECT_EQ(posted->status, 204);
+  EXPECT_EQ(posted->get_header_value("X-Body-Bytes"), "100000");
+  httplib::Result probe = get("ca", server.probe_port(), "/healthz");
+  ASSERT_TRUE(probe) << httplib::to_string(probe.error());
+  EXPECT_EQ(probe->status, 200);
+  // A plaintext request gets no answer, and a client that does not trust the CA none either.
+  httplib::Client plain("127.0.0.1", server.port());
+  httplib::Result plain_result = plain.Get("/healthz");
+  EXPECT_TRUE(!plain_result || plain_result->status != 200);
+  EXPECT_FALSE(get("next-ca", server.port(), "/healthz"));
+
+  ASSERT_TRUE(pki->Issue("next-ca", "server").ok());
+  httplib::Result renewed = get("next-ca", server.port(), "/healthz");
+  ASSERT_TRUE(renewed) << httplib::to_string(renewed.error());
+  EXPECT_EQ(renewed->status, 200);
+  EXPECT_FALSE(get("ca", server.port(), "/healthz"));
+}
+
+TEST(HttpServer, MetricsNeedAKnownTokenWhenConfiguredWhileHealthzStaysOpen) {
+  absl::StatusOr<std::unique_ptr<AuthPolicy>> policy = AuthPolicy::Create({{"any-token", "sdk"}});
+  ASSERT_TRUE(policy.ok()) << policy.status();
+  MetricsRegistry metrics;
+  HttpServer server(
+      {.host = "127.0.0.1", .port = 0, .probe_port = 0, .metrics_auth = policy->get()}, &metrics,
+      nullptr);
+  ASSERT_TRUE(server.Start().ok());
+  for (int port : {server.port(), server.probe_port()}) {
+    httplib::Client client("127.0.0.1", port);
+    httplib::Result refused = client.Get("/metrics");
+    ASSERT_TRUE(refused);
+    EXPECT_EQ(refused->status, 401);
+    EXPECT_EQ(refused->get_header_value("WWW-Authenticate"), "Bearer");
+    httplib::Result unknown = client.Get("/metrics", {{"Authorization", "Bearer wrong"}});
+    ASSERT_TRUE(unknown);
+    EXPECT_EQ(unknown->status, 401);
+    EXPECT_THAT(unknown->body, ::testing::Not(HasSubstr("wrong")));
+    httplib::Result served = client.Get("/metrics", {{"Authorization", "Bearer any-token"}});
+    ASSERT_TRUE(served);
+    EXPECT_EQ(served->status, 200);
+    httplib::Result health = client.Get("/healthz");
+    ASSERT_TRUE(health);
+    EXPECT_EQ(health->status, 200);
+  }
+}
+
+TEST(HttpServer, ARequestGuardAnswersBeforeAnyRoute) {
+  HttpServer server({.host = "127.0.0.1", .port = 0}, nullptr, nullptr);
+  server.Get("/api/things", [](const httplib::Request&, httplib::Response& response) {
+    response.set_content("things", "text/plain");
+  });
+  server.SetRequestGuard([](const httplib::Request& request, httplib::Response& response) {
+    if (request.has_header("X-Let-In")) return false;
+    response.status = 401;
+    return true;
+  });
+  ASSERT_TRUE(server.Start().ok());
+  httplib::Client client("127.0.0.1", server.port());
+  httplib::Result refused = client.Get("/api/things");
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 401);
+  httplib::Result served = client.Get("/api/things", {{"X-Let-In", "1"}});
+  ASSERT_TRUE(served);
+  EXPECT_EQ(served->body, "things");
+}
+
+TEST(HttpServer, ListsItsRoutes) {
+  HttpServer server({.host = "127.0.0.1", .port = 0}, nullptr, nullptr);
+  server.Post("/api/v1/write", [](const httplib::Request&, httplib::Response&) {});
+  server.Get("/api/things", [](const httplib::Request&, httplib::Response&) {});
+  EXPECT_THAT(server.routes(), ::testing::ElementsAre("GET /metrics", "GET /healthz",
+                                                      "POST /api/v1/write", "GET /api/things"));
 }
 
 TEST(HttpServer, StopsRightAfterStart) {

@@ -19,6 +19,7 @@
 #include "services/platform/auth.h"
 #include "services/platform/install_paths.h"
 #include "services/platform/migrations.h"
+#include "services/platform/tls.h"
 
 namespace goodput::platform {
 namespace {
@@ -159,6 +160,8 @@ int RunServiceMain(int argc, char** argv, const ServiceSpec& spec) {
     return Fail(spec, 2, "config key redis.host: \"\" is empty; this service needs Redis");
   }
 
+  if (absl::Status s = ValidateTlsFiles(config->tls); !s.ok()) return Fail(spec, 2, s.message());
+
   absl::StatusOr<Logger> logger = Logger::Create(config->log, config->service_name);
   if (!logger.ok()) return Fail(spec, 2, logger.status().message());
   SetDefaultLogger(*logger);
@@ -213,13 +216,13 @@ int RunServiceMain(int argc, char** argv, const ServiceSpec& spec) {
 
   std::shared_ptr<AuthPolicy> auth;
   if (config->auth.enabled) {
-    absl::StatusOr<std::unique_ptr<AuthPolicy>> policy = AuthPolicy::Create(config->auth.tokens);
+    absl::StatusOr<std::unique_ptr<AuthPolicy>> policy = AuthPolicy::Create(config->auth);
     if (!policy.ok()) return Fail(spec, 2, policy.status().message());
     auth = *std::move(policy);
   }
 
   GrpcServer server(GrpcServerOptionsFrom(*config, *logger, &metrics, auth));
-  HttpServer http(HttpServerOptionsFrom(*config), &metrics, [&server]() -> absl::Status {
+  HttpServer http(HttpServerOptionsFrom(*config, auth.get()), &metrics, [&server]() -> absl::Status {
     if (server.serving()) return absl::OkStatus();
     return absl::UnavailableError("not serving (starting or draining)");
   });
@@ -260,7 +263,8 @@ int RunServiceMain(int argc, char** argv, const ServiceSpec& spec) {
         cl->ready_file,
         absl::StrCat(
             "grpc_port=", server.port(), "\nhttp_port=", http.port(), "\n",
-            http.probe_port() >= 0 ? absl::StrCat("probe_port=", http.probe_port(), "\n") : ""));
+            http.probe_port() >= 0 ? absl::StrCat("probe_port=", http.probe_port(), "\n") : "",
+            "http_routes=", absl::StrJoin(http.routes(), ","), "\n"));
     if (!s.ok()) return Fail(spec, 1, s.message());
   }
 

@@ -19,7 +19,8 @@
 // Command line: --config FILE (YAML; absent = embedded defaults plus GOODPUT_* environment),
 // --migrate (apply pending migrations before serving), --migrations-dir DIR,
 // --ready-file FILE (written once serving: "grpc_port=N\nhttp_port=M\n", then
-// "probe_port=P\n" when http.probe_port is set), --help.
+// "probe_port=P\n" when http.probe_port is set, then "http_routes=GET /metrics,..." listing
+// the HTTP routes of the main port, which tests use to reach every endpoint), --help.
 // Exit codes: 0 after a clean shutdown, 2 for a bad command line or configuration, 1 when a
 // dependency or listener cannot be set up.
 #pragma once

@@ -18,6 +18,7 @@
 #include "tools/dashboard/gateway.h"
 #include "tools/dashboard/options.h"
 #include "tools/dashboard/routes.h"
+#include "tools/dashboard/signin.h"
 #include "tools/dashboard/views.h"
 
 namespace goodput::dashboard {
@@ -387,6 +388,108 @@ TEST_F(DashboardRoutes, EveryResponseCarriesTheSecurityHeaders) {
     EXPECT_EQ(r->get_header_value("X-Frame-Options"), "DENY") << path;
     EXPECT_EQ(r->get_header_value_count("Content-Security-Policy"), 1u) << path;
   }
+}
+
+// Sign-in in front of a route that answers whose jobs the viewer may see.
+class DashboardSignIn : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    tokens_ = ::testing::TempDir() + "/dashboard.tokens";
+    operators_ = ::testing::TempDir() + "/operator.tokens";
+    std::ofstream(tokens_) << "alice-token scheduler user=alice\nsched-token scheduler\n";
+    std::ofstream(operators_) << "op-token\n";
+    absl::StatusOr<std::unique_ptr<SignIn>> signin =
+        SignIn::Create({.token_file = tokens_ + ",operator:" + operators_,
+                        .trusted_proxy = "127.0.0.1",
+                        .operator_users = {"root"}});
+    ASSERT_TRUE(signin.ok()) << signin.status();
+    signin_ = *std::move(signin);
+    http_ = std::make_unique<platform::HttpServer>(
+        platform::HttpServerOptions{.host = "127.0.0.1", .port = 0}, nullptr, nullptr);
+    signin_->Install(*http_);
+    http_->Get("/api/scope", [](const httplib::Request&, httplib::Response& res) {
+      res.set_content(ViewerUserScope().value_or("*"), "text/plain");
+    });
+    ASSERT_TRUE(http_->Start().ok());
+  }
+
+  httplib::Result Get(const std::string& path, httplib::Headers headers = {}) {
+    httplib::Client client("127.0.0.1", http_->port());
+    return client.Get(path.c_str(), headers);
+  }
+
+  std::string tokens_, operators_;
+  std::unique_ptr<SignIn> signin_;
+  std::unique_ptr<platform::HttpServer> http_;
+};
+
+TEST_F(DashboardSignIn, RefusesUnsignedRequestsAndRedirectsPagesToTheLogin) {
+  httplib::Result api = Get("/api/scope");
+  ASSERT_TRUE(api);
+  EXPECT_EQ(api->status, 401);
+  EXPECT_EQ(api->get_header_value("WWW-Authenticate"), "Bearer");
+  httplib::Result page = Get("/");
+  ASSERT_TRUE(page);
+  EXPECT_EQ(page->status, 303);
+  EXPECT_EQ(page->get_header_value("Location"), "/login");
+  httplib::Result metrics = Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_EQ(metrics->status, 303);
+  EXPECT_EQ(Get("/healthz")->status, 200);
+  EXPECT_EQ(Get("/login")->status, 200);
+  httplib::Result unknown = Get("/api/scope", {{"Authorization", "Bearer guess"}});
+  ASSERT_TRUE(unknown);
+  EXPECT_EQ(unknown->status, 401);
+  EXPECT_THAT(unknown->body, ::testing::Not(::testing::HasSubstr("guess")));
+  // A token with neither the operator role nor a user cannot sign in.
+  httplib::Result unscoped = Get("/api/scope", {{"Authorization", "Bearer sched-token"}});
+  ASSERT_TRUE(unscoped);
+  EXPECT_EQ(unscoped->status, 403);
+}
+
+TEST_F(DashboardSignIn, ATokenEnteredOnceGivesAStrictHttpOnlySessionCookie) {
+  httplib::Client client("127.0.0.1", http_->port());
+  httplib::Result login =
+      client.Post("/login", "token=alice-token", "application/x-www-form-urlencoded");
+  ASSERT_TRUE(login);
+  ASSERT_EQ(login->status, 303);
+  const std::string cookie = login->get_header_value("Set-Cookie");
+  EXPECT_THAT(cookie, ::testing::HasSubstr("HttpOnly"));
+  EXPECT_THAT(cookie, ::testing::HasSubstr("SameSite=Strict"));
+  EXPECT_THAT(cookie, ::testing::Not(::testing::HasSubstr("Secure")));  // plain HTTP here
+  const std::string session = cookie.substr(0, cookie.find(';'));
+  httplib::Result scoped = Get("/api/scope", {{"Cookie", session}});
+  ASSERT_TRUE(scoped);
+  EXPECT_EQ(scoped->status, 200);
+  EXPECT_EQ(scoped->body, "alice");
+  httplib::Result op = Get("/api/scope", {{"Authorization", "Bearer op-token"}});
+  ASSERT_TRUE(op);
+  EXPECT_EQ(op->body, "*");
+  // Signing out ends the session.
+  ASSERT_TRUE(client.Post("/logout", {{"Cookie", session}}, "", "text/plain"));
+  EXPECT_EQ(Get("/api/scope", {{"Cookie", session}})->status, 401);
+  httplib::Result wrong =
+      client.Post("/login", "token=nope%21", "application/x-www-form-urlencoded");
+  ASSERT_TRUE(wrong);
+  EXPECT_EQ(wrong->status, 401);
+  EXPECT_THAT(wrong->body, ::testing::Not(::testing::HasSubstr("nope")));
+}
+
+TEST_F(DashboardSignIn, TheTrustedProxysUserHeaderSignsIn) {
+  httplib::Result user = Get("/api/scope", {{"X-Forwarded-User", "bob"}});
+  ASSERT_TRUE(user);
+  EXPECT_EQ(user->status, 200);
+  EXPECT_EQ(user->body, "bob");
+  httplib::Result op = Get("/api/scope", {{"X-Forwarded-User", "root"}});
+  ASSERT_TRUE(op);
+  EXPECT_EQ(op->body, "*");
+}
+
+TEST(SignInOff, EveryRequestIsAnOperatorsWithoutATokenFile) {
+  absl::StatusOr<std::unique_ptr<SignIn>> signin = SignIn::Create({});
+  ASSERT_TRUE(signin.ok());
+  EXPECT_FALSE((*signin)->enabled());
+  EXPECT_EQ(ViewerUserScope(), std::nullopt);
 }
 
 }  // namespace

@@ -12,14 +12,18 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "grpcpp/grpcpp.h"
 #include "services/platform/http_server.h"
 #include "services/platform/install_paths.h"
 #include "services/platform/signals.h"
+#include "services/platform/tls.h"
 #include "tools/dashboard/events.h"
 #include "tools/dashboard/gateway.h"
 #include "tools/dashboard/options.h"
 #include "tools/dashboard/routes.h"
+#include "tools/dashboard/signin.h"
 
 namespace goodput::dashboard {
 namespace {
@@ -53,8 +57,10 @@ int Run(int argc, char** argv) {
   }
   std::string static_dir = options->static_dir.empty() ? DefaultStaticDir() : options->static_dir;
 
-  auto channel = [](const std::string& address) {
-    return grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+  const platform::ClientTls client_tls =
+      platform::ClientTlsFromEnvironment([](const char* name) { return std::getenv(name); });
+  auto channel = [&client_tls](const std::string& address) {
+    return platform::MakeChannel(address, client_tls);
   };
   Gateway gateway({.ingest = channel(options->ingest),
                    .ofu = channel(options->ofu),
@@ -76,17 +82,43 @@ int Run(int argc, char** argv) {
   platform::HttpLimits limits;
   limits.threads = options->max_streams + 16;
   limits.max_body_bytes = 64 << 10;  // the API takes no bodies
-  platform::HttpServer http({.host = options->listen_host, .port = options->port, .limits = limits},
-                            nullptr, nullptr);
+  platform::TlsConfig tls;
+  tls.cert_file = options->tls_cert;
+  tls.key_file = options->tls_key;
+  if (absl::Status s = platform::ValidateTlsFiles(tls); !s.ok()) {
+    std::cerr << "goodput-dashboard: " << s.message() << "\n";
+    return 2;
+  }
+  absl::StatusOr<std::unique_ptr<SignIn>> signin = SignIn::Create(
+      {.token_file = options->token_file,
+       .trusted_proxy = options->trusted_proxy,
+       .user_header = options->proxy_user_header,
+       .operator_users = absl::StrSplit(options->operator_users, ',', absl::SkipWhitespace()),
+       .secure_cookie = tls.serves_tls()});
+  if (!signin.ok()) {
+    std::cerr << "goodput-dashboard: " << signin.status().message() << "\n";
+    return 2;
+  }
+  platform::HttpServer http(
+      {.host = options->listen_host, .port = options->port, .limits = limits, .tls = tls}, nullptr,
+      nullptr);
+  (*signin)->Install(http);
   RegisterRoutes(http.native(), &gateway, &hub, {.static_dir = static_dir});
+  for (const char* route :
+       {"GET /api/fleet", "GET /api/jobs", "GET /api/jobs/<cluster>/<job>", "GET /api/alerts",
+        "GET /api/events", "GET /jobs/<cluster>/<job>", "GET /"}) {
+    http.AddRouteName(route);
+  }
   if (absl::Status s = http.Start(); !s.ok()) {
     std::cerr << "goodput-dashboard: " << s.message() << "\n";
     return 1;
   }
   bool have_front_end = std::filesystem::exists(std::filesystem::path(static_dir) / "index.html");
-  std::cout << "goodput-dashboard: serving http://" << options->listen_host << ":" << http.port()
-            << "/ (services: ingest " << options->ingest << ", ofu " << options->ofu << ", mfu "
-            << options->mfu << ", alerting " << options->alerting << ")\n";
+  std::cout << "goodput-dashboard: serving " << (tls.serves_tls() ? "https" : "http") << "://"
+            << options->listen_host << ":" << http.port() << "/ (services: ingest "
+            << options->ingest << ", ofu " << options->ofu << ", mfu " << options->mfu
+            << ", alerting " << options->alerting << ")"
+            << ((*signin)->enabled() ? "; sign-in required" : "") << "\n";
   if (!have_front_end) {
     std::cout << "goodput-dashboard: no front-end in \"" << static_dir
               << "\" (build it with scripts/build-web.sh); serving the JSON API only\n";
@@ -94,7 +126,8 @@ int Run(int argc, char** argv) {
   std::cout.flush();
   if (!options->ready_file.empty()) {
     std::ofstream ready(options->ready_file);
-    ready << "http_port=" << http.port() << "\n";
+    ready << "http_port=" << http.port() << "\n"
+          << "http_routes=" << absl::StrJoin(http.routes(), ",") << "\n";
   }
 
   (*signals)->Wait();

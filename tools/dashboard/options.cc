@@ -28,7 +28,21 @@ Serves goodput's web dashboard and its JSON API, reading the four services over 
   --max-streams-per-client N
                        live-update streams one client address may hold (429 beyond)
                        [$GOODPUT_DASHBOARD_MAX_STREAMS_PER_CLIENT or 8]
+  --tls-cert FILE, --tls-key FILE
+                       serve HTTPS with this certificate and key, re-read when they change
+                       [$GOODPUT_DASHBOARD_TLS_CERT, $GOODPUT_DASHBOARD_TLS_KEY]
+  --token-file FILE[,ROLE:FILE...]
+                       require sign-in with the tokens of FILE (TOKEN ROLE [user=NAME]
+                       lines; operators see everything, a user token its own jobs) and of
+                       ROLE:FILE (one token a line) [$GOODPUT_DASHBOARD_TOKEN_FILE]
+  --trusted-proxy ADDR requests from ADDR are signed in as the user its user header names
+                       (SSO behind an OAuth2 proxy) [$GOODPUT_DASHBOARD_TRUSTED_PROXY]
+  --proxy-user-header NAME
+                       [$GOODPUT_DASHBOARD_PROXY_USER_HEADER or X-Forwarded-User]
+  --operator-users A,B proxy users who see every job [$GOODPUT_DASHBOARD_OPERATOR_USERS]
   --ready-file FILE    written once serving: "http_port=N"
+The services are called over TLS when $GOODPUT_TLS_CA names their CA ($GOODPUT_TLS_CERT and
+$GOODPUT_TLS_KEY for a client certificate, $GOODPUT_TLS_SERVER_NAME for their name).
   --help               this text
 )";
 
@@ -83,6 +97,12 @@ absl::StatusOr<DashboardOptions> ParseOptions(
       {"static-dir", {&o.static_dir, "GOODPUT_DASHBOARD_STATIC_DIR"}},
       {"max-streams", {&max_streams_text, "GOODPUT_DASHBOARD_MAX_STREAMS"}},
       {"max-streams-per-client", {&per_client_text, "GOODPUT_DASHBOARD_MAX_STREAMS_PER_CLIENT"}},
+      {"tls-cert", {&o.tls_cert, "GOODPUT_DASHBOARD_TLS_CERT"}},
+      {"tls-key", {&o.tls_key, "GOODPUT_DASHBOARD_TLS_KEY"}},
+      {"token-file", {&o.token_file, "GOODPUT_DASHBOARD_TOKEN_FILE"}},
+      {"trusted-proxy", {&o.trusted_proxy, "GOODPUT_DASHBOARD_TRUSTED_PROXY"}},
+      {"proxy-user-header", {&o.proxy_user_header, "GOODPUT_DASHBOARD_PROXY_USER_HEADER"}},
+      {"operator-users", {&o.operator_users, "GOODPUT_DASHBOARD_OPERATOR_USERS"}},
       {"ready-file", {&o.ready_file, nullptr}},
   };
   std::map<std::string, std::string> where;  // setting -> "--flag" or "$VAR", for messages
@@ -134,6 +154,14 @@ absl::StatusOr<DashboardOptions> ParseOptions(
     if (absl::Status s = CheckAddress(*settings.at(name).value, label); !s.ok()) return s;
   }
   if (o.listen_host.empty()) return absl::InvalidArgumentError("--listen: empty host");
+  if (o.tls_cert.empty() != o.tls_key.empty()) {
+    return absl::InvalidArgumentError("--tls-cert and --tls-key: give both or neither");
+  }
+  if (!o.trusted_proxy.empty() && o.token_file.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where.count("trusted-proxy") ? where["trusted-proxy"] : "--trusted-proxy",
+                     ": \"", o.trusted_proxy, "\" needs --token-file (sign-in is off without it)"));
+  }
   return o;
 }
 

@@ -12,7 +12,16 @@
 //   --max-streams N      $GOODPUT_DASHBOARD_MAX_STREAMS  [64] live-update streams in all
 //   --max-streams-per-client N  $GOODPUT_DASHBOARD_MAX_STREAMS_PER_CLIENT  [8] per client
 //                        address (behind a proxy every page shares its address: raise it)
+//   --tls-cert FILE, --tls-key FILE  $GOODPUT_DASHBOARD_TLS_CERT, $GOODPUT_DASHBOARD_TLS_KEY
+//                        serve HTTPS (re-read when the files change)
+//   --token-file FILE    $GOODPUT_DASHBOARD_TOKEN_FILE   sign-in required (signin.h): tokens
+//                        as `TOKEN ROLE [user=NAME]` lines, re-read when the file changes
+//   --trusted-proxy ADDR $GOODPUT_DASHBOARD_TRUSTED_PROXY  a proxy address whose user header
+//                        signs requests in (SSO behind an OAuth2 proxy)
+//   --proxy-user-header NAME  $GOODPUT_DASHBOARD_PROXY_USER_HEADER  [X-Forwarded-User]
+//   --operator-users A,B $GOODPUT_DASHBOARD_OPERATOR_USERS  proxy users who see every job
 //   --ready-file FILE    written once serving: "http_port=N"
+// The services are called over TLS when $GOODPUT_TLS_CA is set (as goodputctl: tls.h).
 #pragma once
 
 #include <functional>
@@ -34,6 +43,12 @@ struct DashboardOptions {
   std::string static_dir;  // empty: next to the binary (see main.cc)
   int max_streams = 64;
   int max_streams_per_client = 8;
+  std::string tls_cert;
+  std::string tls_key;
+  std::string token_file;
+  std::string trusted_proxy;
+  std::string proxy_user_header = "X-Forwarded-User";
+  std::string operator_users;  // comma-separated
   std::string ready_file;
   bool help = false;
 };

@@ -4,12 +4,15 @@
 
 #include <filesystem>
 #include <memory>
+#include <optional>
+#include <set>
 #include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "tools/dashboard/signin.h"
 
 namespace goodput::dashboard {
 namespace {
@@ -82,6 +85,17 @@ std::string PercentEncode(const std::string& text) {
   return out;
 }
 
+// OK when the current viewer may see the job page `job`: operators every job, a user its own.
+absl::Status CheckOwnJob(const Json& job) {
+  std::optional<std::string> user = ViewerUserScope();
+  if (!user.has_value()) return absl::OkStatus();
+  const Json& row = job.contains("job") ? job["job"] : Json::object();
+  if (row.value("user", "") == *user) return absl::OkStatus();
+  return absl::PermissionDeniedError(
+      absl::StrCat("user ", *user, " sees its own jobs only; job ", row.value("cluster", ""), "/",
+                   row.value("job_id", ""), " is outside that scope"));
+}
+
 }  // namespace
 
 int HttpStatusFor(absl::StatusCode code) {
@@ -103,6 +117,11 @@ void RegisterRoutes(httplib::Server& server, Gateway* gateway, EventHub* hub,
   SetSecurityHeaders(server);
   auto now = options.now;
   server.Get("/api/fleet", [gateway, now](const httplib::Request& req, httplib::Response& res) {
+    if (std::optional<std::string> user = ViewerUserScope()) {
+      return SendError(
+          res, absl::PermissionDeniedError(absl::StrCat("the fleet view is for operators; user ",
+                                                        *user, " sees its own jobs (/api/jobs)")));
+    }
     absl::StatusOr<std::pair<absl::Time, absl::Time>> range = RangeParams(req, now());
     if (!range.ok()) return SendError(res, range.status());
     SendJson(res, gateway->Fleet(FleetQuery{.start = range->first,
@@ -119,7 +138,9 @@ void RegisterRoutes(httplib::Server& server, Gateway* gateway, EventHub* hub,
     absl::StatusOr<int> limit = IntParam(req, "limit", 100, 1, 1000);
     if (!limit.ok()) return SendError(res, limit.status());
     absl::StatusOr<Json> jobs = gateway->Jobs({.cluster = req.get_param_value("cluster"),
-                                               .user = req.get_param_value("user"),
+                                               // A signed-in user sees its own jobs only.
+                                               .user = ViewerUserScope().value_or(
+                                                   req.get_param_value("user")),
                                                .team = req.get_param_value("team"),
                                                .gpu_model = req.get_param_value("gpu_model"),
                                                .active_from = range->first,
@@ -135,6 +156,7 @@ void RegisterRoutes(httplib::Server& server, Gateway* gateway, EventHub* hub,
              [gateway](const httplib::Request& req, httplib::Response& res) {
                absl::StatusOr<Json> job = gateway->Job(req.matches[1], req.matches[2]);
                if (!job.ok()) return SendError(res, job.status());
+               if (absl::Status s = CheckOwnJob(*job); !s.ok()) return SendError(res, s);
                SendJson(res, *job);
              });
 
@@ -148,15 +170,48 @@ void RegisterRoutes(httplib::Server& server, Gateway* gateway, EventHub* hub,
   server.Get("/api/alerts", [gateway, now](const httplib::Request& req, httplib::Response& res) {
     absl::StatusOr<std::pair<absl::Time, absl::Time>> range = RangeParams(req, now());
     if (!range.ok()) return SendError(res, range.status());
-    SendJson(res, gateway->Alerts(req.get_param_value("cluster"), range->first, range->second));
+    Json alerts = gateway->Alerts(req.get_param_value("cluster"), range->first, range->second);
+    if (std::optional<std::string> user = ViewerUserScope()) {
+      // A user sees the alerts of its own jobs: those its job listing holds.
+      absl::StatusOr<Json> jobs = gateway->Jobs({.cluster = req.get_param_value("cluster"),
+                                                 .user = *user,
+                                                 .active_from = range->first,
+                                                 .active_to = range->second,
+                                                 .limit = 1000});
+      if (!jobs.ok()) return SendError(res, jobs.status());
+      std::set<std::pair<std::string, std::string>> own;
+      for (const Json& row : (*jobs)["jobs"]) {
+        own.emplace(row.value("cluster", ""), row.value("job_id", ""));
+      }
+      Json kept = Json::array();
+      for (Json& item : alerts["items"]) {
+        if (own.contains({item.value("cluster", ""), item.value("job_id", "")})) {
+          kept.push_back(std::move(item));
+        }
+      }
+      alerts["items"] = std::move(kept);
+    }
+    SendJson(res, alerts);
   });
 
-  server.Get("/api/events", [hub](const httplib::Request& req, httplib::Response& res) {
+  server.Get("/api/events", [hub, gateway](const httplib::Request& req, httplib::Response& res) {
     EventFilter filter{.cluster = req.get_param_value("cluster"),
                        .job_id = req.get_param_value("job")};
     if (!filter.job_id.empty() && filter.cluster.empty()) {
       return SendError(res, absl::InvalidArgumentError("job=" + filter.job_id +
                                                        " needs its cluster (cluster=...)"));
+    }
+    if (std::optional<std::string> user = ViewerUserScope()) {
+      // A user follows its own jobs only, one stream a job.
+      if (filter.job_id.empty()) {
+        return SendError(res,
+                         absl::PermissionDeniedError(absl::StrCat(
+                             "user ", *user,
+                             " follows live updates of its own jobs only (cluster=...&job=...)")));
+      }
+      absl::StatusOr<Json> job = gateway->Job(filter.cluster, filter.job_id);
+      if (!job.ok()) return SendError(res, job.status());
+      if (absl::Status s = CheckOwnJob(*job); !s.ok()) return SendError(res, s);
     }
     absl::StatusOr<std::shared_ptr<EventSession>> opened =
         hub->Open(std::move(filter), req.remote_addr);

@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/util/json_util.h"
+#include "services/platform/tls.h"
 #include "tools/goodputctl/format.h"
 
 namespace goodput::ctl {
@@ -120,7 +121,9 @@ std::unique_ptr<grpc::ClientContext> CallContext(const Args& args, absl::Duratio
 }
 
 std::shared_ptr<grpc::Channel> ChannelTo(const Args& args, Service service) {
-  return grpc::CreateChannel(Address(args, service), grpc::InsecureChannelCredentials());
+  return platform::MakeChannel(
+      Address(args, service),
+      platform::ClientTlsFromEnvironment([](const char* name) { return std::getenv(name); }));
 }
 
 std::string RpcFailureText(const Args& args, Service service, absl::string_view method,

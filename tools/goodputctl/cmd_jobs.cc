@@ -15,6 +15,7 @@
 #include "services/api/api_convert.h"
 #include "services/platform/install_paths.h"
 #include "services/platform/migrations.h"
+#include "services/platform/tls.h"
 #include "tools/goodputctl/commands.h"
 #include "tools/goodputctl/format.h"
 
@@ -55,8 +56,9 @@ int Health(const Args& args) {
       wait && (!absl::SimpleAtod(*wait, &wait_s) || wait_s < 0)) {
     return UsageError(absl::StrCat("--wait: \"", *wait, "\" is not a number of seconds"));
   }
-  auto stub = grpc::health::v1::Health::NewStub(
-      grpc::CreateChannel(*addr, grpc::InsecureChannelCredentials()));
+  auto stub = grpc::health::v1::Health::NewStub(platform::MakeChannel(
+      *addr,
+      platform::ClientTlsFromEnvironment([](const char* name) { return std::getenv(name); })));
   absl::Time deadline = absl::Now() + absl::Seconds(wait_s);
   std::string state = "UNREACHABLE";
   std::string detail;
@@ -162,8 +164,8 @@ void PrintJob(const v1::Job& job) {
 absl::StatusOr<v1::GpuRef> ParseGpu(absl::string_view entry) {
   size_t colon = entry.rfind(':');
   if (colon == absl::string_view::npos || colon == 0 || colon + 1 == entry.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--gpus: \"", entry, "\" is not host:index or host:uuid (optionally /migN)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--gpus: \"", entry, "\" is not host:index or host:uuid (optionally /migN)"));
   }
   v1::GpuRef gpu;
   gpu.set_host(std::string(entry.substr(0, colon)));

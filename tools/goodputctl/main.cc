@@ -22,6 +22,9 @@ global flags:
                             $GOODPUT_ALERTING_ADDR, else 127.0.0.1:7101..7104]
   --token TOKEN            bearer token when auth is on [$GOODPUT_TOKEN]
   --json                   machine-readable output (protobuf JSON)
+TLS (when the services serve it): $GOODPUT_TLS_CA (the CA file; turns TLS on),
+  $GOODPUT_TLS_CERT and $GOODPUT_TLS_KEY (a client certificate, for mTLS),
+  $GOODPUT_TLS_SERVER_NAME (the name in the services' certificate, if not the address's host)
   --help                   help for a command: goodputctl alerts list --help
 )";
 

@@ -123,6 +123,28 @@ auth:
     sdk: /etc/goodput/tokens/sdk
     operator: /etc/goodput/tokens/operator
     service: /etc/goodput/tokens/service
+  {{- if or .Values.auth.scopedTokens .Values.auth.existingSecretHasScoped }}
+  token_file: /etc/goodput/tokens/scoped
+  {{- end }}
+  metrics: {{ .Values.auth.metrics }}
+{{- if .Values.tls.enabled }}
+tls:
+  cert_file: /etc/goodput/tls/tls.crt
+  key_file: /etc/goodput/tls/tls.key
+  ca_file: /etc/goodput/tls/ca.crt
+  {{- if .Values.tls.mutual }}
+  client_ca_file: /etc/goodput/tls/ca.crt
+  {{- end }}
+  {{- with .Values.tls.serverName }}
+  server_name: {{ . | quote }}
+  {{- end }}
+  reload_interval_s: {{ .Values.tls.reloadIntervalSeconds }}
+{{- end }}
+{{- end -}}
+
+{{/* The TLS secret's name (required with tls.enabled). */}}
+{{- define "goodput.tlsSecretName" -}}
+{{- tpl (required "tls.secretName is required with tls.enabled (a secret with tls.crt, tls.key, ca.crt)" .Values.tls.secretName) . -}}
 {{- end -}}
 
 {{/* The env entry giving a forwarding service its client token. Call with (dict "root" $ "name" "ofu"). */}}
@@ -257,10 +279,15 @@ containers:
       {{- toYaml . | nindent 6 }}
       {{- end }}
     readinessProbe:
+      {{- if $root.Values.tls.enabled }}
+      # The kubelet's gRPC probe speaks plaintext only: /healthz follows the gRPC health.
+      httpGet: {path: /healthz, port: probe, scheme: HTTPS}
+      {{- else }}
       grpc: {port: {{ .svc.grpcPort }}}
+      {{- end }}
       periodSeconds: 5
     livenessProbe:
-      httpGet: {path: /healthz, port: probe}
+      httpGet: {path: /healthz, port: probe{{ if $root.Values.tls.enabled }}, scheme: HTTPS{{ end }}}
       initialDelaySeconds: 10
       periodSeconds: 10
       failureThreshold: 6
@@ -269,6 +296,9 @@ containers:
     volumeMounts:
       - {name: config, mountPath: /etc/goodput/config.yaml, subPath: {{ .name }}.yaml, readOnly: true}
       - {name: tokens, mountPath: /etc/goodput/tokens, readOnly: true}
+      {{- if $root.Values.tls.enabled }}
+      - {name: tls, mountPath: /etc/goodput/tls, readOnly: true}
+      {{- end }}
       - {name: tmp, mountPath: /tmp}
       {{- with $root.Values.extraVolumeMounts }}
       {{- toYaml . | nindent 6 }}
@@ -278,6 +308,10 @@ volumes:
     configMap: {name: {{ include "goodput.fullname" $root }}-config}
   - name: tokens
     secret: {secretName: {{ include "goodput.authSecretName" $root }}, optional: {{ not $root.Values.auth.enabled }}}
+  {{- if $root.Values.tls.enabled }}
+  - name: tls
+    secret: {secretName: {{ include "goodput.tlsSecretName" $root }}}
+  {{- end }}
   {{- include "goodput.tmpVolume" $root | nindent 2 }}
   {{- with $root.Values.extraVolumes }}
   {{- toYaml . | nindent 2 }}

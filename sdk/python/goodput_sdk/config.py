@@ -5,6 +5,10 @@ job gets a working reporter without code changes:
 
   GOODPUT_ENDPOINT   the MfuService address: host:port (plaintext), http://host:port,
                      https://host[:port] (TLS with the system roots)
+  GOODPUT_TLS_CA     for https:// endpoints: the CA that signed the service's certificate
+                     (PEM file) instead of the system roots
+  GOODPUT_TLS_CERT, GOODPUT_TLS_KEY  a client certificate and key (PEM files), when the
+                     service requires client certificates (mTLS)
   GOODPUT_TOKEN      bearer token with the `sdk` role (optional when authentication is off)
   GOODPUT_CLUSTER    cluster name as the scheduler registers it; else SLURM_CLUSTER_NAME
   GOODPUT_JOB_ID     job id as the scheduler registers it; else the Slurm job id
@@ -24,6 +28,9 @@ TOKEN_ENV = "GOODPUT_TOKEN"
 CLUSTER_ENV = "GOODPUT_CLUSTER"
 JOB_ID_ENV = "GOODPUT_JOB_ID"
 REPORT_RANKS_ENV = "GOODPUT_REPORT_RANKS"
+TLS_CA_ENV = "GOODPUT_TLS_CA"
+TLS_CERT_ENV = "GOODPUT_TLS_CERT"
+TLS_KEY_ENV = "GOODPUT_TLS_KEY"
 # Global rank variables of the launchers, most specific first.
 RANK_ENVS = ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK")
 
@@ -36,6 +43,9 @@ class Settings:
     token: str
     cluster: str
     job_id: str
+    tls_ca_file: str = ""
+    tls_cert_file: str = ""
+    tls_key_file: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,7 +89,28 @@ def resolve(endpoint: Optional[str] = None,
         token=(token if token is not None else env.get(TOKEN_ENV, "")).strip(),
         cluster=(cluster if cluster is not None else cluster_from_environment(env)).strip(),
         job_id=(job if job is not None else job_id_from_environment(env)).strip(),
+        tls_ca_file=env.get(TLS_CA_ENV, "").strip(),
+        tls_cert_file=env.get(TLS_CERT_ENV, "").strip(),
+        tls_key_file=env.get(TLS_KEY_ENV, "").strip(),
     )
+
+
+def tls_file_contents(settings: Settings) -> Tuple[Optional[bytes], Optional[bytes], Optional[bytes]]:
+    """(root certificates, private key, certificate chain) for grpc.ssl_channel_credentials
+    from the TLS files of `settings`; None where a file is not configured. Raises ValueError
+    naming the variable and the file when one cannot be read."""
+    def read(variable, path):
+        if not path:
+            return None
+        try:
+            with open(path, "rb") as f:
+                return f.read()
+        except OSError as e:
+            raise ValueError(f"{variable}={path!r} cannot be read: {e.strerror}") from None
+    if bool(settings.tls_cert_file) != bool(settings.tls_key_file):
+        raise ValueError(f"{TLS_CERT_ENV} and {TLS_KEY_ENV}: set both or neither")
+    return (read(TLS_CA_ENV, settings.tls_ca_file), read(TLS_KEY_ENV, settings.tls_key_file),
+            read(TLS_CERT_ENV, settings.tls_cert_file))
 
 
 def parse_endpoint(endpoint: str) -> Target:

@@ -190,6 +190,7 @@ class Reporter:
                                                  activation_checkpointing,
                                                  workload_fingerprint, labels)
             self._target = self._check_settings()
+            self._tls_files = _config.tls_file_contents(self._settings)
         except ValueError as e:
             self._log_once("config", logging.WARNING,
                            "goodput_sdk: reporting disabled: %s", e)
@@ -394,8 +395,11 @@ class Reporter:
                 ("grpc.enable_retries", 0),
             ]
             if self._target.tls:
-                self._channel = grpc.secure_channel(self._target.address,
-                                                    grpc.ssl_channel_credentials(), options)
+                root, key, chain = self._tls_files
+                self._channel = grpc.secure_channel(
+                    self._target.address,
+                    grpc.ssl_channel_credentials(root_certificates=root, private_key=key,
+                                                 certificate_chain=chain), options)
             else:
                 self._channel = grpc.insecure_channel(self._target.address, options)
             self._stub = mfu_pb2_grpc.MfuServiceStub(self._channel)

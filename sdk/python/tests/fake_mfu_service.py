@@ -89,11 +89,14 @@ class FakeMfuService(mfu_pb2_grpc.MfuServiceServicer):
 class ServerHandle:
     """A gRPC server with a FakeMfuService on 127.0.0.1:`port` (0: a free port)."""
 
-    def __init__(self, port=0, **service_kwargs):
+    def __init__(self, port=0, server_credentials=None, **service_kwargs):
         self.service = FakeMfuService(**service_kwargs)
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
         mfu_pb2_grpc.add_MfuServiceServicer_to_server(self.service, self.server)
-        self.port = self.server.add_insecure_port(f"127.0.0.1:{port}")
+        if server_credentials is not None:
+            self.port = self.server.add_secure_port(f"127.0.0.1:{port}", server_credentials)
+        else:
+            self.port = self.server.add_insecure_port(f"127.0.0.1:{port}")
         if self.port == 0:
             raise RuntimeError(f"could not listen on 127.0.0.1:{port}")
         self.server.start()

@@ -1,6 +1,8 @@
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 import unittest
@@ -277,3 +279,68 @@ class ConfigurationTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+def make_certificates(directory):
+    """A CA "ca" signing "server" (localhost, 127.0.0.1), a CA "client-ca" signing "client":
+    PEM files made with the openssl command line, as the C++ tests make theirs."""
+    def run(*args):
+        subprocess.run(["openssl", *args], cwd=directory, check=True, capture_output=True)
+    ext = os.path.join(directory, "leaf.ext")
+    with open(ext, "w") as f:
+        f.write("subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\n"
+                "extendedKeyUsage=serverAuth,clientAuth\n")
+    for ca in ("ca", "client-ca"):
+        run("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+            "-days", "2", "-subj", f"/CN=goodput-test-{ca}", "-keyout", f"{ca}.key", "-out",
+            f"{ca}.crt")
+    for ca, leaf in (("ca", "server"), ("client-ca", "client")):
+        run("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-subj",
+            "/CN=localhost", "-keyout", f"{leaf}.key", "-out", f"{leaf}.csr")
+        run("x509", "-req", "-in", f"{leaf}.csr", "-CA", f"{ca}.crt", "-CAkey", f"{ca}.key",
+            "-CAcreateserial", "-days", "2", "-extfile", ext, "-out", f"{leaf}.crt")
+    return lambda name: os.path.join(directory, name)
+
+
+class TlsReporterTest(unittest.TestCase):
+
+    def setUp(self):
+        directory = tempfile.mkdtemp(prefix="goodput-sdk-tls-")
+        self.addCleanup(shutil.rmtree, directory, True)
+        self.path = make_certificates(directory)
+
+        def read(name):
+            with open(self.path(name), "rb") as f:
+                return f.read()
+        credentials = grpc.ssl_server_credentials([(read("server.key"), read("server.crt"))],
+                                                  root_certificates=read("client-ca.crt"),
+                                                  require_client_auth=True)
+        self.server = ServerHandle(server_credentials=credentials)
+        self.addCleanup(self.server.stop)
+
+    def reporter(self, environ):
+        r = Reporter(endpoint=f"https://127.0.0.1:{self.server.port}", job="4211873",
+                     cluster="eos", token="", environ=environ, **FAST)
+        self.addCleanup(r.close, 0.5)
+        return r
+
+    def test_reports_over_mutual_tls_with_the_configured_ca_and_client_certificate(self):
+        r = self.reporter({"GOODPUT_TLS_CA": self.path("ca.crt"),
+                           "GOODPUT_TLS_CERT": self.path("client.crt"),
+                           "GOODPUT_TLS_KEY": self.path("client.key")})
+        self.assertTrue(r.report(mfu=0.41, interval_s=2.0))
+        self.assertTrue(r.flush(10))
+        self.assertEqual(len(self.server.service.report_list()), 1)
+
+    def test_without_a_client_certificate_nothing_is_delivered(self):
+        r = self.reporter({"GOODPUT_TLS_CA": self.path("ca.crt")})
+        self.assertTrue(r.report(mfu=0.41, interval_s=2.0))
+        self.assertFalse(r.flush(1))
+        self.assertEqual(self.server.service.report_list(), [])
+
+    def test_an_unreadable_tls_file_disables_reporting_naming_it(self):
+        with self.assertLogs("goodput_sdk", level="WARNING") as logs:
+            r = self.reporter({"GOODPUT_TLS_CA": self.path("missing.crt")})
+        self.assertFalse(r.enabled)
+        self.assertIn("GOODPUT_TLS_CA", "\n".join(logs.output))
+
