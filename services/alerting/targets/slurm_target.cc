@@ -7,13 +7,16 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "services/alerting/targets/command.h"
+#include "services/platform/command.h"
 #include "services/alerting/targets/http_client.h"
 #include "services/alerting/targets/osmo_target.h"
 #include "services/alerting/targets/render.h"
 #include "services/alerting/targets/signing.h"
 
 namespace goodput::alerting {
+
+using platform::CommandResult;
+using platform::RunCommand;
 namespace {
 
 // Long enough for a summary and the first sentences; Slurm stores and prints all of it.

@@ -10,7 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "services/alerting/targets/alertmanager_target.h"
-#include "services/alerting/targets/command.h"
+#include "services/platform/command.h"
 #include "services/alerting/targets/http_client.h"
 #include "services/alerting/targets/osmo_target.h"
 #include "services/alerting/targets/render.h"
@@ -19,6 +19,9 @@
 #include "services/alerting/targets/webhook_target.h"
 
 namespace goodput::alerting {
+
+using platform::CommandResult;
+using platform::RunCommand;
 namespace {
 
 Notification Firing() {
