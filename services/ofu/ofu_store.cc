@@ -5,6 +5,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -69,19 +70,6 @@ constexpr char kWindowColumns[] =
                         "w.hbm_peak_fraction, w.energy_j, w.power_w_mean, w.late_sample_count, "
                         "w.revision, w.finalized, w.gpu_equivalents";
 
-std::string Replace(std::string s, const std::string& from, const std::string& to) {
-  size_t pos = 0;
-  while ((pos = s.find(from, pos)) != std::string::npos) {
-    s.replace(pos, from.size(), to);
-    pos += to.size();
-  }
-  return s;
-}
-
-std::string ShardFilter(const ShardConfig& shard) {
-  return Replace(Replace(kShardFilter, "$SC", std::to_string(shard.count)), "$SI",
-                 std::to_string(shard.index));
-}
 
 double D(const pqxx::field& f) { return f.is_null() ? kNoValue : f.as<double>(); }
 std::optional<double> OptD(const pqxx::field& f) {
@@ -256,6 +244,11 @@ constexpr char kAddLateToJob[] =
     "updated_at = now()";
 
 }  // namespace
+
+std::string ShardFilter(const ShardConfig& shard) {
+  return absl::StrReplaceAll(kShardFilter, {{"$SC", std::to_string(shard.count)},
+                                            {"$SI", std::to_string(shard.index)}});
+}
 
 #undef GOODPUT_MS
 

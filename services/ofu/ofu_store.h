@@ -43,6 +43,8 @@ struct ShardConfig {
   int index = 0;
   int count = 1;
 };
+// The SQL condition that job `j` (jobs j) belongs to `shard`: the jobs' hash modulo count.
+std::string ShardFilter(const ShardConfig& shard);
 
 struct ConsumerState {
   std::string xid_done = "0";

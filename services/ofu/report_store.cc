@@ -5,6 +5,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "nlohmann/json.hpp"
 #include "services/api/api_convert.h"
 
@@ -16,9 +17,6 @@ namespace {
 // The job's team: its `team` field (the Slurm account the prolog sends), else its `team`
 // label. The fleet summary groups by the same expression.
 constexpr char kTeamExpr[] = "coalesce(nullif(j.team, ''), j.labels ->> 'team', '')";
-
-constexpr char kShardFilter[] =
-    "((hashtextextended(j.cluster || '/' || j.job_id, 0) % $SC) + $SC) % $SC = $SI";
 
 // $1 recheck (s), $2 revise_for (s), $3 limit.
 constexpr char kCandidates[] =
@@ -63,15 +61,6 @@ constexpr char kList[] =
     "AND ($5::text = '' OR $TEAM = $5::text) "
     "ORDER BY r.wasted_gpu_hours DESC, j.id LIMIT $6::int";
 
-std::string Replace(std::string s, const std::string& from, const std::string& to) {
-  size_t pos = 0;
-  while ((pos = s.find(from, pos)) != std::string::npos) {
-    s.replace(pos, from.size(), to);
-    pos += to.size();
-  }
-  return s;
-}
-
 absl::StatusOr<v1::JobReport> ParseReport(const std::string& b64, int64_t job) {
   std::string bytes;
   v1::JobReport report;
@@ -88,9 +77,7 @@ absl::StatusOr<std::vector<ReportCandidate>> ReportStore::Candidates(absl::Durat
                                                                      absl::Duration revise_for,
                                                                      int limit) {
   const std::string sql =
-      Replace(kCandidates, "$SHARD",
-              Replace(Replace(kShardFilter, "$SC", std::to_string(shard_.count)), "$SI",
-                      std::to_string(shard_.index)));
+      absl::StrReplaceAll(kCandidates, {{"$SHARD", ShardFilter(shard_)}});
   return pool_->RunTransactionFor<std::vector<ReportCandidate>>(
       [&](pqxx::work& txn) -> absl::StatusOr<std::vector<ReportCandidate>> {
         pqxx::result r = txn.exec_params(sql, absl::ToDoubleSeconds(recheck),
@@ -112,7 +99,7 @@ absl::StatusOr<std::vector<ReportCandidate>> ReportStore::Candidates(absl::Durat
 
 absl::StatusOr<ReportJobInfo> ReportStore::JobInfo(const std::string& cluster,
                                                    const std::string& job_id) {
-  const std::string sql = Replace(kJobInfo, "$TEAM", kTeamExpr);
+  const std::string sql = absl::StrReplaceAll(kJobInfo, {{"$TEAM", kTeamExpr}});
   return pool_->RunTransactionFor<ReportJobInfo>(
       [&](pqxx::work& txn) -> absl::StatusOr<ReportJobInfo> {
         pqxx::result r = txn.exec_params(sql, cluster, job_id);
@@ -184,7 +171,7 @@ absl::StatusOr<std::vector<v1::ReportSummary>> ReportStore::List(int64_t from_ms
                                                                  const std::string& user,
                                                                  const std::string& team,
                                                                  int limit) {
-  const std::string sql = Replace(kList, "$TEAM", kTeamExpr);
+  const std::string sql = absl::StrReplaceAll(kList, {{"$TEAM", kTeamExpr}});
   return pool_->RunTransactionFor<std::vector<v1::ReportSummary>>(
       [&](pqxx::work& txn) -> absl::StatusOr<std::vector<v1::ReportSummary>> {
         pqxx::result r = txn.exec_params(sql, from_ms, to_ms, cluster, user, team, limit);
