@@ -29,46 +29,67 @@ class JobServiceImpl final : public v1::JobService::CallbackService {
         identity_(std::move(identity)),
         limits_(limits) {}
 
+  // Synchronous signatures, for in-process callers (jobs_http.h): `context` carries no caller.
   grpc::Status RegisterJob(grpc::ServerContext* context, const v1::RegisterJobRequest* request,
-                           v1::RegisterJobResponse* response) override;
+                      v1::RegisterJobResponse* response) override {
+    return DoRegisterJob(context, request, response);
+  }
   grpc::Status UpdateJob(grpc::ServerContext* context, const v1::UpdateJobRequest* request,
-                         v1::UpdateJobResponse* response) override;
+                      v1::UpdateJobResponse* response) override {
+    return DoUpdateJob(context, request, response);
+  }
   grpc::Status EndJob(grpc::ServerContext* context, const v1::EndJobRequest* request,
-                      v1::EndJobResponse* response) override;
+                      v1::EndJobResponse* response) override {
+    return DoEndJob(context, request, response);
+  }
   grpc::Status GetJob(grpc::ServerContext* context, const v1::GetJobRequest* request,
-                      v1::GetJobResponse* response) override;
+                      v1::GetJobResponse* response) override {
+    return DoGetJob(context, request, response);
+  }
   grpc::Status ListJobs(grpc::ServerContext* context, const v1::ListJobsRequest* request,
-                        v1::ListJobsResponse* response) override;
+                      v1::ListJobsResponse* response) override {
+    return DoListJobs(context, request, response);
+  }
 
-  // JobService (callback API)
+  // JobService (callback API): the caller's token scope comes from the call's context.
   grpc::ServerUnaryReactor* RegisterJob(grpc::CallbackServerContext* context,
-                                        const v1::RegisterJobRequest* request,
-                                        v1::RegisterJobResponse* response) override {
-    return Done(context, RegisterJob(kNoContext, request, response));
+                                     const v1::RegisterJobRequest* request,
+                                     v1::RegisterJobResponse* response) override {
+    return Done(context, DoRegisterJob(context, request, response));
   }
   grpc::ServerUnaryReactor* UpdateJob(grpc::CallbackServerContext* context,
-                                      const v1::UpdateJobRequest* request,
-                                      v1::UpdateJobResponse* response) override {
-    return Done(context, UpdateJob(kNoContext, request, response));
+                                     const v1::UpdateJobRequest* request,
+                                     v1::UpdateJobResponse* response) override {
+    return Done(context, DoUpdateJob(context, request, response));
   }
   grpc::ServerUnaryReactor* EndJob(grpc::CallbackServerContext* context,
-                                   const v1::EndJobRequest* request,
-                                   v1::EndJobResponse* response) override {
-    return Done(context, EndJob(kNoContext, request, response));
+                                     const v1::EndJobRequest* request,
+                                     v1::EndJobResponse* response) override {
+    return Done(context, DoEndJob(context, request, response));
   }
   grpc::ServerUnaryReactor* GetJob(grpc::CallbackServerContext* context,
-                                   const v1::GetJobRequest* request,
-                                   v1::GetJobResponse* response) override {
-    return Done(context, GetJob(kNoContext, request, response));
+                                     const v1::GetJobRequest* request,
+                                     v1::GetJobResponse* response) override {
+    return Done(context, DoGetJob(context, request, response));
   }
   grpc::ServerUnaryReactor* ListJobs(grpc::CallbackServerContext* context,
                                      const v1::ListJobsRequest* request,
                                      v1::ListJobsResponse* response) override {
-    return Done(context, ListJobs(kNoContext, request, response));
+    return Done(context, DoListJobs(context, request, response));
   }
 
  private:
-  static constexpr grpc::ServerContext* kNoContext = nullptr;
+  // The RPCs; `context` may be null (no caller to check).
+  grpc::Status DoRegisterJob(grpc::ServerContextBase* context, const v1::RegisterJobRequest* request,
+                      v1::RegisterJobResponse* response);
+  grpc::Status DoUpdateJob(grpc::ServerContextBase* context, const v1::UpdateJobRequest* request,
+                      v1::UpdateJobResponse* response);
+  grpc::Status DoEndJob(grpc::ServerContextBase* context, const v1::EndJobRequest* request,
+                      v1::EndJobResponse* response);
+  grpc::Status DoGetJob(grpc::ServerContextBase* context, const v1::GetJobRequest* request,
+                      v1::GetJobResponse* response);
+  grpc::Status DoListJobs(grpc::ServerContextBase* context, const v1::ListJobsRequest* request,
+                      v1::ListJobsResponse* response);
   static grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* context,
                                         const grpc::Status& status) {
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
