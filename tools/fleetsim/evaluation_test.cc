@@ -53,6 +53,24 @@ TEST_F(SmallEvaluation, EveryDivergenceVerdictAndTopCauseIsRight) {
   }
 }
 
+TEST_F(SmallEvaluation, AlertingFindsTheSameLiveInBurstsAndAfterAnEarlyEndJob) {
+  ASSERT_NE(combined_, nullptr);
+  const DeliveryTally& live = combined_->delivery[static_cast<int>(Delivery::kLive)];
+  for (Delivery d : {Delivery::kLive, Delivery::kBursts, Delivery::kEarlyEnd}) {
+    const DeliveryTally& t = combined_->delivery[static_cast<int>(d)];
+    EXPECT_GE(DeliveryRecall(*combined_, d), 0.95) << FormatDeliveryTable(*combined_);
+    EXPECT_LE(DeliveryFalseAlarmsPer1000JobHours(*combined_, d), 1.0)
+        << FormatDeliveryTable(*combined_);
+    EXPECT_EQ(t.drops_detected, live.drops_detected) << FormatDeliveryTable(*combined_);
+    EXPECT_EQ(t.miscounts_found, t.miscount_jobs) << FormatDeliveryTable(*combined_);
+    EXPECT_EQ(t.miscount_false, 0) << FormatDeliveryTable(*combined_);
+  }
+  // After an early EndJob, what is confirmed from the last burst is recorded, marked as
+  // found after the job's end.
+  EXPECT_GT(combined_->delivery[static_cast<int>(Delivery::kEarlyEnd)].found_after_end, 0);
+  EXPECT_EQ(live.found_after_end, 0);
+}
+
 TEST_F(SmallEvaluation, OfuTracksTheTruthWithinAFractionOfAPoint) {
   ASSERT_NE(combined_, nullptr);
   EXPECT_LT(combined_->ofu_abs_error_mean_pp, 0.5);
