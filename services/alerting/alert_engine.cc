@@ -519,12 +519,7 @@ absl::Status AlertEngine::EvaluateJob(Tx& tx, const std::string& cluster,
                       .kinds = {Kind::kDivergence},
                       .holding = evaluator.current(),
                       .ended = {}};
-    std::vector<OpenAlertRef> open;
-    for (const pqxx::row& r : tx.w.exec_params(kOpenAlertsOfJob, cluster, job_id)) {
-      OpenAlert o = AlertFromRow<OpenAlert>(r);
-      open.push_back({o.id, o.fingerprint, o.kind});
-    }
-    return ApplyDecisions(tx, meta, DecideLifecycle(cluster, job_id, in, open));
+    return ApplyLifecycle(tx, meta, in);
   }
   const pqxx::row& st = row[0];
   if (meta.workload_fingerprint.empty()) meta.workload_fingerprint = st[0].as<std::string>();
@@ -608,20 +603,12 @@ absl::Status AlertEngine::EvaluateJob(Tx& tx, const std::string& cluster,
     for (Finding& f : ev->TakeEnded()) ended.push_back(std::move(f));
   }
 
-  std::vector<OpenAlertRef> open;
-  for (const pqxx::row& r : tx.w.exec_params(kOpenAlertsOfJob, cluster, job_id)) {
-    OpenAlert o = AlertFromRow<OpenAlert>(r);
-    open.push_back({o.id, o.fingerprint, o.kind});
-  }
   LifecycleInput in{.job_active = meta.active(),
                     .kinds = kinds,
                     .holding = ev->current(),
                     .ended = std::move(ended)};
   if (ev->windows() == 0) in.kinds = {Kind::kDivergence};
-  if (absl::Status s = ApplyDecisions(tx, meta, DecideLifecycle(cluster, job_id, in, open));
-      !s.ok()) {
-    return s;
-  }
+  if (absl::Status s = ApplyLifecycle(tx, meta, in); !s.ok()) return s;
   if (ev->windows() == 0) return absl::OkStatus();
 
   // Save where the job's evaluation stands; checkpoint now and then, after a rebuild, and
@@ -813,14 +800,17 @@ void AlertEngine::AddEvidence(Tx& tx, const JobMeta& meta, const Finding& f, v1:
   }
 }
 
-absl::Status AlertEngine::ApplyDecisions(Tx& tx, const JobMeta& meta,
-                                         const std::vector<Decision>& decisions) {
-  if (decisions.empty()) return absl::OkStatus();
+absl::Status AlertEngine::ApplyLifecycle(Tx& tx, const JobMeta& meta,
+                                         const LifecycleInput& input) {
   std::map<int64_t, OpenAlert> open;
+  std::vector<OpenAlertRef> refs;
   for (const pqxx::row& r : tx.w.exec_params(kOpenAlertsOfJob, meta.cluster, meta.job_id)) {
     OpenAlert o = AlertFromRow<OpenAlert>(r);
+    refs.push_back({o.id, o.fingerprint, o.kind});
     open.emplace(o.id, std::move(o));
   }
+  const std::vector<Decision> decisions =
+      DecideLifecycle(meta.cluster, meta.job_id, input, refs);
   for (const Decision& d : decisions) {
     auto it = open.find(d.alert_id);
     if (d.action == Decision::Action::kResolve) {
@@ -954,14 +944,9 @@ absl::Status AlertEngine::ApplyDecisions(Tx& tx, const JobMeta& meta,
 absl::Status AlertEngine::Reconcile(Tx& tx, const JobMeta& meta,
                                     const std::vector<Finding>& findings,
                                     const std::set<Kind>& kinds) {
-  std::vector<OpenAlertRef> open;
-  for (const pqxx::row& r : tx.w.exec_params(kOpenAlertsOfJob, meta.cluster, meta.job_id)) {
-    OpenAlert o = AlertFromRow<OpenAlert>(r);
-    open.push_back({o.id, o.fingerprint, o.kind});
-  }
   // The sweep decides for a running job (job_active), whatever the job's state says.
-  LifecycleInput in{.job_active = true, .kinds = kinds, .holding = findings, .ended = {}};
-  return ApplyDecisions(tx, meta, DecideLifecycle(meta.cluster, meta.job_id, in, open));
+  return ApplyLifecycle(tx, meta,
+                        {.job_active = true, .kinds = kinds, .holding = findings, .ended = {}});
 }
 
 absl::Status AlertEngine::ApplySilences(Tx& tx) {

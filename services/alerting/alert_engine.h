@@ -135,7 +135,9 @@ class AlertEngine {
   // alerts and saves the state.
   absl::Status EvaluateJob(Tx& tx, const std::string& cluster, const std::string& job_id,
                            const JobChange& change);
-  absl::Status ApplyDecisions(Tx& tx, const JobMeta& meta, const std::vector<Decision>& decisions);
+  // Reads the job's open alerts once, decides their lifecycle from `input`
+  // (alert_lifecycle.h) and applies the decisions.
+  absl::Status ApplyLifecycle(Tx& tx, const JobMeta& meta, const LifecycleInput& input);
   // The alert for `finding` with its words, labels and severity (no evidence windows yet).
   v1::Alert DescribeFinding(const Tx& tx, const JobMeta& meta, const Finding& f,
                             const std::string& fingerprint, Labels& labels) const;

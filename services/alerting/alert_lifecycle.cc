@@ -8,24 +8,29 @@ namespace goodput::alerting {
 std::vector<Decision> DecideLifecycle(const std::string& cluster, const std::string& job_id,
                                       const LifecycleInput& input,
                                       const std::vector<OpenAlertRef>& open) {
+  // Open alerts not yet decided on, by fingerprint.
   std::map<std::string, const OpenAlertRef*> open_by_fp;
   for (const OpenAlertRef& a : open) open_by_fp.emplace(a.fingerprint, &a);
-  std::set<std::string> decided;  // open alerts that got a decision
   std::vector<Decision> out;
+  // A decision for `f`, taking its open alert (alert_id 0 when it has none).
+  auto decide = [&](const Finding& f) {
+    Decision d;
+    d.fingerprint = Fingerprint(f.kind, cluster, job_id, f.detail);
+    d.finding = f;
+    if (auto it = open_by_fp.find(d.fingerprint); it != open_by_fp.end()) {
+      d.alert_id = it->second->id;
+      open_by_fp.erase(it);
+    }
+    return d;
+  };
 
   // Ended conditions first, in the order they ended: a condition that ended and started
   // again inside the evaluated windows resolves its alert before the new one opens.
   for (const Finding& f : input.ended) {
     if (input.kinds.count(f.kind) == 0) continue;
-    Decision d;
-    d.fingerprint = Fingerprint(f.kind, cluster, job_id, f.detail);
-    d.finding = f;
-    auto it = open_by_fp.find(d.fingerprint);
-    if (it != open_by_fp.end()) {
+    Decision d = decide(f);
+    if (d.alert_id != 0) {
       d.action = Decision::Action::kResolve;
-      d.alert_id = it->second->id;
-      decided.insert(d.fingerprint);
-      open_by_fp.erase(it);
     } else {
       d.action = Decision::Action::kRecordResolved;
       d.found_after_job_end = !input.job_active;
@@ -34,16 +39,10 @@ std::vector<Decision> DecideLifecycle(const std::string& cluster, const std::str
   }
   for (const Finding& f : input.holding) {
     if (input.kinds.count(f.kind) == 0) continue;
-    Decision d;
-    d.fingerprint = Fingerprint(f.kind, cluster, job_id, f.detail);
-    d.finding = f;
-    auto it = open_by_fp.find(d.fingerprint);
-    if (it != open_by_fp.end()) {
-      d.alert_id = it->second->id;
+    Decision d = decide(f);
+    if (d.alert_id != 0) {
       // The job ended: its alerts resolve with the condition as last seen.
       d.action = input.job_active ? Decision::Action::kUpdate : Decision::Action::kResolve;
-      decided.insert(d.fingerprint);
-      open_by_fp.erase(it);
     } else if (input.job_active) {
       d.action = Decision::Action::kOpen;
     } else {
@@ -52,9 +51,11 @@ std::vector<Decision> DecideLifecycle(const std::string& cluster, const std::str
     }
     out.push_back(std::move(d));
   }
+  // Open alerts whose condition neither holds nor ended.
   for (const OpenAlertRef& a : open) {
-    if (decided.count(a.fingerprint) > 0 || !a.kind || input.kinds.count(*a.kind) == 0) continue;
-    if (open_by_fp.count(a.fingerprint) == 0) continue;
+    if (!a.kind || input.kinds.count(*a.kind) == 0 || open_by_fp.count(a.fingerprint) == 0) {
+      continue;
+    }
     Decision d;
     d.action = Decision::Action::kResolve;
     d.fingerprint = a.fingerprint;

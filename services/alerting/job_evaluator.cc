@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "services/detect/robust_stats.h"
 #include "services/detect/state_codec.h"
 
 namespace goodput::alerting {
@@ -21,17 +22,6 @@ constexpr int64_t kEvidenceHalfSpanWindows = 30;  // evidence: up to 60 windows 
 constexpr size_t kMaxPrecisionNotes = 8;
 constexpr size_t kMaxBaselineJobIds = 20;
 constexpr int kCheckpointVersion = 1;
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  const size_t mid = v.size() / 2;
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid), v.end());
-  double m = v[mid];
-  if (v.size() % 2 == 0) {
-    m = (m + *std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid))) / 2;
-  }
-  return m;
-}
 
 // Whether a window's OFU is no evidence of how the job runs (profiling paused or stuck).
 bool Untrusted(const JobWindow& w, const DetectorOptions& options) {
@@ -324,7 +314,7 @@ void JobEvaluator::Workload(std::vector<Finding>& out) const {
     if (*it < options_.baseline.dip_fraction * found.baseline_ofu) continue;
     recent.push_back(*it);
   }
-  const double level = recent.empty() ? found.job_ofu : Median(recent);
+  const double level = recent.empty() ? found.job_ofu : detect::Median(recent);
   if (level * options_.workload_recovery_factor >= found.baseline_ofu) return;
 
   Finding f;

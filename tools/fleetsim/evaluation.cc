@@ -53,7 +53,7 @@ double Quantile(std::vector<double> v, double q) {
 struct DeliveryState {
   std::unique_ptr<alerting::JobEvaluator> evaluator;
   std::vector<alerting::JobWindow> pending;
-  std::map<std::string, int64_t> open;                 // fingerprint -> alert id
+  std::map<std::string, alerting::OpenAlertRef> open;  // by fingerprint
   std::set<std::pair<std::string, int64_t>> recorded;  // (fingerprint, onset)
   std::vector<bool> drop_matched;
   bool debug_found = false;
@@ -339,13 +339,7 @@ class EvaluationSink : public FleetSink {
     in.holding = d.evaluator->current();
     in.ended = d.evaluator->TakeEnded();
     std::vector<alerting::OpenAlertRef> open;
-    for (const auto& [fp, id] : d.open) {
-      open.push_back({id, fp, fp.rfind("regression_in_job", 0) == 0
-                                  ? alerting::Kind::kRegressionInJob
-                              : fp.rfind("regression_vs_workload", 0) == 0
-                                  ? alerting::Kind::kRegressionVsWorkload
-                                  : alerting::Kind::kDivergence});
-    }
+    for (const auto& [fp, ref] : d.open) open.push_back(ref);
     for (const alerting::Decision& dec :
          alerting::DecideLifecycle("sim", job.job_id, in, open)) {
       switch (dec.action) {
@@ -355,7 +349,7 @@ class EvaluationSink : public FleetSink {
           d.open.erase(dec.fingerprint);
           break;
         case alerting::Decision::Action::kOpen:
-          d.open[dec.fingerprint] = ++next_alert_id_;
+          d.open[dec.fingerprint] = {++next_alert_id_, dec.fingerprint, dec.finding->kind};
           Score(s, delivery, *dec.finding);
           break;
         case alerting::Decision::Action::kRecordResolved:
