@@ -146,6 +146,8 @@ struct Outcome {
   std::vector<std::string> alerts;               // "kind job onset state", sorted
   std::vector<std::string> notifications;        // "kind job onset target state", sorted
   std::vector<std::string> repeated_posts;       // idempotency keys posted more than once
+  std::string fleet_ofu;                         // GetFleetSummary by workload
+  std::string fleet_mfu;                         // GetFleetReport with its jobs
 };
 
 // One PostgreSQL, one Redis, a webhook receiver and `replicas` of each service wired as a
@@ -538,8 +540,30 @@ class Reader {
     return true;
   }
 
-  Outcome Read(const std::map<std::string, int64_t>& pushed) {
+  // `span`: the fleet's time range, for the fleet figures.
+  Outcome Read(const std::map<std::string, int64_t>& pushed, const v1::TimeRange& span) {
     Outcome out;
+    {
+      v1::GetFleetSummaryRequest request;
+      *request.mutable_time_range() = span;
+      request.set_cluster(kCluster);
+      request.add_group_by(v1::FLEET_GROUP_BY_WORKLOAD);
+      v1::GetFleetSummaryResponse response;
+      grpc::Status status = ofu_->GetFleetSummary(Ctx().get(), request, &response);
+      EXPECT_TRUE(status.ok()) << status.error_message();
+      out.fleet_ofu = response.ShortDebugString();
+    }
+    {
+      v1::GetFleetReportRequest request;
+      *request.mutable_time_range() = span;
+      request.set_cluster(kCluster);
+      request.set_include_jobs(true);
+      request.set_page_size(1000);
+      v1::GetFleetReportResponse response;
+      grpc::Status status = mfu_->GetFleetReport(Ctx().get(), request, &response);
+      EXPECT_TRUE(status.ok()) << status.error_message();
+      out.fleet_mfu = response.ShortDebugString();
+    }
     for (const auto& [job_id, count] : pushed) {
       for (const auto& [start, w] : Windows(job_id)) {
         out.windows[absl::StrCat(job_id, " ", start)] =
@@ -605,11 +629,13 @@ struct RunOptions {
 
 // Sends the fleet planned for `config` to a fresh platform and reads the outcome.
 void RunFleet(const sim::FleetConfig& config, RunOptions options, Outcome* outcome) {
+  const bool failed_before = ::testing::Test::HasFailure();
   Platform platform(options.replicas);
   ASSERT_NO_FATAL_FAILURE(platform.Start());
   absl::StatusOr<std::unique_ptr<sim::FleetSimulator>> fleet = sim::FleetSimulator::Create(config);
   ASSERT_TRUE(fleet.ok()) << fleet.status();
   PlatformSink sink(&platform);
+  bool restarted = false;
   if (options.kill_midway) {
     // About how many batches the fleet makes (8 GPUs a sample every sample_interval_s).
     int64_t samples = 0;
@@ -617,19 +643,21 @@ void RunFleet(const sim::FleetConfig& config, RunOptions options, Outcome* outco
       samples += int64_t{job.gpu_count} * (job.end_s - job.start_s) / config.sample_interval_s;
     }
     const int batches = static_cast<int>(samples / 2000);
-    sink.set_after_batch([&platform, batches](int done) {
+    sink.set_after_batch([&platform, &restarted, batches](int done) {
       // Not the same replica index everywhere: ingest 0, ofu shard 1, mfu 0, alerting 1.
       if (done == batches / 3) {
-        for (int s = 0; s < 4; ++s) ASSERT_NO_FATAL_FAILURE(platform.Kill(s, s % 2 == 0 ? 0 : 1));
+        for (int s = 0; s < 4; ++s) ASSERT_NO_FATAL_FAILURE(platform.Kill(s, s % 2));
       } else if (done == 2 * batches / 3) {
-        for (int s = 0; s < 4; ++s) ASSERT_NO_FATAL_FAILURE(platform.StartReplica(s, s % 2 == 0 ? 0 : 1));
+        for (int s = 0; s < 4; ++s) ASSERT_NO_FATAL_FAILURE(platform.StartReplica(s, s % 2));
+        restarted = true;
       }
     });
   }
   while ((*fleet)->Step(sink)) {
   }
   sink.Flush();
-  ASSERT_FALSE(::testing::Test::HasFailure()) << platform.LogTails();
+  ASSERT_EQ(restarted, options.kill_midway);
+  ASSERT_FALSE(!failed_before && ::testing::Test::HasFailure()) << platform.LogTails();
 
   Reader reader(&platform);
   std::string why;
@@ -637,18 +665,26 @@ void RunFleet(const sim::FleetConfig& config, RunOptions options, Outcome* outco
                         kSettleTimeout))
       << why << "\n"
       << platform.LogTails();
+  // Every shard consumed its part of the sample stream.
+  EXPECT_EQ(reader.Value(absl::StrCat("SELECT count(*) FROM ofu_consumer_state WHERE "
+                                      "shard_count = ", options.replicas, " AND xid_done > 0")),
+            options.replicas);
   sink.EndJobs();
   ASSERT_TRUE(PollUntil([&] { return reader.CaughtUp(sink.pushed(), true, &why); },
                         kSettleTimeout))
       << why << "\n"
       << platform.LogTails();
-  *outcome = reader.Read(sink.pushed());
+  v1::TimeRange span;
+  *span.mutable_start_time() = At(config.start_unix_s);
+  *span.mutable_end_time() = At((*fleet)->end_s() + 3600);
+  *outcome = reader.Read(sink.pushed(), span);
 }
 
 // The differences between two outcomes, one line each (empty when they agree).
 template <typename Container>
 std::vector<std::string> Differences(const Container& a, const Container& b) {
-  std::vector<std::string> only_a, only_b, out;
+  std::vector<typename Container::value_type> only_a, only_b;
+  std::vector<std::string> out;
   std::set_difference(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(only_a));
   std::set_difference(b.begin(), b.end(), a.begin(), a.end(), std::back_inserter(only_b));
   auto text = [](const auto& item) {
@@ -671,6 +707,8 @@ void ExpectSameOutcome(const Outcome& one, const Outcome& two) {
   EXPECT_EQ(Differences(one.alerts, two.alerts), std::vector<std::string>{});
   EXPECT_EQ(Differences(one.notifications, two.notifications), std::vector<std::string>{});
   EXPECT_EQ(two.repeated_posts, std::vector<std::string>{});
+  EXPECT_EQ(one.fleet_ofu, two.fleet_ofu);
+  EXPECT_EQ(one.fleet_mfu, two.fleet_mfu);
 }
 
 // One test, three runs of the same fleet on fresh databases: one replica of each service,

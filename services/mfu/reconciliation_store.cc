@@ -115,14 +115,15 @@ constexpr char kJobPoints[] =
     "AND ($3::bigint IS NULL OR end_time > timestamptz 'epoch' + $3 * interval '1 microsecond') "
     "AND ($4::bigint IS NULL OR start_time < timestamptz 'epoch' + $4 * interval '1 microsecond') "
     "ORDER BY start_time";
-// Per job: app MFU and OFU time-weighted over the paired windows in the range; $1/$2 range
-// in microseconds, then cluster, GPU model, team, framework, scheduler ('' = any).
+// Per job: app MFU and OFU time-weighted over the paired windows in the range (summed in
+// window order, so that the result does not depend on the order rows were stored in); $1/$2
+// range in microseconds, then cluster, GPU model, team, framework, scheduler ('' = any).
 constexpr char kFleetJobs[] =
     "WITH pts AS ("
     "  SELECT p.cluster, p.job_id, "
-    "    sum(p.app_mfu * extract(epoch FROM p.end_time - p.start_time)) "
+    "    sum(p.app_mfu * extract(epoch FROM p.end_time - p.start_time) ORDER BY p.start_time) "
     "      / sum(extract(epoch FROM p.end_time - p.start_time)) AS app_mfu, "
-    "    sum(p.ofu * extract(epoch FROM p.end_time - p.start_time)) "
+    "    sum(p.ofu * extract(epoch FROM p.end_time - p.start_time) ORDER BY p.start_time) "
     "      / sum(extract(epoch FROM p.end_time - p.start_time)) AS ofu, "
     "    max(p.gpus_allocated) AS gpus "
     "  FROM mfu_reconciliation_points p "

@@ -530,9 +530,11 @@ absl::StatusOr<std::vector<std::pair<JobRow, StoredWindow>>> OfuStore::FleetWind
 
 absl::StatusOr<std::vector<PerGpuFigure>> OfuStore::GpuFigures(int64_t job) {
   constexpr char kSql[] =
-      "SELECT gpu, sum(ofu * sample_count) / nullif(sum(sample_count) FILTER (WHERE ofu IS NOT "
-      "NULL), 0), bool_and(roofline_class = 3) FROM ofu_windows WHERE job = $1 AND gpu <> '' "
-      "GROUP BY gpu ORDER BY gpu";
+      // Summed in window order: a floating-point sum in the order the rows happen to be
+      // stored would differ in its last digits between deployments (one ofu or several).
+      "SELECT gpu, sum(ofu * sample_count ORDER BY start_time) / nullif(sum(sample_count) "
+      "FILTER (WHERE ofu IS NOT NULL), 0), bool_and(roofline_class = 3) FROM ofu_windows "
+      "WHERE job = $1 AND gpu <> '' GROUP BY gpu ORDER BY gpu";
   return pool_->RunTransactionFor<std::vector<PerGpuFigure>>(
       [&](pqxx::work& txn) -> absl::StatusOr<std::vector<PerGpuFigure>> {
         std::vector<PerGpuFigure> out;
