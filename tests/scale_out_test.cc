@@ -667,7 +667,7 @@ void RunFleet(const sim::FleetConfig& config, RunOptions options, Outcome* outco
       << platform.LogTails();
   // Every shard consumed its part of the sample stream.
   EXPECT_EQ(reader.Value(absl::StrCat("SELECT count(*) FROM ofu_consumer_state WHERE "
-                                      "shard_count = ", options.replicas, " AND xid_done > 0")),
+                                      "shard_count = ", options.replicas, " AND samples_consumed > 0")),
             options.replicas);
   sink.EndJobs();
   ASSERT_TRUE(PollUntil([&] { return reader.CaughtUp(sink.pushed(), true, &why); },

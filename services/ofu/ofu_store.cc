@@ -517,7 +517,9 @@ absl::StatusOr<std::vector<std::pair<JobRow, StoredWindow>>> OfuStore::FleetWind
       "SELECT ", kJobColumns, ", ", kWindowColumns,
       " FROM ofu_windows w JOIN jobs j ON j.id = w.job LEFT JOIN ofu_job_state st ON st.job = "
       "j.id WHERE w.gpu = '' AND w.start_time >= timestamptz 'epoch' + $1 * interval '1 "
-      "millisecond' AND w.start_time < timestamptz 'epoch' + $2 * interval '1 millisecond'");
+      "millisecond' AND w.start_time < timestamptz 'epoch' + $2 * interval '1 millisecond'"
+      // In a fixed order: the fleet figures are floating-point sums over these rows.
+      " ORDER BY j.cluster, j.job_id, w.start_time");
   return pool_->RunTransactionFor<std::vector<std::pair<JobRow, StoredWindow>>>(
       [&](pqxx::work& txn) -> absl::StatusOr<std::vector<std::pair<JobRow, StoredWindow>>> {
         std::vector<std::pair<JobRow, StoredWindow>> out;
