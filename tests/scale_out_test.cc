@@ -245,7 +245,7 @@ class Platform {
                       "    retry_backoff_s: 1\n");
     } else {
       absl::StrAppend(&yaml,
-                      "alerting:\n  sweep_interval_s: 1\n  settle_s: 30\n"
+                      "alerting:\n  sweep_interval_s: 1\n  settle_s: 10\n"
                       "  telemetry_stopped_after_s: 172800\n"
                       "  default_targets: [hook]\n  delivery: {poll_interval_s: 0.2}\n"
                       "  targets:\n    - {name: hook, kind: webhook, url: \"",
