@@ -494,8 +494,15 @@ absl::StatusOr<JobRow> OfuStore::FindJob(const std::string& cluster, const std::
 absl::StatusOr<std::vector<StoredWindow>> OfuStore::Windows(int64_t job, bool per_gpu,
                                                             int64_t from_ms, int64_t to_ms,
                                                             int limit) {
+  // A per-GPU window is written again when finalized only if finalizing changed it (see
+  // WindowEngine), so its finality is the job's: final before ofu_job_state.final_before.
+  static const std::string kColumns = absl::StrReplaceAll(
+      kWindowColumns, {{"w.finalized", "(w.finalized OR coalesce(w.start_time < st.final_before, "
+                                       "false))"}});
   std::string sql =
-      absl::StrCat("SELECT ", kWindowColumns, " FROM ofu_windows w WHERE w.job = $1 AND ",
+      absl::StrCat("SELECT ", kColumns,
+                   " FROM ofu_windows w LEFT JOIN ofu_job_state st ON st.job = w.job"
+                   " WHERE w.job = $1 AND ",
                    per_gpu ? "w.gpu <> ''" : "w.gpu = ''",
                    " AND w.start_time >= timestamptz 'epoch' + $2 * interval '1 millisecond'"
                    " AND w.start_time < timestamptz 'epoch' + $3 * interval '1 millisecond'"
