@@ -199,9 +199,13 @@ class OfuIntegration : public ::testing::Test {
         pool.RunTransactionFor<std::string>([](pqxx::work& txn) -> absl::StatusOr<std::string> {
           std::string out;
           for (const pqxx::row& r : txn.exec(
-                   "SELECT job, gpu, start_time, sample_count, round(ofu::numeric, 12), "
-                   "gpus_reporting, gpus_allocated, flags, finalized, late_sample_count, "
-                   "round(energy_j::numeric, 3) FROM ofu_windows ORDER BY job, start_time, gpu")) {
+                   // A per-GPU window is final with its job (OfuStore::Windows).
+                   "SELECT w.job, gpu, start_time, sample_count, round(ofu::numeric, 12), "
+                   "gpus_reporting, gpus_allocated, flags, "
+                   "finalized OR coalesce(start_time < st.final_before, false), "
+                   "w.late_sample_count, round(energy_j::numeric, 3) FROM ofu_windows w "
+                   "LEFT JOIN ofu_job_state st ON st.job = w.job "
+                   "ORDER BY w.job, start_time, gpu")) {
             for (const pqxx::field& f : r) absl::StrAppend(&out, f.c_str(), "|");
             out += "\n";
           }

@@ -158,17 +158,29 @@ absl::StatusOr<Attributor> SampleStore::LoadAttributor(const std::string& cluste
   const std::string ids_array = TextArray({label_ids.begin(), label_ids.end()});
   return pool_->RunTransactionFor<Attributor>([&](pqxx::work& txn) -> absl::StatusOr<Attributor> {
     std::vector<AllocationRecord> allocations;
+    // The allocations of the batch's hosts and UUIDs: one index probe per host and per UUID
+    // (LATERAL ... OFFSET 0 keeps them probes), then kept to the cluster. A set-wide lookup
+    // left the plan to PostgreSQL's statistics, which for a cluster or a fleet registered
+    // since the last ANALYZE made it scan every allocation for each batch (migration 0059).
+    // UNION drops an allocation found twice (by its name and its UUID).
     pqxx::result rows = txn.exec_params(
         "SELECT job, host, gpu_index, gpu_uuid, "
         "(extract(epoch FROM lower(valid)) * 1000)::bigint, "
         "CASE WHEN upper_inf(valid) THEN NULL "
         "ELSE (extract(epoch FROM upper(valid)) * 1000)::bigint END, mig_instance "
+        "FROM unnest($2::text[]) AS k(name), LATERAL (SELECT * FROM job_gpus g "
         // Allocations registered before hosts were canonical at registration: compared by
         // their short lower-case name too (the Attributor canonicalizes them).
-        "FROM job_gpus WHERE cluster = $1 AND (host = ANY($2::text[]) OR "
-        "lower(split_part(host, '.', 1)) = ANY($2::text[]) OR gpu_uuid = ANY($3::text[])) "
-        "AND valid && tstzrange(to_timestamp($4::bigint / 1000.0), "
-        "to_timestamp($5::bigint / 1000.0), '[]')",
+        "WHERE (g.host = k.name OR lower(split_part(g.host, '.', 1)) = k.name) AND g.valid && "
+        "tstzrange(to_timestamp($4::bigint / 1000.0), to_timestamp($5::bigint / 1000.0), '[]') "
+        "OFFSET 0) a WHERE a.cluster = $1 "
+        "UNION SELECT job, host, gpu_index, gpu_uuid, "
+        "(extract(epoch FROM lower(valid)) * 1000)::bigint, "
+        "CASE WHEN upper_inf(valid) THEN NULL "
+        "ELSE (extract(epoch FROM upper(valid)) * 1000)::bigint END, mig_instance "
+        "FROM unnest($3::text[]) AS u(id), LATERAL (SELECT * FROM job_gpus g "
+        "WHERE g.gpu_uuid = u.id AND g.valid && tstzrange(to_timestamp($4::bigint / 1000.0), "
+        "to_timestamp($5::bigint / 1000.0), '[]') OFFSET 0) a WHERE a.cluster = $1",
         cluster, hosts_array, uuids_array, min_ms, max_ms);
     allocations.reserve(rows.size());
     for (const auto& r : rows) {

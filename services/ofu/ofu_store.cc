@@ -320,6 +320,12 @@ absl::Status OfuStore::BeginRound(ConsumerState& state) {
   if (last_seq_read_.has_value()) floor_candidates_.emplace_back(snap->second, *last_seq_read_);
   last_seq_read_ = *seq;
   if (XidValue(snap->first) <= XidValue(state.xid_done)) return absl::OkStatus();  // nothing new
+  absl::StatusOr<int64_t> ceiling =
+      pool_->RunTransactionFor<int64_t>([&](pqxx::work& txn) -> absl::StatusOr<int64_t> {
+        return txn.exec(kSequenceValue)[0][0].as<int64_t>();
+      });
+  if (!ceiling.ok()) return ceiling.status();
+  round_seq_ceiling_ = *ceiling;
   state.xid_round_end = snap->first;
   state.seq_cursor = std::max(state.seq_cursor, state.seq_floor);
   return absl::OkStatus();
@@ -335,6 +341,8 @@ absl::StatusOr<std::vector<ConsumedSample>> OfuStore::ReadPage(const ConsumerSta
   // per page once ofu fell behind, so it fell further behind).
   const std::string sql = absl::StrCat(
       "SELECT ", kSampleColumns, " FROM samples s WHERE s.seq > $1 ",
+      round_seq_ceiling_.has_value() ? absl::StrCat("AND s.seq <= ", *round_seq_ceiling_, " ")
+                                     : std::string(),
       "AND s.ingest_xid >= $2::xid8 AND s.ingest_xid < $3::xid8 AND s.job IS NOT NULL ",
       shard_.count == 1
           ? std::string()
@@ -357,6 +365,7 @@ void OfuStore::AdvanceState(ConsumerState& state, const std::vector<ConsumedSamp
   if (!page.empty()) state.seq_cursor = std::max(state.seq_cursor, page.back().seq);
   if (static_cast<int>(page.size()) >= limit) return;
   state.xid_done = state.xid_round_end;
+  round_seq_ceiling_.reset();
   const uint64_t done = XidValue(state.xid_done);
   while (!floor_candidates_.empty() && XidValue(floor_candidates_.front().first) <= done) {
     state.seq_floor = std::max(state.seq_floor, floor_candidates_.front().second);
@@ -494,8 +503,15 @@ absl::StatusOr<JobRow> OfuStore::FindJob(const std::string& cluster, const std::
 absl::StatusOr<std::vector<StoredWindow>> OfuStore::Windows(int64_t job, bool per_gpu,
                                                             int64_t from_ms, int64_t to_ms,
                                                             int limit) {
+  // A per-GPU window is written again when finalized only if finalizing changed it (see
+  // WindowEngine), so its finality is the job's: final before ofu_job_state.final_before.
+  static const std::string kColumns = absl::StrReplaceAll(
+      kWindowColumns, {{"w.finalized", "(w.finalized OR coalesce(w.start_time < st.final_before, "
+                                       "false))"}});
   std::string sql =
-      absl::StrCat("SELECT ", kWindowColumns, " FROM ofu_windows w WHERE w.job = $1 AND ",
+      absl::StrCat("SELECT ", kColumns,
+                   " FROM ofu_windows w LEFT JOIN ofu_job_state st ON st.job = w.job"
+                   " WHERE w.job = $1 AND ",
                    per_gpu ? "w.gpu <> ''" : "w.gpu = ''",
                    " AND w.start_time >= timestamptz 'epoch' + $2 * interval '1 millisecond'"
                    " AND w.start_time < timestamptz 'epoch' + $3 * interval '1 millisecond'"

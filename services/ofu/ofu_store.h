@@ -9,7 +9,11 @@
 // the rows with xid_done <= ingest_xid < X, in seq order and in pages (seq_cursor), then
 // sets xid_done = X. To keep the scan on the seq index it also keeps seq_floor, a seq below
 // which every row is consumed: the sequence value read one round before a snapshot whose
-// xmax is at most xid_done bounds the seqs of all later transactions from below.
+// xmax is at most xid_done bounds the seqs of all later transactions from below. And from
+// above: every transaction below X had ended when the round began, so the sequence value
+// read after the round's snapshot bounds the seqs of its rows (a round's last page stops
+// there instead of reading through everything written since; unknown in a round resumed
+// after a restart, which then reads on to the end).
 #pragma once
 
 #include <cstdint>
@@ -133,6 +137,8 @@ class OfuStore {
   // (snapshot xmax, seq bound) of earlier round starts; see the header comment.
   std::deque<std::pair<std::string, int64_t>> floor_candidates_;
   std::optional<int64_t> last_seq_read_;
+  // The sequence value read after the current round's snapshot (see the header comment).
+  std::optional<int64_t> round_seq_ceiling_;
   std::string round_xmax_;
 };
 

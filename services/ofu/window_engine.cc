@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <tuple>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/hash/hash.h"
 #include "services/core/mig.h"
 
 namespace goodput::ofu {
@@ -411,6 +413,30 @@ struct RecentTimes {
   }
 };
 
+// Everything of a result but `finalized`, for telling whether finalizing a window changes what
+// was emitted when it closed. In-process only (absl::Hash is seeded per process).
+uint64_t ContentDigest(const WindowResult& r) {
+  std::vector<std::tuple<std::string, double, double>> stragglers;
+  stragglers.reserve(r.stragglers.size());
+  for (const StragglerResult& s : r.stragglers) stragglers.emplace_back(s.gpu, s.ofu, s.score);
+  return absl::Hash<std::tuple<int64_t, std::string, int64_t, int64_t, std::string, int64_t,
+                               std::optional<double>, double, std::optional<double>, int, int,
+                               double, std::optional<double>, std::optional<double>,
+                               std::optional<double>, std::optional<double>,
+                               std::optional<double>, uint32_t>>{}(
+             {r.job, r.gpu, r.start_ms, r.end_ms, r.gpu_model, r.sample_count, r.ofu,
+              r.ofu_stddev, r.ofu_ci95_half_width, r.gpus_reporting, r.gpus_allocated,
+              r.gpu_coverage, r.gpu_ofu_min, r.gpu_ofu_median, r.gpu_ofu_max,
+              r.tensor_active_mean, r.sm_clock_mhz_mean, r.flags}) ^
+         absl::Hash<std::tuple<std::optional<double>, std::optional<double>,
+                               std::vector<std::tuple<std::string, double, double>>,
+                               std::vector<std::string>, int, std::optional<double>,
+                               std::optional<double>, std::optional<double>, double, int64_t>>{}(
+             {r.spatial_imbalance, r.temporal_imbalance, stragglers, r.idle_gpus,
+              static_cast<int>(r.roofline), r.hbm_peak_fraction, r.energy_j, r.power_w_mean,
+              r.gpu_equivalents, r.late_sample_count}) * 0x9E3779B97F4A7C15ull;
+}
+
 }  // namespace
 
 struct WindowEngine::OpenWindow {
@@ -420,6 +446,9 @@ struct WindowEngine::OpenWindow {
   int64_t last_ms = kNoTime;
   bool closed = false;  // emitted at least once
   bool dirty = false;   // samples added since the last emission
+  // Per-GPU result last emitted for this window, by GPU name: its content digest. A per-GPU
+  // result that a revision or finalization would emit unchanged is not emitted again.
+  absl::flat_hash_map<std::string, uint64_t> emitted_gpu;
 
   // GPU index -> most workloads seen sharing it (time-slicing), only for shared GPUs.
   absl::flat_hash_map<uint32_t, int> shared_by;
@@ -643,6 +672,12 @@ void WindowEngine::Emit(JobState& job, OpenWindow& window, bool finalize) {
   window.samples = std::move(in.samples);
   for (WindowResult& r : results) {
     r.finalized = finalize;
+    if (!r.gpu.empty()) {
+      const uint64_t digest = ContentDigest(r);
+      auto [slot, first] = window.emitted_gpu.try_emplace(r.gpu, digest);
+      if (!first && slot->second == digest) continue;  // as already emitted
+      slot->second = digest;
+    }
     results_.push_back(std::move(r));
   }
   window.closed = true;

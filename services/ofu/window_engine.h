@@ -14,6 +14,9 @@
 // revisable until the timestamp passes end + allowed lateness, when it is finalized. Samples
 // that reach a closed window revise it (emitted again, revision + 1); samples for a
 // finalized window are counted as late (reported through LateCount results) and left out.
+// Revising and finalizing emit the job-level window again but a per-GPU window only where it
+// differs from what was last emitted for it: otherwise that emission stands (final with its
+// job's window, JobProgress.final_before_ms) and is not written twice.
 // A job that sends nothing for `idle_flush_ms` of arrival time has all its windows closed
 // and finalized and its memory released.
 //

@@ -1,6 +1,7 @@
 #include "services/ofu/window_engine.h"
 
 #include <map>
+#include <set>
 #include <ranges>
 #include <string>
 #include <vector>
@@ -240,6 +241,22 @@ TEST(WindowEngine, IdleJobIsFlushedByArrivalTime) {
   EXPECT_FALSE(engine.Knows(7));
 }
 
+// The final version of each window, by (start, GPU): the last one emitted for it, of the
+// windows whose job-level window is final. A per-GPU window is emitted again at finalization
+// only if finalizing changed it; otherwise its last emission is its final version.
+std::map<std::pair<int64_t, std::string>, WindowResult> Finals(
+    const std::vector<WindowResult>& all) {
+  std::set<std::pair<int64_t, int64_t>> final_job_windows;
+  for (const WindowResult& r : all) {
+    if (r.gpu.empty() && r.finalized) final_job_windows.emplace(r.job, r.start_ms);
+  }
+  std::map<std::pair<int64_t, std::string>, WindowResult> m;
+  for (const WindowResult& r : all) {
+    if (final_job_windows.contains({r.job, r.start_ms})) m[{r.start_ms, r.gpu}] = r;
+  }
+  return m;
+}
+
 TEST(WindowEngine, RestoringOpenWindowsReproducesTheUninterruptedResult) {
   auto feed = [](WindowEngine& e, int from, int to) {
     for (int i = from; i < to; ++i) {
@@ -275,29 +292,13 @@ TEST(WindowEngine, RestoringOpenWindowsReproducesTheUninterruptedResult) {
   for (WindowResult& r : second.TakeResults()) got.push_back(std::move(r));
 
   // Compare the final version of each window.
-  auto finals = [](const std::vector<WindowResult>& all) {
-    std::map<std::pair<int64_t, std::string>, WindowResult> m;
-    for (const WindowResult& r : all) m[{r.start_ms, r.gpu}] = r;
-    return m;
-  };
-  auto a = finals(expected), b = finals(got);
+  auto a = Finals(expected), b = Finals(got);
   ASSERT_EQ(a.size(), b.size());
   for (const auto& [key, r] : a) {
     ASSERT_TRUE(b.contains(key));
     EXPECT_EQ(b[key].sample_count, r.sample_count);
     EXPECT_DOUBLE_EQ(b[key].ofu.value_or(-1), r.ofu.value_or(-1));
-    EXPECT_TRUE(b[key].finalized);
   }
-}
-
-// The final version of each window, by (start, GPU).
-std::map<std::pair<int64_t, std::string>, WindowResult> Finals(
-    const std::vector<WindowResult>& all) {
-  std::map<std::pair<int64_t, std::string>, WindowResult> m;
-  for (const WindowResult& r : all) {
-    if (r.finalized) m[{r.start_ms, r.gpu}] = r;
-  }
-  return m;
 }
 
 TEST(WindowEngine, AMinuteScrapeIsSparseEvenWithOneSamplePerWindow) {
@@ -669,6 +670,93 @@ TEST(WindowEngine, MemoryPerActiveGpuStaysUnderTwoKibAtTenSecondSampling) {
   }
   EXPECT_EQ(engine.ActiveGpuCount(), static_cast<size_t>(gpus));
   EXPECT_LT(engine.MemoryBytes() / gpus, 2048u);
+}
+
+}  // namespace
+}  // namespace goodput::ofu
+
+namespace goodput::ofu {
+namespace {
+
+TEST(WindowEngine, PerGpuWindowsAreEmittedOnceUnlessFinalizingOrALateSampleChangesThem) {
+  // Two GPUs sampled every 10 s for ten minutes, in order: each per-GPU window is emitted
+  // once (when it closes; finalizing leaves it as it was), each job window twice. A late
+  // sample revises its job window and its GPU's window, not the other GPU's.
+  WindowEngine engine(&core::GpuCatalog::BuiltIn(), {});
+  std::vector<WindowResult> all;
+  for (int i = 0; i < 60; ++i) {
+    const int64_t t = kT0 + 5'000 + i * 10'000;
+    engine.Add(Job(2), S("g0", t, 0.4), 0);
+    engine.Add(Job(2), S("g1", t, 0.6), 0);
+    // A late sample of g1, 70 s after its time: its window (closed, not yet final) is revised.
+    if (i == 20) engine.Add(Job(2), S("g1", kT0 + 130'500, 0.9), 0);
+    engine.Advance();
+    for (WindowResult& r : engine.TakeResults()) all.push_back(std::move(r));
+  }
+  engine.FlushJob(7);
+  for (WindowResult& r : engine.TakeResults()) all.push_back(std::move(r));
+
+  std::map<std::pair<int64_t, std::string>, int> emitted;
+  for (const WindowResult& r : all) ++emitted[{r.start_ms, r.gpu}];
+  ASSERT_EQ(emitted.size(), 30u);  // 10 windows x (job, g0, g1)
+  for (const auto& [key, n] : emitted) {
+    const auto& [start, gpu] = key;
+    SCOPED_TRACE(absl::StrCat(start - kT0, " ", gpu));
+    if (gpu.empty()) {
+      // Closed, (revised,) finalized; the last window closes and is final at the flush.
+      EXPECT_EQ(n, start == kT0 + 120'000 ? 3 : start == kT0 + 540'000 ? 1 : 2);
+    } else if (gpu == "g1" && start == kT0 + 120'000) {
+      EXPECT_EQ(n, 2);  // closed, then revised by the late sample (g0's part unchanged)
+    } else {
+      EXPECT_EQ(n, 1);
+    }
+  }
+  // The last emission of each window holds everything: the revised g1 window has 7 samples.
+  const auto finals = Finals(all);
+  ASSERT_EQ(finals.size(), 30u);
+  EXPECT_EQ(finals.at({kT0 + 120'000, "g1"}).sample_count, 7);
+  EXPECT_EQ(finals.at({kT0 + 120'000, ""}).sample_count, 13);
+  for (const auto& [key, r] : finals) {
+    if (key.second.empty()) {
+      EXPECT_TRUE(r.finalized);
+    }
+  }
+}
+
+TEST(WindowEngine, APerGpuWindowThatFinalizingChangesIsEmittedAgainAsFinal) {
+  // g1 goes silent for good after minute 3 while g0 goes on: its last window learns only by
+  // the time it is final that the silence is a gap, so finalizing changes it.
+  WindowEngine engine(&core::GpuCatalog::BuiltIn(), {});
+  std::vector<WindowResult> all;
+  for (int i = 0; i < 60; ++i) {
+    const int64_t t = kT0 + 5'000 + i * 10'000;
+    engine.Add(Job(2), S("g0", t, 0.4), 0);
+    if (t < kT0 + 180'000) engine.Add(Job(2), S("g1", t, 0.6), 0);
+    engine.Advance();
+    for (WindowResult& r : engine.TakeResults()) all.push_back(std::move(r));
+  }
+  engine.FlushJob(7);
+  for (WindowResult& r : engine.TakeResults()) all.push_back(std::move(r));
+  // g1's window at 120 s is emitted when it closes and again, final and flagged as the start
+  // of a gap, when it is finalized; g1's earlier windows once; g0's windows once each.
+  std::map<std::pair<int64_t, std::string>, std::vector<WindowResult>> emitted;
+  for (const WindowResult& r : all) {
+    if (!r.gpu.empty()) emitted[{r.start_ms - kT0, r.gpu}].push_back(r);
+  }
+  for (const auto& [key, versions] : emitted) {
+    SCOPED_TRACE(absl::StrCat(key.first, " ", key.second));
+    if (key != std::make_pair(int64_t{120'000}, std::string("g1"))) {
+      EXPECT_THAT(versions, SizeIs(1));
+      continue;
+    }
+    ASSERT_THAT(versions, SizeIs(2));
+    EXPECT_FALSE(versions[0].finalized);
+    EXPECT_FALSE(versions[0].flags & kFlagGap);
+    EXPECT_TRUE(versions[1].finalized);
+    EXPECT_TRUE(versions[1].flags & kFlagGap);
+    EXPECT_EQ(versions[1].sample_count, 6);
+  }
+  EXPECT_EQ(emitted.size(), 13u);  // g0: 10 windows, g1: 3
 }
 
 }  // namespace
