@@ -69,7 +69,7 @@ google::protobuf::Timestamp At(int64_t unix_s) {
 
 // A small fleet that ends just before `end_unix_s`, with at least two injected in-job drops
 // and two FLOPs miscounts, so that alerts, verdicts and notifications have something to agree
-// on: three workloads of two or three 8-GPU jobs of 75 to 120 minutes.each.
+// on: three workloads of two or three 8-GPU jobs of 75 to 120 minutes each.
 absl::StatusOr<sim::FleetConfig> PlanFleet(int64_t end_unix_s) {
   sim::FleetConfig c = sim::SmallFleetConfig(1);
   c.workloads = 3;
