@@ -25,6 +25,7 @@
 #include "goodput/v1/alert.grpc.pb.h"
 #include "goodput/v1/mfu.grpc.pb.h"
 #include "goodput/v1/report.pb.h"
+#include "services/api/job_report.h"
 #include "services/core/gpu_catalog.h"
 #include "services/ofu/ofu_service.h"
 #include "services/ofu/report_store.h"
@@ -76,6 +77,8 @@ class JobReporter {
   static std::string ContentHash(const v1::JobReport& report);
 
  private:
+  // The AdminComment spelling the configured writer keeps intact.
+  api::AdminCommentEncoding CommentEncoding() const;
   // Writes `comment` into the Slurm job's AdminComment; OK or the reason it failed
   // (FAILED_PRECONDITION when Slurm refuses it for good: the job has finished).
   absl::Status WriteAdminComment(const std::string& job_id, const std::string& comment);
