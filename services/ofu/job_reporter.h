@@ -6,8 +6,9 @@
 // adds advice (services/api/job_report.h), stores it (report_store.h) and, for Slurm jobs when
 // configured, writes its compact summary into the job's AdminComment (argv, no shell) with
 // `sacctmgr -i update job where jobid=<id> set AdminComment=<summary>` (slurmdbd; finished
-// jobs too, as jobstats does) or `scontrol -- update JobId=<id> AdminComment=<summary>`
-// (slurmctld; Slurm refuses it once the job has finished, COMPLETING included).
+// jobs too, as jobstats does; sacctmgr lower-cases the value, so the summary is spelled in
+// base32 there) or `scontrol -- update JobId=<id> AdminComment=<summary>` (slurmctld; Slurm
+// refuses it once the job has finished, COMPLETING included).
 //
 // Revisions: a stored report is re-assembled every `recheck` while its windows are not all
 // final, and for `revise_for` after the job's end (alerts found after the end, such as a
