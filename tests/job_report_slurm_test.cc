@@ -77,8 +77,8 @@ class JobReportSlurmTest : public ::testing::Test {
              "\n  port: ", redis_->port(),
              "\nlog:\n  format: text\nofu:\n  poll_interval_s: 0.1\n  idle_flush_s: 1\n"
              "  reports:\n    poll_interval_s: 0.2\n    recheck_s: 0.5\n"
-             "    slurm_admin_comment: ", mode, "\n    slurm_conf: \"",
-             slurm_->slurm_conf().string(), "\"\n"),
+             "    slurm_admin_comment: ",
+             mode, "\n    slurm_conf: \"", slurm_->slurm_conf().string(), "\"\n"),
          .extra_args = ::goodput::testing::MigrateArgs()});
   }
 
@@ -374,8 +374,8 @@ TEST_F(JobReportSlurmdbdTest, FinishedJobGetsItsReportThroughSacctmgrAndSacctRea
   std::string job;
   ASSERT_NO_FATAL_FAILURE(RunFinishedJob(&job));
   // slurmctld no longer takes an AdminComment for it: only slurmdbd does.
-  auto refused = slurm_->Run({"scontrol", "update", absl::StrCat("JobId=", job),
-                              "AdminComment=goodput1:x"});
+  auto refused =
+      slurm_->Run({"scontrol", "update", absl::StrCat("JobId=", job), "AdminComment=goodput1:x"});
   ASSERT_FALSE(refused.ok());
   EXPECT_TRUE(absl::StrContains(refused.status().message(), "already finished"))
       << refused.status();
@@ -383,9 +383,12 @@ TEST_F(JobReportSlurmdbdTest, FinishedJobGetsItsReportThroughSacctmgrAndSacctRea
   ASSERT_TRUE(ofu.ok()) << ofu.status();
   ASSERT_NO_FATAL_FAILURE(StoreJobAndTelemetry(job));
   v1::JobReport report;
-  ASSERT_NO_FATAL_FAILURE(WaitForReport(**ofu, job, [](const v1::JobReport& r) {
-    return r.final() && r.summary().has_ofu() && r.admin_comment_status() == "written";
-  }, &report));
+  ASSERT_NO_FATAL_FAILURE(WaitForReport(
+      **ofu, job,
+      [](const v1::JobReport& r) {
+        return r.final() && r.summary().has_ofu() && r.admin_comment_status() == "written";
+      },
+      &report));
   const v1::ReportSummary& s = report.summary();
   EXPECT_EQ(s.user(), "alice");
   EXPECT_EQ(s.gpus_allocated(), kGpus);
@@ -424,9 +427,12 @@ TEST_F(JobReportSlurmdbdTest, ReportIsStoredWhileSlurmdbdIsDownAndItsAdminCommen
   // The report is stored and served; why its AdminComment is missing is in the report and the
   // log.
   v1::JobReport report;
-  ASSERT_NO_FATAL_FAILURE(WaitForReport(**ofu, job, [](const v1::JobReport& r) {
-    return r.final() && r.summary().has_ofu() && !r.admin_comment_status().empty();
-  }, &report));
+  ASSERT_NO_FATAL_FAILURE(WaitForReport(
+      **ofu, job,
+      [](const v1::JobReport& r) {
+        return r.final() && r.summary().has_ofu() && !r.admin_comment_status().empty();
+      },
+      &report));
   EXPECT_TRUE(absl::StartsWith(report.admin_comment_status(), "sacctmgr update ... of job "))
       << report.admin_comment_status();
   EXPECT_TRUE(absl::StrContains(report.admin_comment_status(), "Connection refused"))
@@ -437,9 +443,9 @@ TEST_F(JobReportSlurmdbdTest, ReportIsStoredWhileSlurmdbdIsDownAndItsAdminCommen
 
   // Once slurmdbd is back, the retry writes it, and the report says so.
   ASSERT_TRUE(slurm_->StartSlurmdbd().ok());
-  ASSERT_NO_FATAL_FAILURE(WaitForReport(**ofu, job, [](const v1::JobReport& r) {
-    return r.admin_comment_status() == "written";
-  }, &report));
+  ASSERT_NO_FATAL_FAILURE(WaitForReport(
+      **ofu, job, [](const v1::JobReport& r) { return r.admin_comment_status() == "written"; },
+      &report));
   absl::StatusOr<std::string> comment = slurm_->SacctField(job, "AdminComment");
   ASSERT_TRUE(comment.ok()) << comment.status();
   EXPECT_EQ(*comment, report.admin_comment());

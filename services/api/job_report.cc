@@ -163,10 +163,9 @@ absl::StatusOr<v1::ReportSummary> DecodeAdminComment(absl::string_view comment) 
   std::string packed;
   if (absl::StartsWithIgnoreCase(comment, kAdminCommentBase32Prefix)) {
     if (!Base32Decode(comment.substr(kAdminCommentBase32Prefix.size()), &packed)) {
-      return absl::InvalidArgumentError(absl::StrCat("admin comment ", Quote(comment),
-                                                     ": the text after \"",
-                                                     kAdminCommentBase32Prefix,
-                                                     "\" is not base32"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("admin comment ", Quote(comment), ": the text after \"",
+                       kAdminCommentBase32Prefix, "\" is not base32"));
     }
   } else if (absl::StartsWith(comment, kAdminCommentPrefix)) {
     if (!absl::Base64Unescape(comment.substr(kAdminCommentPrefix.size()), &packed)) {

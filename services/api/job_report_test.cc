@@ -87,7 +87,8 @@ TEST(JobReport, DecoderNamesWhatIsWrong) {
   EXPECT_TRUE(absl::StrContains(r.status().message(), "not base64")) << r.status();
   r = DecodeAdminComment("goodput1:aGVsbG8=");  // "hello", not zlib
   ASSERT_FALSE(r.ok());
-  EXPECT_TRUE(absl::StrContains(r.status().message(), "zlib")) << r.status();  r = DecodeAdminComment("goodput1-b32:abc!");
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "zlib")) << r.status();
+  r = DecodeAdminComment("goodput1-b32:abc!");
   ASSERT_FALSE(r.ok());
   EXPECT_TRUE(absl::StrContains(r.status().message(), "not base32")) << r.status();
   r = DecodeAdminComment("goodput1-b32:a");  // 5 bits: not a byte

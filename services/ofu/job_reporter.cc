@@ -301,7 +301,8 @@ absl::StatusOr<int> JobReporter::RunOnce() {
     if (changed && c.revision.has_value()) {
       report->mutable_summary()->set_revision(*c.revision + 1);
       // The revision is part of the summary: advice texts do not use it, the comment does.
-      absl::StatusOr<std::string> comment = api::EncodeAdminComment(report->summary(), CommentEncoding());
+      absl::StatusOr<std::string> comment =
+          api::EncodeAdminComment(report->summary(), CommentEncoding());
       if (!comment.ok()) return comment.status();
       report->set_admin_comment(*comment);
     }

@@ -17,10 +17,9 @@ namespace fs = std::filesystem;
 // Settings for both the bootstrap and the server: a small, fast, throw-away instance (no
 // doublewrite, no flush at commit) that still meets what slurmdbd needs (InnoDB).
 std::vector<std::string> SmallInstanceSettings() {
-  std::vector<std::string> settings = {
-      "--skip-name-resolve",          "--innodb-buffer-pool-size=64M",
-      "--innodb-log-file-size=16M",   "--innodb-doublewrite=0",
-      "--innodb-flush-log-at-trx-commit=0"};
+  std::vector<std::string> settings = {"--skip-name-resolve", "--innodb-buffer-pool-size=64M",
+                                       "--innodb-log-file-size=16M", "--innodb-doublewrite=0",
+                                       "--innodb-flush-log-at-trx-commit=0"};
   // mariadbd refuses to run as root unless told to.
   if (geteuid() == 0) settings.push_back("--user=root");
   return settings;
@@ -49,17 +48,15 @@ absl::Status MariaDbServer::Start(const MariaDbServerOptions& options) {
   const fs::path data = root / "data";
   socket_ = root / "mariadb.sock";
 
-  std::vector<std::string> install = {FindProgram("mariadb-install-db"),
-                                      "--no-defaults",
+  std::vector<std::string> install = {FindProgram("mariadb-install-db"), "--no-defaults",
                                       absl::StrCat("--datadir=", data.string()),
-                                      "--auth-root-authentication-method=normal",
-                                      "--skip-test-db"};
+                                      "--auth-root-authentication-method=normal", "--skip-test-db"};
   for (std::string& s : SmallInstanceSettings()) install.push_back(std::move(s));
   absl::StatusOr<ProgramResult> installed = RunProgram(install, {}, options.start_timeout);
   if (!installed.ok()) return installed.status();
   if (!installed->exit.Success()) {
-    return absl::InternalError(absl::StrCat("mariadb-install-db ", installed->exit.ToString(), ": ",
-                                            installed->output));
+    return absl::InternalError(
+        absl::StrCat("mariadb-install-db ", installed->exit.ToString(), ": ", installed->output));
   }
 
   absl::StatusOr<int> port = FreePort();
@@ -115,8 +112,8 @@ absl::Status MariaDbServer::Execute(const std::string& sql) {
 
 absl::Status MariaDbServer::CreateUser(const std::string& name, const std::string& password) {
   if (!IsPlainWord(name) || !IsPlainWord(password)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("MariaDB user \"", name, "\": name and password must be letters, digits or _"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "MariaDB user \"", name, "\": name and password must be letters, digits or _"));
   }
   return Execute(absl::StrCat("CREATE USER '", name, "'@'", host_, "' IDENTIFIED BY '", password,
                               "'; GRANT ALL ON *.* TO '", name, "'@'", host_, "'"));

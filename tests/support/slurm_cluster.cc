@@ -81,8 +81,7 @@ absl::Status SlurmCluster::Start(const SlurmClusterOptions& options) {
   absl::StatusOr<int> dbd_port = FreePort();
   if (!dbd_port.ok()) return dbd_port.status();
   if (options.accounting) {
-    if (absl::Status s = StartAccounting(*dbd_port, munge_socket, options.start_timeout);
-        !s.ok()) {
+    if (absl::Status s = StartAccounting(*dbd_port, munge_socket, options.start_timeout); !s.ok()) {
       return s;
     }
   }
@@ -355,8 +354,7 @@ absl::Status SlurmCluster::AddAccountingRecords() {
 
 absl::StatusOr<std::string> SlurmCluster::SacctField(const std::string& job_id,
                                                      const std::string& field) {
-  absl::StatusOr<std::string> out =
-      Run({"sacct", "-n", "-P", "-X", "-j", job_id, "-o", field});
+  absl::StatusOr<std::string> out = Run({"sacct", "-n", "-P", "-X", "-j", job_id, "-o", field});
   if (!out.ok()) return out.status();
   return std::string(absl::StripTrailingAsciiWhitespace(*out));
 }
