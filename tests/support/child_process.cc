@@ -9,7 +9,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -17,7 +16,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 
 extern char** environ;
 
@@ -40,18 +38,6 @@ std::string ReadFileTail(const std::filesystem::path& path, size_t max_bytes) {
   std::string text(static_cast<size_t>(size - start), '\0');
   in.read(text.data(), static_cast<std::streamsize>(text.size()));
   return text;
-}
-
-std::string FindProgram(const std::string& name) {
-  std::vector<std::string> dirs;
-  if (const char* path = std::getenv("PATH")) dirs = absl::StrSplit(path, ':', absl::SkipEmpty());
-  dirs.push_back("/usr/sbin");
-  dirs.push_back("/sbin");
-  for (const std::string& d : dirs) {
-    const std::filesystem::path candidate = std::filesystem::path(d) / name;
-    if (access(candidate.c_str(), X_OK) == 0) return candidate.string();
-  }
-  return name;
 }
 
 bool PollUntil(const std::function<bool()>& condition, absl::Duration timeout,

@@ -89,10 +89,6 @@ class ChildProcess {
   std::optional<ExitStatus> exit_;
 };
 
-// The path of program `name` from PATH, then /usr/sbin and /sbin (daemons live in sbin, which
-// a test's PATH may lack); `name` itself when none has it.
-std::string FindProgram(const std::string& name);
-
 // Reads the last `max_bytes` of a file (empty if it does not exist).
 std::string ReadFileTail(const std::filesystem::path& path, size_t max_bytes = 4096);
 

@@ -6,6 +6,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "tests/support/find_program.h"
 #include "tests/support/free_port.h"
 #include "tests/support/service_process.h"
 

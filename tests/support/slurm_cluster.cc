@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "tests/support/find_program.h"
 #include "tests/support/free_port.h"
 #include "tests/support/service_process.h"
 
