@@ -19,6 +19,8 @@ packages=(
   # servers the platform and its tests start on loopback
   postgresql redis-server prometheus prometheus-alertmanager
   slurmctld slurmd slurm-client slurmrestd munge
+  # Slurm accounting for the job-end report's sacctmgr test: slurmdbd on a private MariaDB
+  slurmdbd mariadb-server
   # Python SDK and its tests
   python3 python3-grpcio python3-protobuf
   # the SDK wheel (pip wheel, offline) and its install test (a fresh venv)
@@ -56,7 +58,16 @@ if [[ $(id -u) -ne 0 ]]; then
 fi
 export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -q
-# Servers are started by goodput's own scripts on private ports; keep the packages'
-# default system instances from being started by the install where policy-rc.d allows.
+# Servers are started by goodput's own scripts and tests on private ports: keep the packages'
+# default system instances (PostgreSQL, Redis, MariaDB, slurmdbd, ...) from being started by
+# their postinst. invoke-rc.d and deb-systemd-invoke ask policy-rc.d; when the machine has
+# none, one that denies every start is put in place for the install and removed after it.
+policy=/usr/sbin/policy-rc.d
+if [[ ! -e $policy ]]; then
+  printf '#!/bin/sh\n# install-deps: no service starts during the install\nexit 101\n' \
+    | $sudo tee "$policy" >/dev/null
+  $sudo chmod 755 "$policy"
+  trap '$sudo rm -f "$policy"' EXIT
+fi
 $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
 echo "install-deps: done"

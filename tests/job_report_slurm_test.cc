@@ -6,6 +6,15 @@
 // as `goodputctl report` does. A job Slurm has already finished is refused by slurmctld (as
 // Slurm 22.05 does for every finished job; sites with slurmdbd use the sacctmgr mode), and the
 // report says so instead of retrying.
+//
+// With accounting (slurmdbd on a private MariaDB), the production path: a job Slurm has
+// finished gets its summary through `sacctmgr -i update job`, `sacct -o AdminComment` reads it
+// back and goodputctl decodes it into the service's summary; while slurmdbd is down the report
+// is stored, says why the AdminComment is missing, and the write is retried until slurmdbd is
+// back.
+#include <unistd.h>
+
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -47,14 +56,20 @@ std::string Ts(int64_t ms) {
 class JobReportSlurmTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    if (geteuid() != 0) {
+      GTEST_SKIP() << "needs root: the test Slurm cluster's slurmd starts jobs as root";
+    }
     ASSERT_NO_FATAL_FAILURE(::goodput::testing::StartPostgres(&pg_));
     ASSERT_NO_FATAL_FAILURE(::goodput::testing::StartRedis(&redis_));
-    auto slurm = ::goodput::testing::SlurmCluster::Create();
+    auto slurm = ::goodput::testing::SlurmCluster::Create(ClusterOptions());
     ASSERT_TRUE(slurm.ok()) << slurm.status();
     slurm_ = *std::move(slurm);
   }
 
-  absl::StatusOr<std::unique_ptr<ServiceProcess>> StartOfu() {
+  virtual ::goodput::testing::SlurmClusterOptions ClusterOptions() const { return {}; }
+
+  // `mode`: ofu.reports.slurm_admin_comment.
+  absl::StatusOr<std::unique_ptr<ServiceProcess>> StartOfu(const std::string& mode = "scontrol") {
     return ServiceProcess::Start(
         {.binary = BuiltBinary("services/ofu/goodput-ofu"),
          .config_yaml = absl::StrCat(
@@ -62,8 +77,8 @@ class JobReportSlurmTest : public ::testing::Test {
              "\n  port: ", redis_->port(),
              "\nlog:\n  format: text\nofu:\n  poll_interval_s: 0.1\n  idle_flush_s: 1\n"
              "  reports:\n    poll_interval_s: 0.2\n    recheck_s: 0.5\n"
-             "    slurm_admin_comment: scontrol\n    slurm_conf: \"",
-             slurm_->slurm_conf().string(), "\"\n"),
+             "    slurm_admin_comment: ",
+             mode, "\n    slurm_conf: \"", slurm_->slurm_conf().string(), "\"\n"),
          .extra_args = ::goodput::testing::MigrateArgs()});
   }
 
@@ -126,6 +141,50 @@ class JobReportSlurmTest : public ::testing::Test {
   absl::StatusOr<::goodput::testing::ProgramResult> Goodputctl(std::vector<std::string> args) {
     args.insert(args.begin(), BuiltBinary("tools/goodputctl/goodputctl").string());
     return RunProgram(std::move(args));
+  }
+
+  // Polls GetJobReport until `done` holds for the job's report; the last report in `out`.
+  void WaitForReport(ServiceProcess& ofu, const std::string& job_id,
+                     const std::function<bool(const v1::JobReport&)>& done, v1::JobReport* out) {
+    auto reports = v1::ReportService::NewStub(ofu.Channel());
+    grpc::Status last;
+    ASSERT_TRUE(PollUntil(
+        [&] {
+          grpc::ClientContext ctx;
+          v1::GetJobReportRequest request;
+          request.mutable_job()->set_cluster("eos");
+          request.mutable_job()->set_job_id(job_id);
+          v1::GetJobReportResponse response;
+          last = reports->GetJobReport(&ctx, request, &response);
+          *out = response.report();
+          return last.ok() && done(*out);
+        },
+        absl::Seconds(90)))
+        << last.error_message() << "\n"
+        << out->DebugString();
+  }
+
+  // `goodputctl report --from-admin-comment` turns `comment` into exactly `summary` (--json)
+  // and prints it as the head of `goodputctl report` of the job.
+  void ExpectGoodputctlDecodes(const std::string& comment, const v1::ReportSummary& summary,
+                               ServiceProcess& ofu, const std::string& job_id) {
+    auto decoded_json = Goodputctl({"report", "--from-admin-comment", comment, "--json"});
+    ASSERT_TRUE(decoded_json.ok()) << decoded_json.status();
+    ASSERT_TRUE(decoded_json->exit.Success()) << decoded_json->output;
+    v1::ReportSummary decoded;
+    ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(decoded_json->output, &decoded).ok())
+        << decoded_json->output;
+    EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(decoded, summary))
+        << decoded.DebugString() << "\nvs the service's\n"
+        << summary.DebugString();
+    auto decoded_text = Goodputctl({"report", "--from-admin-comment", comment});
+    ASSERT_TRUE(decoded_text.ok() && decoded_text->exit.Success()) << decoded_text->output;
+    auto full_text =
+        Goodputctl({"report", absl::StrCat("eos/", job_id), "--ofu-addr", ofu.grpc_address()});
+    ASSERT_TRUE(full_text.ok() && full_text->exit.Success()) << full_text->output;
+    EXPECT_TRUE(absl::StartsWith(full_text->output, decoded_text->output))
+        << full_text->output << "\n---\n"
+        << decoded_text->output;
   }
 
   std::unique_ptr<::goodput::testing::PostgresServer> pg_;
@@ -284,6 +343,112 @@ TEST_F(JobReportSlurmTest, FinishedSlurmJobIsRefusedAndReportsAreListedByWaste) 
     EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
     EXPECT_TRUE(absl::StrContains(status.error_message(), "ended_in")) << status.error_message();
   }
+}
+
+class JobReportSlurmdbdTest : public JobReportSlurmTest {
+ protected:
+  ::goodput::testing::SlurmClusterOptions ClusterOptions() const override {
+    return {.accounting = true};
+  }
+
+  // Runs `sleep 1` and waits until Slurm has finished it and slurmdbd has its record.
+  void RunFinishedJob(std::string* job_id) {
+    absl::StatusOr<std::string> job = slurm_->SubmitJob("sleep 1", {"--job-name=vit-pretrain"});
+    ASSERT_TRUE(job.ok()) << job.status();
+    *job_id = *job;
+    absl::Status completed = slurm_->WaitForJobState(*job, "COMPLETED", absl::Seconds(60));
+    ASSERT_TRUE(completed.ok()) << completed;
+    std::string state;
+    ASSERT_TRUE(PollUntil(
+        [&] {
+          absl::StatusOr<std::string> s = slurm_->SacctField(*job, "State");
+          state = s.ok() ? *s : std::string(s.status().message());
+          return state == "COMPLETED";
+        },
+        absl::Seconds(30), absl::Milliseconds(200)))
+        << "sacct -j " << *job << ": " << state;
+  }
+};
+
+TEST_F(JobReportSlurmdbdTest, FinishedJobGetsItsReportThroughSacctmgrAndSacctReadsItBack) {
+  std::string job;
+  ASSERT_NO_FATAL_FAILURE(RunFinishedJob(&job));
+  // slurmctld no longer takes an AdminComment for it: only slurmdbd does.
+  auto refused =
+      slurm_->Run({"scontrol", "update", absl::StrCat("JobId=", job), "AdminComment=goodput1:x"});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "already finished"))
+      << refused.status();
+  auto ofu = StartOfu("sacctmgr");
+  ASSERT_TRUE(ofu.ok()) << ofu.status();
+  ASSERT_NO_FATAL_FAILURE(StoreJobAndTelemetry(job));
+  v1::JobReport report;
+  ASSERT_NO_FATAL_FAILURE(WaitForReport(
+      **ofu, job,
+      [](const v1::JobReport& r) {
+        return r.final() && r.summary().has_ofu() && r.admin_comment_status() == "written";
+      },
+      &report));
+  const v1::ReportSummary& s = report.summary();
+  EXPECT_EQ(s.user(), "alice");
+  EXPECT_EQ(s.gpus_allocated(), kGpus);
+  EXPECT_EQ(s.idle_gpu_count(), 1);
+  EXPECT_NEAR(s.ofu(), 3 * 0.4 * 1700 / 1830.0 / kGpus, 0.002);
+
+  // slurmdbd holds the summary as written: sacctmgr lower-cases what it sets, so the comment
+  // is spelled in lower-case base32.
+  absl::StatusOr<std::string> comment = slurm_->SacctField(job, "AdminComment");
+  ASSERT_TRUE(comment.ok()) << comment.status();
+  EXPECT_EQ(*comment, report.admin_comment());
+  ASSERT_TRUE(absl::StartsWith(*comment, "goodput1-b32:")) << *comment;
+  ASSERT_NO_FATAL_FAILURE(ExpectGoodputctlDecodes(*comment, s, **ofu, job));
+  // As a user pipes it: sacct's padded column on stdin.
+  auto piped = RunProgram({"/bin/sh", "-c",
+                           absl::StrCat("sacct -n -X -j ", job, " -o AdminComment%4000 | ",
+                                        BuiltBinary("tools/goodputctl/goodputctl").string(),
+                                        " report --from-admin-comment - --json")},
+                          slurm_->Env());
+  ASSERT_TRUE(piped.ok()) << piped.status();
+  ASSERT_TRUE(piped->exit.Success()) << piped->output;
+  v1::ReportSummary decoded;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(piped->output, &decoded).ok())
+      << piped->output;
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(decoded, s));
+}
+
+TEST_F(JobReportSlurmdbdTest, ReportIsStoredWhileSlurmdbdIsDownAndItsAdminCommentFollows) {
+  std::string job;
+  ASSERT_NO_FATAL_FAILURE(RunFinishedJob(&job));
+  ASSERT_TRUE(slurm_->StopSlurmdbd().ok());
+  auto ofu = StartOfu("sacctmgr");
+  ASSERT_TRUE(ofu.ok()) << ofu.status();
+  ASSERT_NO_FATAL_FAILURE(StoreJobAndTelemetry(job));
+
+  // The report is stored and served; why its AdminComment is missing is in the report and the
+  // log.
+  v1::JobReport report;
+  ASSERT_NO_FATAL_FAILURE(WaitForReport(
+      **ofu, job,
+      [](const v1::JobReport& r) {
+        return r.final() && r.summary().has_ofu() && !r.admin_comment_status().empty();
+      },
+      &report));
+  EXPECT_TRUE(absl::StartsWith(report.admin_comment_status(), "sacctmgr update ... of job "))
+      << report.admin_comment_status();
+  EXPECT_TRUE(absl::StrContains(report.admin_comment_status(), "Connection refused"))
+      << report.admin_comment_status();
+  EXPECT_TRUE(absl::StrContains((*ofu)->process().LogTail(1 << 20), "AdminComment not written"))
+      << (*ofu)->process().LogTail();
+
+  // Once slurmdbd is back, the retry writes it, and the report says so.
+  ASSERT_TRUE(slurm_->StartSlurmdbd().ok());
+  ASSERT_NO_FATAL_FAILURE(WaitForReport(
+      **ofu, job, [](const v1::JobReport& r) { return r.admin_comment_status() == "written"; },
+      &report));
+  absl::StatusOr<std::string> comment = slurm_->SacctField(job, "AdminComment");
+  ASSERT_TRUE(comment.ok()) << comment.status();
+  EXPECT_EQ(*comment, report.admin_comment());
+  ASSERT_NO_FATAL_FAILURE(ExpectGoodputctlDecodes(*comment, report.summary(), **ofu, job));
 }
 
 }  // namespace

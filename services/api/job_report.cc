@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
@@ -40,6 +41,52 @@ std::string Clean(const std::string& text) {
     }
   }
   return out;
+}
+
+constexpr char kBase32Alphabet[] = "abcdefghijklmnopqrstuvwxyz234567";
+
+// RFC 4648 base32 in lower case, without padding.
+std::string Base32Lower(absl::string_view bytes) {
+  std::string out;
+  out.reserve((bytes.size() * 8 + 4) / 5);
+  uint32_t buffer = 0;
+  int bits = 0;
+  for (unsigned char c : bytes) {
+    buffer = (buffer << 8) | c;
+    bits += 8;
+    while (bits >= 5) {
+      out.push_back(kBase32Alphabet[(buffer >> (bits - 5)) & 31]);
+      bits -= 5;
+    }
+  }
+  if (bits > 0) out.push_back(kBase32Alphabet[(buffer << (5 - bits)) & 31]);
+  return out;
+}
+
+// Base32 in either case, with or without trailing '=' padding; false on any other character
+// or on an impossible length.
+bool Base32Decode(absl::string_view text, std::string* out) {
+  while (!text.empty() && text.back() == '=') text.remove_suffix(1);
+  // 1, 3 and 6 characters past a multiple of 8 cannot end a whole number of bytes.
+  const size_t tail = text.size() % 8;
+  if (tail == 1 || tail == 3 || tail == 6) return false;
+  out->clear();
+  uint32_t buffer = 0;
+  int bits = 0;
+  for (char ch : text) {
+    const char c = absl::ascii_tolower(static_cast<unsigned char>(ch));
+    int value = -1;
+    if (c >= 'a' && c <= 'z') value = c - 'a';
+    if (c >= '2' && c <= '7') value = 26 + (c - '2');
+    if (value < 0) return false;
+    buffer = (buffer << 5) | static_cast<uint32_t>(value);
+    bits += 5;
+    if (bits >= 8) {
+      out->push_back(static_cast<char>((buffer >> (bits - 8)) & 0xff));
+      bits -= 8;
+    }
+  }
+  return true;
 }
 
 double Round(double v, double scale) { return std::round(v * scale) / scale; }
@@ -89,7 +136,8 @@ double BestOfu(const v1::ReportSummary& s) {
 
 }  // namespace
 
-absl::StatusOr<std::string> EncodeAdminComment(const v1::ReportSummary& summary) {
+absl::StatusOr<std::string> EncodeAdminComment(const v1::ReportSummary& summary,
+                                               AdminCommentEncoding encoding) {
   google::protobuf::util::JsonPrintOptions options;
   options.preserve_proto_field_names = true;
   std::string json;
@@ -104,21 +152,31 @@ absl::StatusOr<std::string> EncodeAdminComment(const v1::ReportSummary& summary)
     return absl::InternalError("report summary: zlib compression failed");
   }
   packed.resize(size);
+  if (encoding == AdminCommentEncoding::kBase32) {
+    return absl::StrCat(kAdminCommentBase32Prefix, Base32Lower(packed));
+  }
   return absl::StrCat(kAdminCommentPrefix, absl::Base64Escape(packed));
 }
 
 absl::StatusOr<v1::ReportSummary> DecodeAdminComment(absl::string_view comment) {
   comment = absl::StripAsciiWhitespace(comment);
-  if (!absl::StartsWith(comment, kAdminCommentPrefix)) {
-    return absl::InvalidArgumentError(absl::StrCat("admin comment ", Quote(comment),
-                                                   " does not start with \"", kAdminCommentPrefix,
-                                                   "\" (not a goodput report summary)"));
-  }
   std::string packed;
-  if (!absl::Base64Unescape(comment.substr(kAdminCommentPrefix.size()), &packed)) {
-    return absl::InvalidArgumentError(absl::StrCat("admin comment ", Quote(comment),
-                                                   ": the text after \"", kAdminCommentPrefix,
-                                                   "\" is not base64"));
+  if (absl::StartsWithIgnoreCase(comment, kAdminCommentBase32Prefix)) {
+    if (!Base32Decode(comment.substr(kAdminCommentBase32Prefix.size()), &packed)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("admin comment ", Quote(comment), ": the text after \"",
+                       kAdminCommentBase32Prefix, "\" is not base32"));
+    }
+  } else if (absl::StartsWith(comment, kAdminCommentPrefix)) {
+    if (!absl::Base64Unescape(comment.substr(kAdminCommentPrefix.size()), &packed)) {
+      return absl::InvalidArgumentError(absl::StrCat("admin comment ", Quote(comment),
+                                                     ": the text after \"", kAdminCommentPrefix,
+                                                     "\" is not base64"));
+    }
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "admin comment ", Quote(comment), " does not start with \"", kAdminCommentPrefix,
+        "\" or \"", kAdminCommentBase32Prefix, "\" (not a goodput report summary)"));
   }
   z_stream z{};
   if (inflateInit(&z) != Z_OK) return absl::InternalError("zlib: inflateInit failed");
@@ -135,7 +193,7 @@ absl::StatusOr<v1::ReportSummary> DecodeAdminComment(absl::string_view comment) 
         "admin comment ", Quote(comment),
         produced > kMaxSummaryJsonBytes
             ? absl::StrCat(": the summary inflates beyond ", kMaxSummaryJsonBytes, " bytes")
-            : std::string(": the base64 payload is not a complete zlib stream")));
+            : std::string(": the payload is not a complete zlib stream")));
   }
   json.resize(produced);
   google::protobuf::util::JsonParseOptions options;

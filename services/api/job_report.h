@@ -9,8 +9,11 @@
 //
 // Encoding (version 1): "goodput1:" + base64 (standard alphabet, padded) of the zlib stream
 // (RFC 1950) of the summary's protobuf JSON (proto field names, enums by name, defaults left
-// out). The decoder ignores JSON fields it does not know, so later versions of the summary
-// that only add fields keep the prefix.
+// out); or "goodput1-b32:" + the same bytes in base32 (RFC 4648 alphabet in lower case, no
+// padding), which survives sacctmgr: Slurm 22.05's sacctmgr lower-cases the AdminComment it
+// sets through slurmdbd. The decoder reads both (base32 in either case, padded or not) and
+// ignores JSON fields it does not know, so later versions of the summary that only add fields
+// keep the prefixes.
 #pragma once
 
 #include <string>
@@ -25,13 +28,20 @@ namespace goodput::api {
 namespace v1 = ::goodput::v1;
 
 inline constexpr absl::string_view kAdminCommentPrefix = "goodput1:";
+inline constexpr absl::string_view kAdminCommentBase32Prefix = "goodput1-b32:";
+
+// How the compressed summary is spelled: base64 where the text is kept as written (scontrol,
+// slurmctld), base32 in lower case where it is lower-cased (sacctmgr, slurmdbd).
+enum class AdminCommentEncoding { kBase64, kBase32 };
 // Largest decoded (inflated) summary accepted, bytes.
 inline constexpr size_t kMaxSummaryJsonBytes = 64 * 1024;
 
 // The AdminComment text of `summary`.
-absl::StatusOr<std::string> EncodeAdminComment(const v1::ReportSummary& summary);
-// The summary in an AdminComment; INVALID_ARGUMENT saying which step failed (prefix, base64,
-// zlib, JSON) and quoting the start of the input.
+absl::StatusOr<std::string> EncodeAdminComment(
+    const v1::ReportSummary& summary,
+    AdminCommentEncoding encoding = AdminCommentEncoding::kBase64);
+// The summary in an AdminComment of either encoding; INVALID_ARGUMENT saying which step failed
+// (prefix, base64 or base32, zlib, JSON) and quoting the start of the input.
 absl::StatusOr<v1::ReportSummary> DecodeAdminComment(absl::string_view comment);
 
 // Rounds the summary's figures as they are stored and encoded (fractions to 4 decimals,

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "google/protobuf/util/message_differencer.h"
 
@@ -48,6 +49,33 @@ TEST(JobReport, AdminCommentRoundTripsTheSummaryExactly) {
   EXPECT_EQ(RenderSummaryText(s), RenderSummaryText(*back));
 }
 
+// sacctmgr (Slurm 22.05) lower-cases the AdminComment it sets: the base32 spelling is lower
+// case already, and decodes the same in either case, padded or not.
+TEST(JobReport, Base32AdminCommentSurvivesLowerCasingAndRoundTrips) {
+  const v1::ReportSummary s = Sample();
+  absl::StatusOr<std::string> comment = EncodeAdminComment(s, AdminCommentEncoding::kBase32);
+  ASSERT_TRUE(comment.ok()) << comment.status();
+  EXPECT_TRUE(absl::StartsWith(*comment, "goodput1-b32:")) << *comment;
+  EXPECT_EQ(absl::AsciiStrToLower(*comment), *comment);
+  absl::StatusOr<std::string> base64 = EncodeAdminComment(s);
+  ASSERT_TRUE(base64.ok());
+  EXPECT_NE(absl::AsciiStrToLower(*base64), *base64);
+  const std::string payload = comment->substr(kAdminCommentBase32Prefix.size());
+  std::string padded = *comment;
+  padded.append((8 - payload.size() % 8) % 8, '=');
+  for (const std::string& text : {*comment, absl::AsciiStrToUpper(*comment), padded}) {
+    absl::StatusOr<v1::ReportSummary> back = DecodeAdminComment(text);
+    ASSERT_TRUE(back.ok()) << back.status() << " for " << text;
+    EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(s, *back))
+        << s.DebugString() << "\nvs\n"
+        << back->DebugString();
+  }
+  // RFC 4648's test vectors, through a payload that is not zlib: the decoder gets past base32.
+  absl::StatusOr<v1::ReportSummary> r = DecodeAdminComment("goodput1-b32:mzxw6ytboi");  // foobar
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "zlib")) << r.status();
+}
+
 TEST(JobReport, DecoderNamesWhatIsWrong) {
   absl::StatusOr<v1::ReportSummary> r = DecodeAdminComment("JS1:abcd");
   ASSERT_FALSE(r.ok());
@@ -60,6 +88,12 @@ TEST(JobReport, DecoderNamesWhatIsWrong) {
   r = DecodeAdminComment("goodput1:aGVsbG8=");  // "hello", not zlib
   ASSERT_FALSE(r.ok());
   EXPECT_TRUE(absl::StrContains(r.status().message(), "zlib")) << r.status();
+  r = DecodeAdminComment("goodput1-b32:abc!");
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "not base32")) << r.status();
+  r = DecodeAdminComment("goodput1-b32:a");  // 5 bits: not a byte
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "not base32")) << r.status();
 }
 
 TEST(JobReport, AdviceFollowsTheFigures) {

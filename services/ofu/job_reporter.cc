@@ -228,10 +228,17 @@ absl::StatusOr<v1::JobReport> JobReporter::Assemble(const std::string& cluster,
   for (int f : s.flags()) report.add_caveats(api::CaveatText(static_cast<v1::DataQualityFlag>(f)));
   if (!ofu.ofu_unavailable_reason().empty()) report.add_caveats(ofu.ofu_unavailable_reason());
   *report.mutable_generate_time() = api::UnixMsToTimestamp(absl::ToUnixMillis(absl::Now()));
-  absl::StatusOr<std::string> comment = api::EncodeAdminComment(s);
+  absl::StatusOr<std::string> comment = api::EncodeAdminComment(s, CommentEncoding());
   if (!comment.ok()) return comment.status();
   report.set_admin_comment(*comment);
   return report;
+}
+
+api::AdminCommentEncoding JobReporter::CommentEncoding() const {
+  // sacctmgr (Slurm 22.05) lower-cases the value it sets, which base64 does not survive.
+  return options_.admin_comment == ReporterOptions::AdminCommentMode::kSacctmgr
+             ? api::AdminCommentEncoding::kBase32
+             : api::AdminCommentEncoding::kBase64;
 }
 
 absl::Status JobReporter::WriteAdminComment(const std::string& job_id, const std::string& comment) {
@@ -294,7 +301,8 @@ absl::StatusOr<int> JobReporter::RunOnce() {
     if (changed && c.revision.has_value()) {
       report->mutable_summary()->set_revision(*c.revision + 1);
       // The revision is part of the summary: advice texts do not use it, the comment does.
-      absl::StatusOr<std::string> comment = api::EncodeAdminComment(report->summary());
+      absl::StatusOr<std::string> comment =
+          api::EncodeAdminComment(report->summary(), CommentEncoding());
       if (!comment.ok()) return comment.status();
       report->set_admin_comment(*comment);
     }

@@ -6,8 +6,9 @@
 // adds advice (services/api/job_report.h), stores it (report_store.h) and, for Slurm jobs when
 // configured, writes its compact summary into the job's AdminComment (argv, no shell) with
 // `sacctmgr -i update job where jobid=<id> set AdminComment=<summary>` (slurmdbd; finished
-// jobs too, as jobstats does) or `scontrol -- update JobId=<id> AdminComment=<summary>`
-// (slurmctld; Slurm refuses it once the job has finished, COMPLETING included).
+// jobs too, as jobstats does; sacctmgr lower-cases the value, so the summary is spelled in
+// base32 there) or `scontrol -- update JobId=<id> AdminComment=<summary>` (slurmctld; Slurm
+// refuses it once the job has finished, COMPLETING included).
 //
 // Revisions: a stored report is re-assembled every `recheck` while its windows are not all
 // final, and for `revise_for` after the job's end (alerts found after the end, such as a
@@ -25,6 +26,7 @@
 #include "goodput/v1/alert.grpc.pb.h"
 #include "goodput/v1/mfu.grpc.pb.h"
 #include "goodput/v1/report.pb.h"
+#include "services/api/job_report.h"
 #include "services/core/gpu_catalog.h"
 #include "services/ofu/ofu_service.h"
 #include "services/ofu/report_store.h"
@@ -76,6 +78,8 @@ class JobReporter {
   static std::string ContentHash(const v1::JobReport& report);
 
  private:
+  // The AdminComment spelling the configured writer keeps intact.
+  api::AdminCommentEncoding CommentEncoding() const;
   // Writes `comment` into the Slurm job's AdminComment; OK or the reason it failed
   // (FAILED_PRECONDITION when Slurm refuses it for good: the job has finished).
   absl::Status WriteAdminComment(const std::string& job_id, const std::string& comment);

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "tests/support/find_program.h"
 #include "tests/support/free_port.h"
 #include "tests/support/service_process.h"
 
@@ -23,19 +24,6 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr char kNodeName[] = "gpnode";
-
-// Daemons live in sbin, which a test's PATH may lack.
-std::string FindProgram(const std::string& name) {
-  std::vector<std::string> dirs;
-  if (const char* path = std::getenv("PATH")) dirs = absl::StrSplit(path, ':', absl::SkipEmpty());
-  dirs.push_back("/usr/sbin");
-  dirs.push_back("/sbin");
-  for (const std::string& d : dirs) {
-    const fs::path candidate = fs::path(d) / name;
-    if (access(candidate.c_str(), X_OK) == 0) return candidate.string();
-  }
-  return name;
-}
 
 std::string ReadFile(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
@@ -91,6 +79,14 @@ absl::Status SlurmCluster::Start(const SlurmClusterOptions& options) {
         absl::StrCat("munged did not create its socket: ", munged_->LogTail()));
   }
 
+  absl::StatusOr<int> dbd_port = FreePort();
+  if (!dbd_port.ok()) return dbd_port.status();
+  if (options.accounting) {
+    if (absl::Status s = StartAccounting(*dbd_port, munge_socket, options.start_timeout); !s.ok()) {
+      return s;
+    }
+  }
+
   absl::StatusOr<int> ctld_port = FreePort();
   if (!ctld_port.ok()) return ctld_port.status();
   absl::StatusOr<int> slurmd_port = FreePort();
@@ -99,7 +95,7 @@ absl::Status SlurmCluster::Start(const SlurmClusterOptions& options) {
   conf_path_ = root / "slurm.conf";
   {
     std::ofstream conf(conf_path_);
-    conf << "ClusterName=goodputtest\n"
+    conf << "ClusterName=" << kClusterName << "\n"
          << "SlurmctldHost=localhost(127.0.0.1)\n"
          << "SlurmctldPort=" << *ctld_port << "\n"
          << "SlurmdPort=" << *slurmd_port << "\n"
@@ -113,8 +109,16 @@ absl::Status SlurmCluster::Start(const SlurmClusterOptions& options) {
          << "SlurmctldLogFile=" << (root / "log" / "slurmctld.log").string() << "\n"
          << "SlurmdLogFile=" << (root / "log" / "slurmd.log").string() << "\n"
          << "ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\n"
-         << "JobAcctGatherType=jobacct_gather/none\nAccountingStorageType=accounting_storage/none\n"
-         << "JobCompType=jobcomp/none\nJobContainerType=job_container/none\n"
+         << "JobAcctGatherType=jobacct_gather/none\n";
+    if (options.accounting) {
+      // AccountingStoragePass names the munge socket for slurmdbd connections.
+      conf << "AccountingStorageType=accounting_storage/slurmdbd\n"
+           << "AccountingStorageHost=127.0.0.1\nAccountingStoragePort=" << *dbd_port << "\n"
+           << "AccountingStoragePass=" << munge_socket.string() << "\n";
+    } else {
+      conf << "AccountingStorageType=accounting_storage/none\n";
+    }
+    conf << "JobCompType=jobcomp/none\nJobContainerType=job_container/none\n"
          << "SwitchType=switch/none\nMpiDefault=none\nMailProg=/bin/true\n"
          << "SchedulerType=sched/builtin\nSelectType=select/cons_tres\n"
          << "SelectTypeParameters=CR_Core\nReturnToService=2\n"
@@ -122,6 +126,9 @@ absl::Status SlurmCluster::Start(const SlurmClusterOptions& options) {
          << " State=UNKNOWN\n"
          << "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP\n";
     for (const std::string& line : options.extra_conf) conf << line << "\n";
+  }
+  if (options.accounting) {
+    if (absl::Status s = AddAccountingRecords(); !s.ok()) return s;
   }
   const std::vector<std::pair<std::string, std::string>> env = Env();
   absl::StatusOr<std::unique_ptr<ChildProcess>> ctld =
@@ -172,6 +179,8 @@ SlurmCluster::~SlurmCluster() {
   if (slurmd_) slurmd_->Terminate(absl::Seconds(10));
   if (slurmctld_) slurmctld_->Terminate(absl::Seconds(10));
   KillLeftoverSteps();
+  if (slurmdbd_) slurmdbd_->Terminate(absl::Seconds(10));
+  mariadb_.reset();
   if (munged_) munged_->Terminate(absl::Seconds(5));
 }
 
@@ -261,6 +270,94 @@ absl::Status SlurmCluster::WaitForJobState(const std::string& job_id, const std:
   }
   return absl::DeadlineExceededError(
       absl::StrCat("job ", job_id, " did not reach state ", state, ": squeue says ", last));
+}
+
+absl::Status SlurmCluster::StartAccounting(int dbd_port, const fs::path& munge_socket,
+                                           absl::Duration timeout) {
+  absl::StatusOr<std::unique_ptr<MariaDbServer>> db =
+      MariaDbServer::Create({.start_timeout = timeout});
+  if (!db.ok()) return db.status();
+  mariadb_ = *std::move(db);
+  constexpr char kDbUser[] = "slurm";
+  const std::string password = absl::StrCat("pw", std::random_device()());
+  if (absl::Status s = mariadb_->CreateUser(kDbUser, password); !s.ok()) return s;
+  dbd_port_ = dbd_port;
+  // slurmdbd reads slurmdbd.conf from the folder of SLURM_CONF; it must belong to SlurmUser
+  // (root here) and be readable by it alone, as it holds the database password.
+  const fs::path root = dir_.path();
+  const fs::path dbd_conf = root / "slurmdbd.conf";
+  {
+    std::ofstream conf(dbd_conf);
+    conf << "AuthType=auth/munge\n"
+         << "AuthInfo=socket=" << munge_socket.string() << "\n"
+         << "DbdHost=localhost\nDbdAddr=127.0.0.1\nDbdPort=" << dbd_port << "\n"
+         << "SlurmUser=root\n"
+         << "LogFile=" << (root / "log" / "slurmdbd.log").string() << "\n"
+         << "PidFile=" << (root / "slurmdbd.pid").string() << "\n"
+         << "StorageType=accounting_storage/mysql\n"
+         << "StorageHost=" << mariadb_->host() << "\nStoragePort=" << mariadb_->port() << "\n"
+         << "StorageUser=" << kDbUser << "\nStoragePass=" << password << "\n"
+         << "StorageLoc=slurm_acct_db\n";
+  }
+  fs::permissions(dbd_conf, fs::perms::owner_read | fs::perms::owner_write);
+  conf_path_ = root / "slurm.conf";
+  return StartSlurmdbd();
+}
+
+absl::Status SlurmCluster::StartSlurmdbd() {
+  if (mariadb_ == nullptr) {
+    return absl::FailedPreconditionError("the test Slurm cluster runs without accounting");
+  }
+  if (slurmdbd_ != nullptr && slurmdbd_->IsRunning()) return absl::OkStatus();
+  const fs::path log = dir_.path() / "log" / "slurmdbd.log";
+  absl::StatusOr<std::unique_ptr<ChildProcess>> dbd =
+      ChildProcess::Start({.argv = {FindProgram("slurmdbd"), "-D"},
+                           .env = Env(),
+                           .log_path = dir_.path() / "log" / "slurmdbd.out",
+                           .working_dir = dir_.path()});
+  if (!dbd.ok()) return dbd.status();
+  slurmdbd_ = *std::move(dbd);
+  // Its first start creates the tables before it listens.
+  if (!PollUntil([&] { return !slurmdbd_->IsRunning() || PortAcceptsConnections(dbd_port_); },
+                 absl::Seconds(60), absl::Milliseconds(100)) ||
+      !slurmdbd_->IsRunning()) {
+    return absl::UnavailableError(absl::StrCat("slurmdbd did not listen on port ", dbd_port_, ": ",
+                                               slurmdbd_->LogTail(), ReadFileTail(log, 2000)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SlurmCluster::StopSlurmdbd() {
+  if (mariadb_ == nullptr) {
+    return absl::FailedPreconditionError("the test Slurm cluster runs without accounting");
+  }
+  if (slurmdbd_ == nullptr) return absl::OkStatus();
+  const ExitStatus exit = slurmdbd_->Terminate(absl::Seconds(30));
+  slurmdbd_.reset();
+  if (exit.signal == SIGKILL) {
+    return absl::InternalError("slurmdbd ignored SIGTERM for 30 s and was killed");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SlurmCluster::AddAccountingRecords() {
+  const std::vector<std::vector<std::string>> adds = {
+      {"sacctmgr", "-i", "add", "cluster", kClusterName},
+      {"sacctmgr", "-i", "add", "account", kAccount, absl::StrCat("cluster=", kClusterName)},
+      {"sacctmgr", "-i", "add", "user", "root", absl::StrCat("account=", kAccount),
+       absl::StrCat("cluster=", kClusterName)}};
+  for (const std::vector<std::string>& add : adds) {
+    absl::StatusOr<std::string> out = Run(add);
+    if (!out.ok()) return out.status();
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> SlurmCluster::SacctField(const std::string& job_id,
+                                                     const std::string& field) {
+  absl::StatusOr<std::string> out = Run({"sacct", "-n", "-P", "-X", "-j", job_id, "-o", field});
+  if (!out.ok()) return out.status();
+  return std::string(absl::StripTrailingAsciiWhitespace(*out));
 }
 
 absl::StatusOr<std::filesystem::path> SlurmCluster::StartRestd() {

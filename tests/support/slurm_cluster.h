@@ -11,6 +11,15 @@
 //   ASSERT_OK(slurm->WaitForJobState(job, "RUNNING", absl::Seconds(30)));
 //   // scontrol / squeue with slurm->Env(): SLURM_CONF points at the cluster's slurm.conf
 //
+// With `.accounting = true` the cluster also has slurmdbd (accounting_storage/mysql on a
+// private MariaDB, see mariadb_server.h) on a free DbdPort, slurmctld records its jobs there,
+// and the cluster, an account and root as its user are created with `sacctmgr -i add`, so
+// `sacct` and `sacctmgr` work with Env() as on a production cluster:
+//
+//   ASSERT_OK_AND_ASSIGN(auto slurm, SlurmCluster::Create({.accounting = true}));
+//   ASSERT_OK_AND_ASSIGN(std::string comment, slurm->SacctField(job, "AdminComment"));
+//   ASSERT_OK(slurm->StopSlurmdbd());   // slurmctld queues its records until StartSlurmdbd
+//
 // The destructor cancels every job, stops the daemons and removes the folder.
 // FAILED_PRECONDITION when not run as root (slurmd must be root to start jobs).
 
@@ -24,6 +33,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "tests/support/child_process.h"
+#include "tests/support/mariadb_server.h"
 #include "tests/support/temp_dir.h"
 
 namespace goodput::testing {
@@ -32,6 +42,8 @@ struct SlurmClusterOptions {
   absl::Duration start_timeout = absl::Seconds(60);
   // More slurm.conf lines, e.g. "Epilog=/path/epilog.sh" or another partition.
   std::vector<std::string> extra_conf = {};
+  // slurmdbd with a MariaDB behind it, and slurmctld recording jobs there.
+  bool accounting = false;
 };
 
 struct SleepJobOptions {
@@ -71,6 +83,16 @@ class SlurmCluster {
   // `scontrol show job <id>`.
   absl::StatusOr<std::string> ShowJob(const std::string& job_id);
 
+  // The job's (not its steps') `field` as `sacct -n -P -X -o FIELD` prints it, without the
+  // line end; needs accounting.
+  absl::StatusOr<std::string> SacctField(const std::string& job_id, const std::string& field);
+  // Stops slurmdbd (SIGTERM, then waits for it to exit) and starts it again on the same port
+  // and database; FAILED_PRECONDITION without accounting.
+  absl::Status StopSlurmdbd();
+  absl::Status StartSlurmdbd();
+  static constexpr char kClusterName[] = "goodputtest";
+  static constexpr char kAccount[] = "goodput";
+
   // Starts slurmrestd (openapi/v0.0.38, rest_auth/local) on a unix socket in the folder and
   // returns the socket's path.
   absl::StatusOr<std::filesystem::path> StartRestd();
@@ -78,6 +100,12 @@ class SlurmCluster {
  private:
   explicit SlurmCluster(TempDir dir) : dir_(std::move(dir)) {}
   absl::Status Start(const SlurmClusterOptions& options);
+  // MariaDB, slurmdbd.conf and slurmdbd; before slurmctld, which needs the database at its
+  // first start.
+  absl::Status StartAccounting(int dbd_port, const std::filesystem::path& munge_socket,
+                               absl::Duration timeout);
+  // The cluster, its account and root as a user, once slurm.conf names slurmdbd.
+  absl::Status AddAccountingRecords();
   void KillLeftoverSteps();
 
   TempDir dir_;
@@ -86,6 +114,9 @@ class SlurmCluster {
   std::unique_ptr<ChildProcess> slurmctld_;
   std::unique_ptr<ChildProcess> slurmd_;
   std::unique_ptr<ChildProcess> slurmrestd_;
+  std::unique_ptr<MariaDbServer> mariadb_;
+  std::unique_ptr<ChildProcess> slurmdbd_;
+  int dbd_port_ = 0;
 };
 
 }  // namespace goodput::testing

@@ -129,8 +129,9 @@ std::vector<Command> ReportCommands() {
        .summary = "a job's end report: OFU, GPU-hours, waste, verdicts, regressions, advice",
        .details =
            "  --from-admin-comment STRING     decode the summary goodput wrote into a Slurm job's\n"
-           "                                  AdminComment (\"goodput1:...\"; \"-\" reads stdin, "
-           "e.g.\n"
+           "                                  AdminComment (\"goodput1:...\" or "
+           "\"goodput1-b32:...\";\n"
+           "                                  \"-\" reads stdin, e.g.\n"
            "                                  sacct -n -X -j JOB -o AdminComment%4000 | "
            "goodputctl\n"
            "                                  report --from-admin-comment -); no service needed\n"
