@@ -2,13 +2,14 @@
 // the local stack wires them (ingest; ofu forwarding to mfu and alerting; mfu forwarding to
 // alerting), and a synthetic fleet pushed through IngestService.PushSamples at a series of
 // fixed rates. Per rate it prints what was acknowledged, how far ofu, mfu and alerting lag
-// behind, the CPU each process spent and what PostgreSQL wrote, per sample. In the same run:
+// behind, how long a regression planted in a few jobs takes to reach a local Alertmanager, the
+// CPU each process spent and what PostgreSQL wrote, per sample. In the same run:
 // the rate ingest alone acknowledges (ofu, mfu and alerting not started yet) and a raw COPY
 // of the same rows. It prints; it asserts nothing about time.
 //
 //   goodput_pipeline_bench [--rates 5000,10000,20000,50000] [--step-s 60] [--window-s 12]
 //                          [--scrape-s 2] [--batch 1000] [--senders 8] [--ingest-only-s 20]
-//                          [--pg-statements N] [--short]
+//                          [--pg-statements N] [--plant-jobs 3] [--short]
 //
 // Time is scaled: windows of `--window-s` (12 s) with a sample per GPU every `--scrape-s`
 // (2 s) hold the same six samples per GPU as production's 60 s windows of 10 s scrapes, so a
@@ -22,6 +23,15 @@
 // two seconds from two windows into a step on, p50/p99 over jobs and samples. A job with no
 // window yet counts from the step's start. A rate is sustained when ingest acknowledged at
 // least 95% of it and the p99 lag of ofu and mfu stays under two windows.
+//
+// Regression to notification: in each step the OFU of `--plant-jobs` jobs falls 2.5x (their
+// tensor activity divided by 2.5) from a window boundary 18 windows into the step, when the
+// in-job detector has its warm-up and reference windows. goodput-alerting sends every alert
+// to a private Alertmanager; per planted job the bench takes the time from that onset (data
+// time, which follows the wall clock) to alerting recording the alert (alerts.start_time) and
+// to the alert appearing in Alertmanager's GET /api/v2/alerts (polled every half second),
+// until the end of the step's catch-up time. alerting's settings in seconds (settle_s, the
+// sweep, ...) are scaled with the windows.
 //
 // CPU: utime + stime of each process and its descendants (/proc/PID/stat), per 1,000 samples
 // acknowledged. PostgreSQL: rows inserted, updated or deleted (pg_stat_user_tables), growth of
@@ -41,16 +51,20 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <pqxx/pqxx>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -61,7 +75,9 @@
 #include "goodput/v1/ingest.grpc.pb.h"
 #include "goodput/v1/job.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
+#include "httplib.h"
 #include "services/platform/migrations.h"
+#include "tests/support/alertmanager_server.h"
 #include "tests/support/postgres_server.h"
 #include "tests/support/redis_server.h"
 #include "tests/support/service_process.h"
@@ -86,6 +102,8 @@ struct Params {
   // With N > 0: pg_stat_statements loaded, and the N statements that took PostgreSQL the
   // longest over the rate steps printed at the end (where the database's time goes).
   int pg_statements = 0;
+  // Jobs of each step's fleet whose OFU falls 2.5x partway through the step.
+  int plant_jobs = 3;
 };
 
 double Percentile(std::vector<double> v, double p) {
@@ -155,13 +173,25 @@ struct FleetJob {
   std::string job_id;
   std::string gpu_model;
   std::vector<std::pair<std::string, int>> gpus;  // host, index
+  size_t first_sample = 0;  // the job's GPUs are samples [first, first + gpus) of a scrape
 };
 
 struct Fleet {
   std::string cluster;
   std::vector<FleetJob> jobs;
   std::vector<v1::PushSamplesRequest> batches;  // templates: one scrape of every GPU
+  int batch = 0;                                // samples per batch (the last may hold fewer)
   int64_t gpus = 0;
+};
+
+// A regression planted in some of a fleet's jobs: from `onset_ms` (data time) on, their
+// tensor pipes are busy `factor` times less (the 2.5x of the debug-flag case: collectives
+// injected into every step leave the tensor cores waiting), so their OFU falls by that factor
+// while their SM clocks stay where they were.
+struct PlantedRegression {
+  std::vector<size_t> jobs = {};  // indexes into Fleet::jobs
+  int64_t onset_ms = std::numeric_limits<int64_t>::max();
+  double factor = 2.5;
 };
 
 // Simulated samples to copy fields from, grouped by the simulated job they come from.
@@ -211,7 +241,7 @@ Fleet MakeFleet(const SampleBank& bank, const std::string& cluster, int64_t gpus
     const int size = static_cast<int>(
         std::min<int64_t>(kJobSizes[j % kJobSizes.size()], (gpus - placed + 7) / 8 * 8));
     const SampleBank::Job& source = bank.jobs[j % bank.jobs.size()];
-    FleetJob job{absl::StrCat("job-", j), source.gpu_model, {}};
+    FleetJob job{absl::StrCat("job-", j), source.gpu_model, {}, all.size()};
     for (int g = 0; g < size; ++g) {
       const std::string host_name = absl::StrCat(cluster, "-node-", host + g / 8);
       job.gpus.emplace_back(host_name, g % 8);
@@ -227,6 +257,7 @@ Fleet MakeFleet(const SampleBank& bank, const std::string& cluster, int64_t gpus
     fleet.jobs.push_back(std::move(job));
   }
   fleet.gpus = static_cast<int64_t>(all.size());
+  fleet.batch = batch;
   for (size_t first = 0; first < all.size(); first += batch) {
     v1::PushSamplesRequest b;
     b.set_cluster(cluster);
@@ -239,9 +270,10 @@ Fleet MakeFleet(const SampleBank& bank, const std::string& cluster, int64_t gpus
   return fleet;
 }
 
-// The batch `k` of scrape `tick`: the template with the scrape's time, ids and counters.
+// The batch `k` of scrape `tick`: the template with the scrape's time, ids and counters, and
+// the planted regression's jobs slowed down from its onset on.
 v1::PushSamplesRequest ScrapeBatch(const Fleet& fleet, int64_t tick, size_t k, int64_t time_ms,
-                                   int scrape_s) {
+                                   int scrape_s, const PlantedRegression& plant) {
   v1::PushSamplesRequest b = fleet.batches[k];
   b.set_batch_id(absl::StrCat(fleet.cluster, "-t", tick, "-b", k));
   for (int i = 0; i < b.samples_size(); ++i) {
@@ -252,6 +284,20 @@ v1::PushSamplesRequest ScrapeBatch(const Fleet& fleet, int64_t tick, size_t k, i
     // A little movement, as real counters have.
     const double wobble = 0.01 * static_cast<double>((tick + i) % 5) - 0.02;
     s->set_tensor_active(std::clamp(s->tensor_active() + wobble, 0.0, 1.0));
+  }
+  if (time_ms < plant.onset_ms) return b;
+  const size_t first = k * static_cast<size_t>(fleet.batch);
+  const size_t end = first + static_cast<size_t>(b.samples_size());
+  for (const size_t j : plant.jobs) {
+    const FleetJob& job = fleet.jobs[j];
+    const size_t from = std::max(first, job.first_sample);
+    const size_t to = std::min(end, job.first_sample + job.gpus.size());
+    for (size_t i = from; i < to; ++i) {
+      // Lower activity stays within [0, 1]; the SM clock, power and memory are unchanged.
+      v1::GpuSample* s = b.mutable_samples(static_cast<int>(i - first));
+      s->set_tensor_active(s->tensor_active() / plant.factor);
+      if (s->has_pipe_fp16_active()) s->set_pipe_fp16_active(s->pipe_fp16_active() / plant.factor);
+    }
   }
   return b;
 }
@@ -311,12 +357,16 @@ struct DriveResult {
   int64_t acked = 0;
   int64_t failed_batches = 0;
   int64_t last_tick_ms = 0;
+  // The longest a batch took from its data time to its acknowledgement: beyond a scrape
+  // interval, ingest is behind the offered rate and every later stage inherits the delay.
+  double max_ack_late_s = 0;
   std::string first_error;
   double seconds = 0;
 };
 
 DriveResult Drive(v1::IngestService::Stub* stub, const Fleet& fleet, const Params& p,
-                  absl::Duration duration, bool paced, int64_t first_tick_ms) {
+                  absl::Duration duration, bool paced, int64_t first_tick_ms,
+                  const PlantedRegression& plant = {}) {
   const absl::Time start = absl::Now();
   const absl::Time end = start + duration;
   const size_t per_tick = fleet.batches.size();
@@ -324,6 +374,7 @@ DriveResult Drive(v1::IngestService::Stub* stub, const Fleet& fleet, const Param
   std::atomic<int64_t> acked{0};
   std::atomic<int64_t> failed{0};
   std::atomic<int64_t> last_tick_ms{0};
+  std::atomic<int64_t> max_ack_late_ms{0};
   absl::Mutex mu;
   std::string first_error;
   std::vector<std::thread> threads;
@@ -343,7 +394,7 @@ DriveResult Drive(v1::IngestService::Stub* stub, const Fleet& fleet, const Param
         } else if (absl::Now() >= end) {
           return;
         }
-        v1::PushSamplesRequest request = ScrapeBatch(fleet, tick, k, tick_ms, p.scrape_s);
+        v1::PushSamplesRequest request = ScrapeBatch(fleet, tick, k, tick_ms, p.scrape_s, plant);
         grpc::ClientContext ctx;
         ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
         v1::PushSamplesResponse response;
@@ -358,6 +409,10 @@ DriveResult Drive(v1::IngestService::Stub* stub, const Fleet& fleet, const Param
           continue;
         }
         acked += response.stored_count();
+        const int64_t late_ms = NowMs() - tick_ms;
+        int64_t latest = max_ack_late_ms.load();
+        while (latest < late_ms && !max_ack_late_ms.compare_exchange_weak(latest, late_ms)) {
+        }
         int64_t seen = last_tick_ms.load();
         while (seen < tick_ms && !last_tick_ms.compare_exchange_weak(seen, tick_ms)) {
         }
@@ -370,6 +425,7 @@ DriveResult Drive(v1::IngestService::Stub* stub, const Fleet& fleet, const Param
   r.acked = acked.load();
   r.failed_batches = failed.load();
   r.last_tick_ms = last_tick_ms.load();
+  r.max_ack_late_s = static_cast<double>(max_ack_late_ms.load()) / 1000.0;
   r.first_error = first_error;
   return r;
 }
@@ -400,7 +456,7 @@ double RawCopy(const std::string& dsn, const Fleet& fleet, const Params& p, int 
   for (int64_t i = 0; i < batches; ++i) {
     const int64_t tick = i / per_tick;
     requests.push_back(ScrapeBatch(fleet, tick, static_cast<size_t>(i % per_tick),
-                                   first_tick_ms + tick * p.scrape_s * 1000, p.scrape_s));
+                                   first_tick_ms + tick * p.scrape_s * 1000, p.scrape_s, {}));
     requests.back().set_batch_id(absl::StrCat("raw-", i));
     *copied += requests.back().samples_size();
   }
@@ -551,6 +607,166 @@ Progress ReadProgress(pqxx::connection& c) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Regression to notification.
+
+// The in-job detector (services/detect/regression.h) decides nothing before it has seen 10
+// windows of warm-up (two runs of 5 whose medians agree) and then 5 reference windows beside
+// its 10 test windows, and it confirms a drop once 8 of its 10 test windows are low at two
+// windows in a row. A drop from the start of a job's 19th window (the first may be partial)
+// has a full reference and is confirmed at the end of its 9th low window, the least the
+// detector can do.
+constexpr int kPlantAfterWindows = 18;  // onset: this many windows after the step's first
+constexpr int kConfirmWindows = 9;
+
+// Production's alerting settings in seconds, scaled with the windows (printed with the report).
+struct ScaledSetting {
+  std::string key = {};
+  int64_t production_s = 0;
+  int64_t floor_s = 0;  // the least the service accepts
+};
+const std::vector<ScaledSetting>& ScaledAlertingSettings() {
+  static const auto* settings = new std::vector<ScaledSetting>{
+      {.key = "settle_s", .production_s = 120},
+      {.key = "sweep_interval_s", .production_s = 30, .floor_s = 1},
+      {.key = "telemetry_stopped_after_s", .production_s = 600, .floor_s = 60},
+      {.key = "checkpoint_every_s", .production_s = 3600, .floor_s = 60},
+      {.key = "delivery.initial_backoff_s", .production_s = 5, .floor_s = 1},
+      {.key = "resend_interval_s", .production_s = 300, .floor_s = 1},  // the Alertmanager target
+  };
+  return *settings;
+}
+int64_t Scaled(const ScaledSetting& s, int window_s) {
+  return std::max(s.floor_s, s.production_s * window_s / 60);
+}
+int64_t ScaledSeconds(const std::string& key, int window_s) {
+  for (const ScaledSetting& s : ScaledAlertingSettings()) {
+    if (s.key == key) return Scaled(s, window_s);
+  }
+  return 0;
+}
+
+// When each planted job's regression alert first appears in Alertmanager's API
+// (GET /api/v2/alerts, polled every half second), from a thread of its own.
+class AlertmanagerWatch {
+ public:
+  AlertmanagerWatch(int port, std::string cluster, std::set<std::string> job_ids)
+      : port_(port), cluster_(std::move(cluster)), job_ids_(std::move(job_ids)) {
+    thread_ = std::thread([this] { Run(); });
+  }
+  AlertmanagerWatch(const AlertmanagerWatch&) = delete;
+  AlertmanagerWatch& operator=(const AlertmanagerWatch&) = delete;
+  ~AlertmanagerWatch() { Stop(); }
+
+  void Stop() {
+    {
+      absl::MutexLock lock(&mu_);
+      stop_requested_ = true;
+    }
+    if (thread_.joinable()) thread_.join();
+  }
+  // Job id -> wall time (ms) it was first seen.
+  std::map<std::string, int64_t> seen_ms() const {
+    absl::MutexLock lock(&mu_);
+    return seen_ms_;
+  }
+  bool all_seen() const {
+    absl::MutexLock lock(&mu_);
+    return seen_ms_.size() == job_ids_.size();
+  }
+  std::string first_error() const {
+    absl::MutexLock lock(&mu_);
+    return first_error_;
+  }
+
+ private:
+  void Run() {
+    httplib::Client client("127.0.0.1", port_);
+    client.set_connection_timeout(2);
+    client.set_read_timeout(5);
+    while (true) {
+      const absl::Time next = absl::Now() + absl::Milliseconds(500);
+      auto res = client.Get("/api/v2/alerts");
+      const int64_t now = NowMs();
+      const nlohmann::json alerts =
+          res && res->status == 200 ? nlohmann::json::parse(res->body, nullptr, false) : nullptr;
+      absl::MutexLock lock(&mu_);
+      if (!alerts.is_array()) {
+        if (first_error_.empty()) {
+          first_error_ =
+              res ? absl::StrCat("GET /api/v2/alerts: HTTP ", res->status)
+                  : absl::StrCat("GET /api/v2/alerts: ", httplib::to_string(res.error()));
+        }
+      } else {
+        for (const nlohmann::json& alert : alerts) {
+          const nlohmann::json labels = alert.value("labels", nlohmann::json::object());
+          if (labels.value("cluster", "") != cluster_ ||
+              labels.value("kind", "") != "regression_in_job") {
+            continue;
+          }
+          const std::string job = labels.value("job_id", "");
+          if (job_ids_.count(job)) seen_ms_.try_emplace(job, now);
+        }
+      }
+      if (mu_.AwaitWithDeadline(absl::Condition(&stop_requested_), next)) return;
+    }
+  }
+
+  const int port_;
+  const std::string cluster_;
+  const std::set<std::string> job_ids_;
+  mutable absl::Mutex mu_;
+  bool stop_requested_ = false;  // under mu_: ends the poll loop at once
+  std::map<std::string, int64_t> seen_ms_;
+  std::string first_error_;
+  std::thread thread_;
+};
+
+// What became of a step's planted regression: per planted job, seconds from the onset to
+// alerting recording the alert (alerts.start_time, alerting's clock) and to the alert being
+// in Alertmanager; +inf when it never was, within the step and its catch-up.
+struct Notifications {
+  int64_t onset_ms = 0;
+  double onset_into_step_s = 0;
+  bool step_long_enough = true;
+  std::vector<std::string> jobs = {};
+  std::vector<double> recorded_s = {};
+  std::vector<double> notified_s = {};
+  std::vector<double> onset_error_s = {};  // onset the detector found minus the planted one
+  std::map<std::string, int> other_alerts = {};  // kind -> alerts on jobs not planted
+  std::string watch_error = {};
+};
+
+// Reads the alerts alerting recorded for the step's cluster into `n`.
+void ReadRecordedAlerts(pqxx::connection& c, const std::string& cluster,
+                        const std::map<std::string, int64_t>& seen_ms, Notifications* n) {
+  pqxx::nontransaction txn(c);
+  std::map<std::string, std::pair<int64_t, int64_t>> recorded;  // job -> start, onset
+  for (const auto& r : txn.exec_params(
+           "SELECT job_id, kind, (extract(epoch FROM start_time) * 1000)::bigint, "
+           "(extract(epoch FROM onset_time) * 1000)::bigint FROM alerts WHERE cluster = $1 "
+           "ORDER BY start_time",
+           cluster)) {
+    const std::string job = r[0].as<std::string>();
+    const std::string kind = r[1].as<std::string>();
+    const bool planted = std::find(n->jobs.begin(), n->jobs.end(), job) != n->jobs.end();
+    if (planted && kind == "regression_in_job") {
+      recorded.try_emplace(job, r[2].as<int64_t>(), r[3].is_null() ? 0 : r[3].as<int64_t>());
+    } else {
+      ++n->other_alerts[kind];
+    }
+  }
+  constexpr double kNever = std::numeric_limits<double>::infinity();
+  for (const std::string& job : n->jobs) {
+    auto r = recorded.find(job);
+    n->recorded_s.push_back(r == recorded.end() ? kNever
+                                                : (r->second.first - n->onset_ms) / 1000.0);
+    if (r != recorded.end()) n->onset_error_s.push_back((r->second.second - n->onset_ms) / 1000.0);
+    auto s = seen_ms.find(job);
+    n->notified_s.push_back(s == seen_ms.end() ? kNever : (s->second - n->onset_ms) / 1000.0);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
 
 struct Processes {
   std::vector<std::pair<std::string, pid_t>> roots;  // name, pid
@@ -578,6 +794,7 @@ struct StepResult {
   std::map<std::string, double> cpu_s;
   PgWrites writes_before, writes_after;
   bool sustained = false;
+  Notifications notifications;
 };
 
 std::string Service(const std::string& name) {
@@ -702,9 +919,33 @@ int Run(const Params& p) {
   }
 
   // --- The rest of the pipeline. -----------------------------------------------------------
+  std::fprintf(stderr, "pipeline bench: starting Alertmanager\n");
+  auto alertmanager = testing::AlertmanagerServer::Create();
+  if (!alertmanager.ok()) {
+    std::cerr << alertmanager.status() << "\n";
+    return 1;
+  }
   std::fprintf(stderr, "pipeline bench: starting goodput-alerting, goodput-mfu, goodput-ofu\n");
+  // Every alert goes to the local Alertmanager; alerting's times in seconds are scaled with
+  // the windows.
+  std::string alerting_yaml = "alerting:\n  default_targets: [bench-alertmanager]\n";
+  std::string target_yaml =
+      absl::StrCat("    - name: bench-alertmanager\n      kind: alertmanager\n",
+                   "      url: ", (*alertmanager)->Url(), "\n");
+  std::string delivery_yaml = "  delivery:\n";
+  for (const ScaledSetting& setting : ScaledAlertingSettings()) {
+    const int64_t v = Scaled(setting, p.window_s);
+    if (setting.key == "resend_interval_s") {
+      absl::StrAppend(&target_yaml, "      resend_interval_s: ", v, "\n");
+    } else if (absl::StartsWith(setting.key, "delivery.")) {
+      absl::StrAppend(&delivery_yaml, "    ", setting.key.substr(9), ": ", v, "\n");
+    } else {
+      absl::StrAppend(&alerting_yaml, "  ", setting.key, ": ", v, "\n");
+    }
+  }
+  absl::StrAppend(&alerting_yaml, delivery_yaml, "  targets:\n", target_yaml);
   auto alerting = ServiceProcess::Start({.binary = Service("alerting"),
-                                         .config_yaml = common_yaml("alerting")});
+                                         .config_yaml = common_yaml("alerting") + alerting_yaml});
   if (!alerting.ok()) {
     std::cerr << alerting.status() << "\n";
     return 1;
@@ -757,11 +998,35 @@ int Run(const Params& p) {
     step.writes_before = SettledPgWrites(admin);
     const auto cpu0 = CpuNow(procs);
     const int64_t drive_start_ms = NowMs();
-    std::fprintf(stderr, "pipeline bench: %d samples/s for %d s\n", rate, p.step_s);
+    // The planted regression: jobs spread over the fleet, from a window boundary after the
+    // detector's warm-up and reference windows.
+    const int64_t window_ms = int64_t{p.window_s} * 1000;
+    PlantedRegression plant;
+    Notifications& notes = step.notifications;
+    const size_t plant_jobs = std::min<size_t>(p.plant_jobs, fleet.jobs.size());
+    for (size_t i = 0; i < plant_jobs; ++i) {
+      plant.jobs.push_back((2 * i + 1) * fleet.jobs.size() / (2 * plant_jobs));
+      notes.jobs.push_back(fleet.jobs[plant.jobs.back()].job_id);
+    }
+    plant.onset_ms = drive_start_ms / window_ms * window_ms + kPlantAfterWindows * window_ms;
+    notes.onset_ms = plant.onset_ms;
+    notes.onset_into_step_s = (plant.onset_ms - drive_start_ms) / 1000.0;
+    // Data through the confirming windows and the settle time after them.
+    notes.step_long_enough =
+        drive_start_ms + int64_t{p.step_s} * 1000 >=
+        plant.onset_ms + kConfirmWindows * window_ms +
+            ScaledSeconds("settle_s", p.window_s) * 1000 + window_ms;
+    std::fprintf(stderr,
+                 "pipeline bench: %d samples/s for %d s; OFU of %zu jobs falls %.1fx %.0f s "
+                 "into the step%s\n",
+                 rate, p.step_s, plant.jobs.size(), plant.factor, notes.onset_into_step_s,
+                 notes.step_long_enough ? "" : " (the step is too short to confirm it)");
+    AlertmanagerWatch watch((*alertmanager)->port(), fleet.cluster,
+                            std::set<std::string>(notes.jobs.begin(), notes.jobs.end()));
     DriveResult drive;
     std::thread driver([&] {
       drive = Drive(ingest_stub.get(), fleet, p, absl::Seconds(p.step_s), /*paced=*/true,
-                    drive_start_ms);
+                    drive_start_ms, plant);
     });
     const absl::Time drive_end = absl::FromUnixMillis(drive_start_ms) + absl::Seconds(p.step_s);
     while (absl::Now() < drive_end) {
@@ -791,6 +1056,15 @@ int Run(const Params& p) {
     const auto cpu1 = CpuNow(procs);
     for (const auto& [name, s] : cpu1) step.cpu_s[name] = s - cpu0.at(name);
     step.writes_after = SettledPgWrites(admin);
+    // Notifications still on their way get the rest of the catch-up time (none comes when the
+    // step ended before the onset).
+    while (plant.onset_ms < drive_start_ms + int64_t{p.step_s} * 1000 && !watch.all_seen() &&
+           absl::Now() - catch_up_start < absl::Seconds(p.max_catch_up_s)) {
+      absl::SleepFor(absl::Milliseconds(250));
+    }
+    watch.Stop();
+    notes.watch_error = watch.first_error();
+    ReadRecordedAlerts(admin, fleet.cluster, watch.seen_ms(), &notes);
     {
       pqxx::nontransaction txn(admin);
       auto r = txn.exec_params(
@@ -832,21 +1106,99 @@ int Run(const Params& p) {
               1000 * ingest_only_cpu / std::max<int64_t>(1, ingest_only.acked),
               1000 * ingest_only_pg_cpu / std::max<int64_t>(1, ingest_only.acked));
 
-  std::printf("\n%8s %8s %6s %9s %8s %8s %13s %13s %13s %8s %s\n", "offered", "GPUs", "jobs",
-              "acked/s", "jobwin/s", "gpuwin/s", "ofu lag", "mfu lag", "alerting lag",
-              "catchup", "sustained");
-  std::printf("%8s %8s %6s %9s %8s %8s %13s %13s %13s %8s\n", "/s", "", "", "", "", "",
-              "p50/p99 s", "p50/p99 s", "p50/p99 s", "s");
+  std::printf("\n%8s %8s %6s %9s %8s %8s %13s %13s %13s %8s %9s %13s %11s\n", "offered",
+              "GPUs", "jobs", "acked/s", "jobwin/s", "gpuwin/s", "ofu lag", "mfu lag",
+              "alerting lag", "catchup", "sustained", "notify", "notify");
+  std::printf("%8s %8s %6s %9s %8s %8s %13s %13s %13s %8s %9s %13s %11s\n", "/s", "", "", "",
+              "", "", "p50/p99 s", "p50/p99 s", "p50/p99 s", "s", "", "p50/max s",
+              "p50/max win");
+  // A regression never notified counts as infinitely late: '-'.
+  auto figure = [](double v, const char* format) {
+    return std::isfinite(v) ? absl::StrFormat(format, v) : std::string("-");
+  };
+  auto p50_max = [&](const std::vector<double>& v, double unit, const char* format) {
+    if (v.empty()) return std::string("-");
+    return absl::StrCat(figure(Percentile(v, 0.5) / unit, format), "/",
+                        figure(*std::max_element(v.begin(), v.end()) / unit, format));
+  };
   for (const StepResult& s : steps) {
     auto lag = [](const std::vector<double>& v) {
       return absl::StrFormat("%5.1f/%5.1f", Percentile(v, 0.5), Percentile(v, 0.99));
     };
-    std::printf("%8d %8" PRId64 " %6" PRId64 " %9.0f %8.1f %8.0f %13s %13s %13s %7.1f%s %s\n",
-                s.rate, s.gpus, s.jobs, static_cast<double>(s.drive.acked) / s.drive.seconds,
-                s.job_windows_per_s, s.gpu_windows_per_s, lag(s.lags.ofu).c_str(),
-                lag(s.lags.mfu).c_str(), lag(s.lags.alerting).c_str(), s.catch_up_s,
-                s.caught_up ? " " : "+", s.sustained ? "yes" : "no");
+    std::printf(
+        "%8d %8" PRId64 " %6" PRId64 " %9.0f %8.1f %8.0f %13s %13s %13s %7.1f%s %9s %13s %11s\n",
+        s.rate, s.gpus, s.jobs, static_cast<double>(s.drive.acked) / s.drive.seconds,
+        s.job_windows_per_s, s.gpu_windows_per_s, lag(s.lags.ofu).c_str(),
+        lag(s.lags.mfu).c_str(), lag(s.lags.alerting).c_str(), s.catch_up_s,
+        s.caught_up ? " " : "+", s.sustained ? "yes" : "no",
+        p50_max(s.notifications.notified_s, 1, "%.1f").c_str(),
+        p50_max(s.notifications.notified_s, p.window_s, "%.1f").c_str());
   }
+
+  // Regression to notification, in detail.
+  const int64_t settle_s = ScaledSeconds("settle_s", p.window_s);
+  std::printf(
+      "\nregression to notification: OFU of %d jobs per step falls 2.5x (tensor activity / 2.5, "
+      "SM clock unchanged) from a window boundary %d windows after the step's first; notify = "
+      "from that onset (data time, which is wall time here) to the alert in Alertmanager's "
+      "GET /api/v2/alerts (polled every 0.5 s); recorded = to alerting's alerts.start_time\n",
+      p.plant_jobs, kPlantAfterWindows);
+  std::printf("alerting settings scaled with the windows (production -> here, s):");
+  for (const ScaledSetting& setting : ScaledAlertingSettings()) {
+    std::printf(" %s %" PRId64 " -> %" PRId64 ";", setting.key.c_str(), setting.production_s,
+                Scaled(setting, p.window_s));
+  }
+  std::printf("\n%8s %8s %9s %13s %13s %13s %12s %12s   %s\n", "offered", "onset", "notified",
+              "recorded", "notify", "delivery", "onset found", "ingest late",
+              "other alerts (jobs not planted)");
+  std::printf("%8s %8s %9s %13s %13s %13s %12s %12s\n", "/s", "s in", "", "p50/max s",
+              "p50/max s", "p50/max s", "p50 s", "max s");
+  for (const StepResult& s : steps) {
+    const Notifications& n = s.notifications;
+    int notified = 0;
+    std::vector<double> delivery;
+    for (size_t i = 0; i < n.jobs.size(); ++i) {
+      if (std::isfinite(n.notified_s[i])) ++notified;
+      if (std::isfinite(n.notified_s[i]) && std::isfinite(n.recorded_s[i])) {
+        delivery.push_back(n.notified_s[i] - n.recorded_s[i]);
+      }
+    }
+    std::string others;
+    for (const auto& [kind, count] : n.other_alerts) {
+      absl::StrAppend(&others, others.empty() ? "" : ", ", kind, " ", count);
+    }
+    std::printf("%8d %8.0f %5d of %d %13s %13s %13s %12s %12.1f   %s\n", s.rate,
+                n.onset_into_step_s, notified, static_cast<int>(n.jobs.size()),
+                p50_max(n.recorded_s, 1, "%.1f").c_str(), p50_max(n.notified_s, 1, "%.1f").c_str(),
+                p50_max(delivery, 1, "%.1f").c_str(),
+                figure(Percentile(n.onset_error_s, 0.5), "%+.0f").c_str(), s.drive.max_ack_late_s,
+                others.empty() ? "none" : others.c_str());
+    if (!n.step_long_enough) {
+      std::printf("%8s the step ends before the detector can confirm the drop: it needs data "
+                  "until %d windows after the onset plus settle_s (--step-s %.0f or more)\n",
+                  "", kConfirmWindows,
+                  n.onset_into_step_s + (kConfirmWindows + 1) * p.window_s + settle_s);
+    }
+    if (n.onset_into_step_s >= s.drive.seconds) {
+      std::printf("%8s no regression was planted: the step ended before its onset\n", "");
+    } else if (notified < static_cast<int>(n.jobs.size())) {
+      std::printf("%8s %d planted regression(s) not in Alertmanager by the end of the catch-up "
+                  "(%d s after the step)%s%s\n",
+                  "", static_cast<int>(n.jobs.size()) - notified, p.max_catch_up_s,
+                  n.watch_error.empty() ? "" : "; ", n.watch_error.c_str());
+    }
+  }
+  std::printf(
+      "what the delay is made of: the detector confirms a drop once 8 of its 10 test windows "
+      "are low at two windows in a row, at the end of the 9th low window (%d s); alerting "
+      "evaluates a running job's window once a window ending settle_s (%" PRId64 " s) later "
+      "arrived; then ofu's lateness in closing and forwarding windows (the alerting lag "
+      "column), and delivery (outbox to Alertmanager: 'delivery'). When ingest falls behind "
+      "the offered rate, samples are acknowledged long after their data time ('ingest late') "
+      "and every figure after it carries that delay. Floor: %" PRId64
+      " s = %.1f windows; the 10-window persistence is production's 10 minutes, by design.\n",
+      kConfirmWindows * p.window_s, settle_s, kConfirmWindows * p.window_s + settle_s,
+      static_cast<double>(kConfirmWindows * p.window_s + settle_s) / p.window_s);
 
   std::printf("\nCPU seconds per 1,000 samples acknowledged (process and its children)\n");
   std::printf("%8s", "offered");
@@ -972,6 +1324,8 @@ int main(int argc, char** argv) {
       p.ingest_only_s = v;
     } else if (flag == "--pg-statements") {
       p.pg_statements = v;
+    } else if (flag == "--plant-jobs") {
+      p.plant_jobs = v;
     } else {
       std::cerr << "unknown flag " << flag << "\n";
       return 2;
