@@ -19,13 +19,13 @@ namespace {
 constexpr size_t kMaxLine = 76;        // quoted-printable and folded header lines
 constexpr size_t kMaxEncodedBytes = 45;  // UTF-8 bytes per encoded-word: 60 base64 + 12 = 72
 
-bool PlainAscii(std::string_view text) {
+bool PlainAscii(absl::string_view text) {
   return std::all_of(text.begin(), text.end(),
                      [](char c) { return c >= 0x20 && c < 0x7f; });
 }
 
 // Control characters (CR and LF above all: header injection) become spaces.
-std::string NoControls(std::string_view text) {
+std::string NoControls(absl::string_view text) {
   std::string out(text);
   for (char& c : out) {
     if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
@@ -41,18 +41,23 @@ size_t Utf8Length(unsigned char lead) {
   return 1;
 }
 
-std::string EncodedWords(std::string_view text) {
+// RFC 2047 "B" encoded-words for `text`, folded so that no line is longer than kMaxLine
+// when `used` characters of the first line are taken.
+std::string EncodedWords(absl::string_view text, size_t used) {
   std::vector<std::string> words;
   size_t i = 0;
   while (i < text.size()) {
+    // 12 characters of "=?UTF-8?B?" and "?="; base64 turns 3 bytes into 4 characters.
+    const size_t room = kMaxLine - (words.empty() ? used : 1) - 12;
+    const size_t budget = std::min(kMaxEncodedBytes, std::max<size_t>(room / 4 * 3, 3));
     size_t end = i;
     while (end < text.size()) {
       const size_t n = std::min(Utf8Length(static_cast<unsigned char>(text[end])),
                                 text.size() - end);
-      if (end + n - i > kMaxEncodedBytes) break;
+      if (end + n - i > budget) break;
       end += n;
     }
-    if (end == i) end = std::min(text.size(), i + kMaxEncodedBytes);
+    if (end == i) end = std::min(text.size(), i + budget);
     words.push_back(absl::StrCat("=?UTF-8?B?", absl::Base64Escape(text.substr(i, end - i)), "?="));
     i = end;
   }
@@ -61,7 +66,7 @@ std::string EncodedWords(std::string_view text) {
 
 // Folds printable ASCII at spaces so that no line is longer than kMaxLine (a word longer
 // than a line stays whole: RFC 5322 allows up to 998).
-std::string FoldAscii(std::string_view text, size_t used) {
+std::string FoldAscii(absl::string_view text, size_t used) {
   std::string out;
   size_t line = used;
   for (absl::string_view word : absl::StrSplit(text, ' ')) {
@@ -80,16 +85,27 @@ std::string FoldAscii(std::string_view text, size_t used) {
   return out;
 }
 
+// "name <address>" for the From header ("From: " takes 6 characters).
 std::string Mailbox(const std::string& name, const std::string& address) {
   if (name.empty()) return address;
   const std::string clean = NoControls(name);
-  if (!PlainAscii(clean)) return absl::StrCat(EncodedWords(clean), " <", address, ">");
-  std::string quoted;
-  for (char c : clean) {
-    if (c == '"' || c == '\\') quoted.push_back('\\');
-    quoted.push_back(c);
+  std::string display;
+  if (!PlainAscii(clean)) {
+    display = EncodedWords(clean, 6);
+  } else {
+    display = "\"";
+    for (char c : clean) {
+      if (c == '"' || c == '\\') display.push_back('\\');
+      display.push_back(c);
+    }
+    display.push_back('"');
   }
-  return absl::StrCat("\"", quoted, "\" <", address, ">");
+  const size_t last_line = display.size() - (display.rfind('\n') == std::string::npos
+                                                 ? 0
+                                                 : display.rfind('\n') + 1);
+  const size_t first = display.find('\n') == std::string::npos ? 6 : 0;
+  const bool fold = first + last_line + 2 + address.size() > kMaxLine;
+  return absl::StrCat(display, fold ? "\r\n <" : " <", address, ">");
 }
 
 std::string DomainOf(const std::string& address) {
@@ -117,13 +133,13 @@ void GlobalInitOnce() {
 
 }  // namespace
 
-std::string EncodeHeaderText(std::string_view text, size_t used) {
+std::string EncodeHeaderText(absl::string_view text, size_t used) {
   const std::string clean = NoControls(text);
-  if (!PlainAscii(clean)) return EncodedWords(clean);
+  if (!PlainAscii(clean)) return EncodedWords(clean, used);
   return FoldAscii(clean, used);
 }
 
-std::string QuotedPrintable(std::string_view text) {
+std::string QuotedPrintable(absl::string_view text) {
   static constexpr char kHex[] = "0123456789ABCDEF";
   std::string out;
   std::vector<absl::string_view> lines = absl::StrSplit(text, '\n');

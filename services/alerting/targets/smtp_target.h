@@ -14,7 +14,7 @@
 #pragma once
 
 #include <string>
-#include <string_view>
+#include "absl/strings/string_view.h"
 #include <utility>
 #include <vector>
 
@@ -53,10 +53,10 @@ std::string RenderMail(const MailMessage& message);
 // An unstructured header's value (`used` characters of the line are taken by "Name: "):
 // as it is when printable ASCII that fits, folded at spaces when long, RFC 2047 "B"
 // encoded-words (UTF-8, at most 75 characters each, never splitting a character) otherwise.
-std::string EncodeHeaderText(std::string_view text, size_t used);
+std::string EncodeHeaderText(absl::string_view text, size_t used);
 
 // Quoted-printable (RFC 2045) of UTF-8 text, "\n" line breaks become CRLF.
-std::string QuotedPrintable(std::string_view text);
+std::string QuotedPrintable(absl::string_view text);
 
 // "<hex>@<domain of from>": the same for every attempt of the row.
 std::string MessageIdFor(const std::string& idempotency_key, const std::string& from);

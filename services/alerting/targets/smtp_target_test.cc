@@ -157,16 +157,17 @@ TEST(EncodeHeaderText, FoldsLongAsciiAtSpaces) {
 }
 
 TEST(AlertMail, SaysWhatFiredOnWhichJob) {
-  Notification n{.alert_id = 7,
-                 .kind = "idle_gpus",
-                 .severity = "warning",
-                 .state = "firing",
-                 .cluster = "eos",
-                 .job_id = "4711",
-                 .user = "alice",
-                 .summary = "3 of 8 GPUs idle",
-                 .description = "GPUs 5-7 did nothing for 2 hours.",
-                 .dashboard_url = "https://goodput.example.org/#/job/eos/4711"};
+  Notification n;
+  n.alert_id = 7;
+  n.kind = "idle_gpus";
+  n.severity = "warning";
+  n.state = "firing";
+  n.cluster = "eos";
+  n.job_id = "4711";
+  n.user = "alice";
+  n.summary = "3 of 8 GPUs idle";
+  n.description = "GPUs 5-7 did nothing for 2 hours.";
+  n.dashboard_url = "https://goodput.example.org/#/job/eos/4711";
   MailMessage m = AlertMail(n);
   EXPECT_EQ(m.subject, "goodput warning: 3 of 8 GPUs idle");
   EXPECT_TRUE(absl::StrContains(m.body, "Job: eos/4711\n"));
