@@ -118,10 +118,9 @@ absl::StatusOr<std::shared_ptr<void>> Setup(goodput::platform::ServiceContext& c
             absl::StrCat(key, ": \"", name, "\" is not a target in alerting.targets"));
       }
       if (!target->delivers_digests()) {
-        return absl::InvalidArgumentError(absl::StrCat(key, ": \"", name, "\" is a ",
-                                                       target->kind(),
-                                                       " target; digests go to webhook and smtp "
-                                                       "targets"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(key, ": \"", name, "\" is a target of kind ", target->kind(),
+                         "; digests go to webhook and smtp targets"));
       }
       if (std::string(target->kind()) == "smtp") digests->mail_targets.insert(name);
     }
