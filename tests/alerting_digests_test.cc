@@ -417,5 +417,47 @@ TEST_F(AlertingDigests, UsersAndTeamGetOneDigestEachByMailAndWebhookAndARestartS
   EXPECT_EQ(hooks.posts().size(), 3u);
 }
 
+// Bad digest configuration stops start-up with the key and value named (exit code 2).
+TEST_F(AlertingDigests, BadConfigurationStopsStartUpNamingTheKey) {
+  auto dir = goodput::testing::TempDir::Create("digest-config");
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  const std::string targets =
+      "  targets:\n"
+      "    - {name: hook, kind: webhook, url: \"http://127.0.0.1:9/hook\", secret: s}\n"
+      "    - {name: am, kind: alertmanager, url: \"http://127.0.0.1:9\"}\n"
+      "    - {name: mail, kind: smtp, url: \"smtp://127.0.0.1:9\", from: goodput@example.org}\n";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"    enabled: true\n    period: fortnightly\n    targets: [hook]\n"
+       "    ofu_address: 127.0.0.1:9\n",
+       "alerting.digests.period: \"fortnightly\" is not weekly, daily or a whole number of "
+       "seconds >= 1"},
+      {"    enabled: true\n    targets: [am]\n    ofu_address: 127.0.0.1:9\n",
+       "alerting.digests.targets[0]: \"am\" is a target of kind alertmanager; digests go to "
+       "webhook and smtp targets"},
+      {"    enabled: true\n    targets: [mail]\n    ofu_address: 127.0.0.1:9\n",
+       "alerting.digests.recipients: is required with an smtp target"},
+      {"    enabled: true\n    targets: [hook]\n",
+       "alerting.digests.ofu_address: is required when digests are enabled"},
+      {"    enabled: true\n    targets: [hook]\n    ofu_address: 127.0.0.1:9\n"
+       "    recipients: {user_template: \"{user} at example.org\"}\n",
+       "alerting.digests.recipients.user_template: \"name at example.org\" is not an e-mail "
+       "address"},
+      {"    enabled: true\n    targets: [hook]\n    ofu_address: 127.0.0.1:9\n    weekday: 1\n",
+       "alerting.digests.weekday: unknown key"},
+  };
+  for (const auto& [digests, message] : cases) {
+    SCOPED_TRACE(digests);
+    const std::filesystem::path config = dir->path() / "alerting.yaml";
+    std::ofstream(config) << Common() << "alerting:\n" << targets << "  digests:\n" << digests;
+    std::vector<std::string> argv = {BuiltBinary("services/alerting/goodput-alerting").string(),
+                                     "--config", config.string()};
+    for (const std::string& arg : goodput::testing::MigrateArgs()) argv.push_back(arg);
+    auto result = goodput::testing::RunProgram(argv);
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_EQ(result->exit.exit_code, 2) << result->output;
+    EXPECT_TRUE(absl::StrContains(result->output, message)) << result->output;
+  }
+}
+
 }  // namespace
 }  // namespace goodput::alerting

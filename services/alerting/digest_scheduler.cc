@@ -38,10 +38,23 @@ absl::Status Invalid(const std::string& key, const std::string& problem) {
   return absl::InvalidArgumentError(absl::StrCat("alerting.digests.", key, ": ", problem));
 }
 
+// The child `key` of a mapping; an undefined node when `node` is not a mapping or lacks it
+// (yaml-cpp throws when indexing an undefined node, so every step is checked).
+YAML::Node Child(const YAML::Node& node, const std::string& key) {
+  if (!node || !node.IsMap()) return YAML::Node(YAML::NodeType::Undefined);
+  const YAML::Node child = node[key];
+  if (!child) return YAML::Node(YAML::NodeType::Undefined);
+  return child;
+}
+
+YAML::Node Recipients(const platform::ConfigTree& tree) {
+  return Child(Child(Child(tree.root(), "alerting"), "digests"), "recipients");
+}
+
 absl::StatusOr<std::map<std::string, std::string>> AddressMap(const platform::ConfigTree& tree,
                                                               const std::string& key) {
   std::map<std::string, std::string> out;
-  const YAML::Node node = tree.root()["alerting"]["digests"]["recipients"][key];
+  const YAML::Node node = Child(Recipients(tree), key);
   if (!node || node.IsNull()) return out;
   if (!node.IsMap()) return Invalid(absl::StrCat("recipients.", key), "must be a map of name to address");
   for (const auto& kv : node) {
@@ -81,7 +94,8 @@ absl::StatusOr<DigestConfig> LoadDigestConfig(const platform::ConfigTree& tree) 
   if (!enabled.ok()) return enabled.status();
   c.enabled = *enabled;
   if (!c.enabled) return c;
-  const YAML::Node node = tree.root()["alerting"]["digests"];
+  const YAML::Node node = Child(Child(tree.root(), "alerting"), "digests");
+  if (!node.IsMap()) return Invalid("enabled", "digests must be a map of keys");
   for (const auto& kv : node) {
     const std::string key = kv.first.as<std::string>();
     if (absl::StrContains(absl::StrCat(", ", kKeys, ","), absl::StrCat(" ", key, ","))) continue;
@@ -138,7 +152,11 @@ absl::StatusOr<DigestConfig> LoadDigestConfig(const platform::ConfigTree& tree) 
   }
   c.recipients.user_template = *user_template;
   c.recipients.team_template = *team_template;
-  for (const auto& kv : tree.root()["alerting"]["digests"]["recipients"]) {
+  const YAML::Node recipients = Recipients(tree);
+  if (recipients && !recipients.IsNull() && !recipients.IsMap()) {
+    return Invalid("recipients", "must be a map (users, teams, user_template, team_template)");
+  }
+  for (const auto& kv : recipients && recipients.IsMap() ? recipients : YAML::Node()) {
     const std::string key = kv.first.as<std::string>();
     if (key != "users" && key != "teams" && key != "user_template" && key != "team_template") {
       return Invalid(absl::StrCat("recipients.", key),

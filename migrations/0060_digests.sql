@@ -1,4 +1,4 @@
--- 0059: efficiency digests (services/alerting/README.md, "Digests").
+-- 0060: efficiency digests (services/alerting/README.md, "Digests").
 -- The outbox carries digests beside alert notifications: `kind` says which; a digest row has
 -- no alert (alert_id NULL) and state 'digest'. Alert rows are unchanged, so the delivery
 -- worker's ordering and re-send rules (which join on alert_id) never match a digest row.
