@@ -8,6 +8,7 @@
 // GPU-hours) and her team get nothing. A restarted alerting that re-assembles the period
 // sends nothing twice.
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -157,10 +158,11 @@ class AlertingDigests : public ::testing::Test {
     ASSERT_NO_FATAL_FAILURE(goodput::testing::StartPostgres(&pg_));
     ASSERT_NO_FATAL_FAILURE(goodput::testing::StartRedis(&redis_));
     ASSERT_NO_FATAL_FAILURE(SmtpSink::Start(&sink_));
-    // Every job ends in the 60-second period that closed 60 to 120 seconds ago, so that the
-    // period is closed when alerting starts and within its catch-up window.
+    // Every job ends at the start of the 60-second period that has just closed (so that the
+    // period is closed when alerting starts and within its catch-up window), on a window
+    // boundary: its windows are all whole, and its report's figures settle once they are final.
     const int64_t now_s = absl::ToUnixSeconds(absl::Now());
-    end_ms_ = (now_s / kPeriodS * kPeriodS - kPeriodS - 30) * 1000;
+    end_ms_ = (now_s / kPeriodS * kPeriodS - kPeriodS) * 1000;
   }
 
   std::string Common() const {
@@ -247,8 +249,11 @@ class AlertingDigests : public ::testing::Test {
     return v.ok() && !v->empty() ? std::stoll(*v) : -1;
   }
 
-  // The job's report once every window of it is final.
-  void FinalReport(const std::string& job_id, v1::JobReport* out) {
+  // The job's report once every window of it is final and counted (its GPU-hours are those
+  // of its whole allocation).
+  void FinalReport(const TestJob& job, v1::JobReport* out) {
+    const std::string& job_id = job.job_id;
+    const double gpu_hours = job.gpus * job.minutes / 60.0;
     auto reports = v1::ReportService::NewStub(ofu_->Channel());
     ASSERT_TRUE(PollUntil(
         [&] {
@@ -260,10 +265,11 @@ class AlertingDigests : public ::testing::Test {
           v1::GetJobReportResponse response;
           if (!reports->GetJobReport(&ctx, request, &response).ok()) return false;
           *out = response.report();
-          return out->final();
+          return out->final() && std::abs(out->summary().gpu_hours() - gpu_hours) < 0.01;
         },
         absl::Seconds(120)))
-        << "no final report for " << job_id;
+        << "no final report of " << gpu_hours << " GPU-hours for " << job_id << ": "
+        << out->ShortDebugString();
   }
 
   std::unique_ptr<goodput::testing::PostgresServer> pg_;
@@ -298,13 +304,14 @@ TEST_F(AlertingDigests, UsersAndTeamGetOneDigestEachByMailAndWebhookAndARestartS
   ASSERT_NO_FATAL_FAILURE(StartOfu());
   // alice: a1 with one of four GPUs idle (her most wasteful), a2 busy; bob: b1; carol: one GPU
   // for two minutes (0.03 GPU-hours, below the 0.2 minimum), alone in team nlp.
-  ASSERT_NO_FATAL_FAILURE(StoreJob({"a1", "alice", "vision", 4, 10, {0.3, 0.3, 0.3, 0.0}}));
-  ASSERT_NO_FATAL_FAILURE(StoreJob({"a2", "alice", "vision", 4, 10, {0.6, 0.6, 0.6, 0.6}}));
-  ASSERT_NO_FATAL_FAILURE(StoreJob({"b1", "bob", "vision", 4, 10, {0.2, 0.25, 0.2, 0.25}}));
-  ASSERT_NO_FATAL_FAILURE(StoreJob({"c1", "carol", "nlp", 1, 2, {0.1}}));
+  const std::vector<TestJob> jobs = {{"a1", "alice", "vision", 4, 10, {0.3, 0.3, 0.3, 0.0}},
+                                     {"a2", "alice", "vision", 4, 10, {0.6, 0.6, 0.6, 0.6}},
+                                     {"b1", "bob", "vision", 4, 10, {0.2, 0.25, 0.2, 0.25}},
+                                     {"c1", "carol", "nlp", 1, 2, {0.1}}};
+  for (const TestJob& job : jobs) ASSERT_NO_FATAL_FAILURE(StoreJob(job));
   std::map<std::string, v1::JobReport> reports;
-  for (const char* id : {"a1", "a2", "b1", "c1"}) {
-    ASSERT_NO_FATAL_FAILURE(FinalReport(id, &reports[id]));
+  for (const TestJob& job : jobs) {
+    ASSERT_NO_FATAL_FAILURE(FinalReport(job, &reports[job.job_id]));
   }
   ASSERT_GT(reports["a1"].summary().wasted_gpu_hours(), reports["a2"].summary().wasted_gpu_hours());
   ASSERT_GT(reports["a1"].advice_size(), 0);
@@ -329,8 +336,8 @@ TEST_F(AlertingDigests, UsersAndTeamGetOneDigestEachByMailAndWebhookAndARestartS
   ASSERT_NE(bob, nullptr);
   ASSERT_NE(team, nullptr);
   EXPECT_EQ(MailTo(mails, "carol@example.org"), nullptr);
-  const std::string period = PeriodLabel(absl::FromUnixMillis(end_ms_ - 30'000),
-                                         absl::FromUnixMillis(end_ms_ + 30'000));
+  const std::string period =
+      PeriodLabel(absl::FromUnixMillis(end_ms_), absl::FromUnixMillis(end_ms_ + kPeriodS * 1000));
   EXPECT_EQ((*alice)["subject"], absl::StrCat("GPU efficiency digest for alice (user), ", period));
   EXPECT_EQ((*alice)["from"], "goodput digests <goodput@example.org>");
   EXPECT_EQ((*alice)["mail_from"], "goodput@example.org");
@@ -359,7 +366,8 @@ TEST_F(AlertingDigests, UsersAndTeamGetOneDigestEachByMailAndWebhookAndARestartS
   EXPECT_TRUE(absl::StrContains(team_body, "Jobs ended: 3\n")) << team_body;
   EXPECT_TRUE(absl::StrContains(team_body, JobLine(1, reports["a1"]))) << team_body;
   for (int n = 1; n <= 3; ++n) {
-    for (const std::string& line : absl::StrSplit(sink_->Raw(n), "\r\n")) {
+    const std::string raw = sink_->Raw(n);
+    for (absl::string_view line : absl::StrSplit(raw, "\r\n")) {
       EXPECT_LE(line.size(), 78u) << line;
     }
   }
@@ -388,7 +396,7 @@ TEST_F(AlertingDigests, UsersAndTeamGetOneDigestEachByMailAndWebhookAndARestartS
   EXPECT_EQ(a["top_jobs"][0]["advice"], reports["a1"].advice(0).text());
   EXPECT_EQ(digests["team:vision"]["jobs"], 3);
   const std::string start = absl::FormatTime("%Y-%m-%dT%H:%M:%SZ",
-                                             absl::FromUnixMillis(end_ms_ - 30'000),
+                                             absl::FromUnixMillis(end_ms_),
                                              absl::UTCTimeZone());
   std::vector<std::string> keys;
   for (const auto& p : posts) keys.push_back(p.first);
