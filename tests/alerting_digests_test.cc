@@ -265,7 +265,11 @@ class AlertingDigests : public ::testing::Test {
           v1::GetJobReportResponse response;
           if (!reports->GetJobReport(&ctx, request, &response).ok()) return false;
           *out = response.report();
-          return out->final() && std::abs(out->summary().gpu_hours() - gpu_hours) < 0.01;
+          // ofu takes in the job's samples (one transaction) in one pass, so once the report
+          // has an OFU every window of the job exists; `final` then says they are all final.
+          return out->final() && out->summary().has_ofu() &&
+                 out->ofu().effective_gpu_hours() > 0 &&
+                 std::abs(out->summary().gpu_hours() - gpu_hours) < 0.01;
         },
         absl::Seconds(120)))
         << "no final report of " << gpu_hours << " GPU-hours for " << job_id << ": "
