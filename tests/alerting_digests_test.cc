@@ -13,12 +13,11 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -183,30 +182,34 @@ class AlertingDigests : public ::testing::Test {
   absl::StatusOr<std::unique_ptr<ServiceProcess>> StartAlerting(int hook_port) {
     return ServiceProcess::Start(
         {.binary = BuiltBinary("services/alerting/goodput-alerting"),
-         .config_yaml = absl::StrCat(
-             Common(),
-             "alerting:\n"
-             "  dashboard_url: https://goodput.example.org\n"
-             "  delivery: {poll_interval_s: 0.2}\n"
-             "  targets:\n"
-             "    - {name: hook, kind: webhook, url: \"http://127.0.0.1:", hook_port,
-             "/hook\", secret: ", kSecret, "}\n",
-             "    - {name: mail, kind: smtp, url: \"smtp://127.0.0.1:", sink_->port(),
-             "\", from: goodput@example.org, from_name: \"goodput digests\"}\n"
-             "  digests:\n"
-             "    enabled: true\n"
-             "    period: ", kPeriodS, "\n"
-             "    groups: [user, team]\n"
-             "    top_jobs: 2\n"
-             "    min_gpu_hours: 0.2\n"
-             "    settle_s: 1\n"
-             "    catch_up_periods: 30\n"
-             "    check_interval_s: 0.5\n"
-             "    targets: [hook, mail]\n"
-             "    ofu_address: \"", ofu_->grpc_address(), "\"\n"
-             "    recipients:\n"
-             "      user_template: \"{user}@example.org\"\n"
-             "      teams: {vision: vision-leads@example.org}\n"),
+         .config_yaml =
+             absl::StrCat(Common(),
+                          "alerting:\n"
+                          "  dashboard_url: https://goodput.example.org\n"
+                          "  delivery: {poll_interval_s: 0.2}\n"
+                          "  targets:\n"
+                          "    - {name: hook, kind: webhook, url: \"http://127.0.0.1:",
+                          hook_port, "/hook\", secret: ", kSecret, "}\n",
+                          "    - {name: mail, kind: smtp, url: \"smtp://127.0.0.1:", sink_->port(),
+                          "\", from: goodput@example.org, from_name: \"goodput digests\"}\n"
+                          "  digests:\n"
+                          "    enabled: true\n"
+                          "    period: ",
+                          kPeriodS,
+                          "\n"
+                          "    groups: [user, team]\n"
+                          "    top_jobs: 2\n"
+                          "    min_gpu_hours: 0.2\n"
+                          "    settle_s: 1\n"
+                          "    catch_up_periods: 30\n"
+                          "    check_interval_s: 0.5\n"
+                          "    targets: [hook, mail]\n"
+                          "    ofu_address: \"",
+                          ofu_->grpc_address(),
+                          "\"\n"
+                          "    recipients:\n"
+                          "      user_template: \"{user}@example.org\"\n"
+                          "      teams: {vision: vision-leads@example.org}\n"),
          .extra_args = goodput::testing::MigrateArgs()});
   }
 
@@ -236,10 +239,10 @@ class AlertingDigests : public ::testing::Test {
             job.tensor_active[g]));
       }
     }
-    sql.push_back(absl::StrCat(
-        "INSERT INTO samples (sample_time, cluster, host, gpu_index, gpu_model, job, "
-        "tensor_active, sm_clock_mhz) VALUES ",
-        absl::StrJoin(values, ",")));
+    sql.push_back(
+        absl::StrCat("INSERT INTO samples (sample_time, cluster, host, gpu_index, gpu_model, job, "
+                     "tensor_active, sm_clock_mhz) VALUES ",
+                     absl::StrJoin(values, ",")));
     sql.push_back("COMMIT");
     ASSERT_TRUE(pg_->Execute("goodput", absl::StrJoin(sql, ";\n")).ok());
   }
@@ -267,8 +270,7 @@ class AlertingDigests : public ::testing::Test {
           *out = response.report();
           // ofu takes in the job's samples (one transaction) in one pass, so once the report
           // has an OFU every window of the job exists; `final` then says they are all final.
-          return out->final() && out->summary().has_ofu() &&
-                 out->ofu().effective_gpu_hours() > 0 &&
+          return out->final() && out->summary().has_ofu() && out->ofu().effective_gpu_hours() > 0 &&
                  std::abs(out->summary().gpu_hours() - gpu_hours) < 0.01;
         },
         absl::Seconds(120)))
@@ -319,13 +321,45 @@ TEST_F(AlertingDigests, UsersAndTeamGetOneDigestEachByMailAndWebhookAndARestartS
   }
   ASSERT_GT(reports["a1"].summary().wasted_gpu_hours(), reports["a2"].summary().wasted_gpu_hours());
   ASSERT_GT(reports["a1"].advice_size(), 0);
+  {
+    // What the digests read: ListJobReports over the period, one summary a page here, most
+    // wasted first, every job once, none still waiting for its report.
+    auto stub = v1::ReportService::NewStub(ofu_->Channel());
+    std::vector<std::string> listed;
+    std::vector<double> wasted;
+    std::string token;
+    do {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(goodput::testing::Deadline());
+      v1::ListJobReportsRequest request;
+      request.mutable_ended_in()->mutable_start_time()->set_seconds(end_ms_ / 1000);
+      request.mutable_ended_in()->mutable_end_time()->set_seconds(end_ms_ / 1000 + kPeriodS);
+      request.set_page_size(1);
+      request.set_page_token(token);
+      v1::ListJobReportsResponse response;
+      grpc::Status status = stub->ListJobReports(&ctx, request, &response);
+      ASSERT_TRUE(status.ok()) << status.error_message();
+      ASSERT_LE(response.reports_size(), 1);
+      EXPECT_EQ(response.pending_reports(), 0);
+      for (const v1::ReportSummary& r : response.reports()) {
+        listed.push_back(r.job().job_id());
+        wasted.push_back(r.wasted_gpu_hours());
+      }
+      token = response.next_page_token();
+      ASSERT_LE(listed.size(), 4u) << "a page came twice";
+    } while (!token.empty());
+    std::vector<std::string> sorted = listed;
+    std::sort(sorted.begin(), sorted.end());
+    EXPECT_EQ(sorted, (std::vector<std::string>{"a1", "a2", "b1", "c1"}));
+    EXPECT_TRUE(std::is_sorted(wasted.rbegin(), wasted.rend())) << absl::StrJoin(wasted, ", ");
+  }
 
   auto alerting = StartAlerting(*hook_port);
   ASSERT_TRUE(alerting.ok()) << alerting.status();
   ASSERT_TRUE(PollUntil([&] { return sink_->Messages().size() >= 3 && hooks.posts().size() >= 3; },
                         absl::Seconds(90)))
-      << "mails " << sink_->Messages().size() << ", webhook posts " << hooks.posts().size()
-      << "\n" << (*alerting)->process().LogTail();
+      << "mails " << sink_->Messages().size() << ", webhook posts " << hooks.posts().size() << "\n"
+      << (*alerting)->process().LogTail();
   ASSERT_TRUE(PollUntil(
       [&] { return Value("SELECT count(*) FROM alert_outbox WHERE status <> 'delivered'") == 0; },
       absl::Seconds(60)));
@@ -356,9 +390,9 @@ TEST_F(AlertingDigests, UsersAndTeamGetOneDigestEachByMailAndWebhookAndARestartS
   EXPECT_TRUE(absl::StrContains(alice_body,
                                 absl::StrCat("GPU-hours allocated: ", FormatGpuHours(alice_hours))))
       << alice_body;
-  EXPECT_TRUE(absl::StrContains(alice_body, absl::StrCat(JobLine(1, reports["a1"]), ", 4 x ",
-                                                         goodput::testing::kH100, "\n   Advice: ",
-                                                         reports["a1"].advice(0).text(), "\n")))
+  EXPECT_TRUE(absl::StrContains(
+      alice_body, absl::StrCat(JobLine(1, reports["a1"]), ", 4 x ", goodput::testing::kH100,
+                               "\n   Advice: ", reports["a1"].advice(0).text(), "\n")))
       << alice_body;
   EXPECT_TRUE(absl::StrContains(alice_body, "   https://goodput.example.org/#/job/eos/a1\n"));
   EXPECT_TRUE(absl::StrContains(alice_body, JobLine(2, reports["a2"]))) << alice_body;
@@ -399,9 +433,8 @@ TEST_F(AlertingDigests, UsersAndTeamGetOneDigestEachByMailAndWebhookAndARestartS
                    reports["a1"].summary().wasted_gpu_hours());
   EXPECT_EQ(a["top_jobs"][0]["advice"], reports["a1"].advice(0).text());
   EXPECT_EQ(digests["team:vision"]["jobs"], 3);
-  const std::string start = absl::FormatTime("%Y-%m-%dT%H:%M:%SZ",
-                                             absl::FromUnixMillis(end_ms_),
-                                             absl::UTCTimeZone());
+  const std::string start =
+      absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::FromUnixMillis(end_ms_), absl::UTCTimeZone());
   std::vector<std::string> keys;
   for (const auto& p : posts) keys.push_back(p.first);
   std::sort(keys.begin(), keys.end());
@@ -429,7 +462,8 @@ TEST_F(AlertingDigests, UsersAndTeamGetOneDigestEachByMailAndWebhookAndARestartS
   EXPECT_EQ(hooks.posts().size(), 3u);
 }
 
-// Bad digest configuration stops start-up with the key and value named (exit code 2).
+// Bad digest configuration, or an smtp target that alerts are routed to without recipients,
+// stops start-up with the key and value named (exit code 2).
 TEST_F(AlertingDigests, BadConfigurationStopsStartUpNamingTheKey) {
   auto dir = goodput::testing::TempDir::Create("digest-config");
   ASSERT_TRUE(dir.ok()) << dir.status();
@@ -439,28 +473,32 @@ TEST_F(AlertingDigests, BadConfigurationStopsStartUpNamingTheKey) {
       "    - {name: am, kind: alertmanager, url: \"http://127.0.0.1:9\"}\n"
       "    - {name: mail, kind: smtp, url: \"smtp://127.0.0.1:9\", from: goodput@example.org}\n";
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"    enabled: true\n    period: fortnightly\n    targets: [hook]\n"
+      {"  digests:\n    enabled: true\n    period: fortnightly\n    targets: [hook]\n"
        "    ofu_address: 127.0.0.1:9\n",
        "alerting.digests.period: \"fortnightly\" is not weekly, daily or a whole number of "
        "seconds >= 1"},
-      {"    enabled: true\n    targets: [am]\n    ofu_address: 127.0.0.1:9\n",
+      {"  digests:\n    enabled: true\n    targets: [am]\n    ofu_address: 127.0.0.1:9\n",
        "alerting.digests.targets[0]: \"am\" is a target of kind alertmanager; digests go to "
        "webhook and smtp targets"},
-      {"    enabled: true\n    targets: [mail]\n    ofu_address: 127.0.0.1:9\n",
+      {"  digests:\n    enabled: true\n    targets: [mail]\n    ofu_address: 127.0.0.1:9\n",
        "alerting.digests.recipients: is required with an smtp target"},
-      {"    enabled: true\n    targets: [hook]\n",
+      {"  digests:\n    enabled: true\n    targets: [hook]\n",
        "alerting.digests.ofu_address: is required when digests are enabled"},
-      {"    enabled: true\n    targets: [hook]\n    ofu_address: 127.0.0.1:9\n"
+      {"  digests:\n    enabled: true\n    targets: [hook]\n    ofu_address: 127.0.0.1:9\n"
        "    recipients: {user_template: \"{user} at example.org\"}\n",
        "alerting.digests.recipients.user_template: \"name at example.org\" is not an e-mail "
        "address"},
-      {"    enabled: true\n    targets: [hook]\n    ofu_address: 127.0.0.1:9\n    weekday: 1\n",
+      {"  digests:\n    enabled: true\n    targets: [hook]\n    ofu_address: 127.0.0.1:9\n"
+       "    weekday: 1\n",
        "alerting.digests.weekday: unknown key"},
+      {"  default_targets: [mail]\n",
+       "alerting.default_targets: \"mail\" is an smtp target without `to`: alerts need "
+       "recipients"},
   };
-  for (const auto& [digests, message] : cases) {
-    SCOPED_TRACE(digests);
+  for (const auto& [section, message] : cases) {
+    SCOPED_TRACE(section);  // the rest of the alerting section
     const std::filesystem::path config = dir->path() / "alerting.yaml";
-    std::ofstream(config) << Common() << "alerting:\n" << targets << "  digests:\n" << digests;
+    std::ofstream(config) << Common() << "alerting:\n" << targets << section;
     std::vector<std::string> argv = {BuiltBinary("services/alerting/goodput-alerting").string(),
                                      "--config", config.string()};
     for (const std::string& arg : goodput::testing::MigrateArgs()) argv.push_back(arg);

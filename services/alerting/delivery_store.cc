@@ -21,7 +21,8 @@ constexpr char kClaimDue[] =
     "      SELECT 1 FROM alert_outbox f WHERE f.alert_id = o.alert_id AND f.target = o.target "
     "        AND f.state = 'firing' AND f.status = 'pending')) "
     "  ORDER BY o.next_attempt_at, o.id LIMIT $4 FOR UPDATE SKIP LOCKED) "
-    "RETURNING id, coalesce(alert_id, 0), kind, state, idempotency_key, payload::text, attempts, " GP_US("created_at")
+    "RETURNING id, coalesce(alert_id, 0), kind, state, idempotency_key, payload::text, "
+    "attempts, " GP_US("created_at")
     ", false";
 
 constexpr char kClaimResends[] =
@@ -31,7 +32,8 @@ constexpr char kClaimResends[] =
     "  WHERE target = $1 AND resend_at <= " GP_TS(2) " AND status = 'delivered' "
     "    AND state = 'firing' "
     "  ORDER BY resend_at, id LIMIT $4 FOR UPDATE SKIP LOCKED) "
-    "RETURNING id, coalesce(alert_id, 0), kind, state, idempotency_key, payload::text, attempts, " GP_US("created_at")
+    "RETURNING id, coalesce(alert_id, 0), kind, state, idempotency_key, payload::text, "
+    "attempts, " GP_US("created_at")
     ", EXISTS (SELECT 1 FROM alert_outbox r WHERE r.alert_id = o.alert_id "
     "          AND r.target = o.target AND r.state = 'resolved')";
 

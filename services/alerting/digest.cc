@@ -43,8 +43,8 @@ bool MoreWasted(const DigestJob& a, const DigestJob& b) {
 bool NameFitsAddress(const std::string& name) {
   if (name.empty()) return false;
   return std::all_of(name.begin(), name.end(), [](char c) {
-    return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' ||
-           c == '+' || c == '-';
+    return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '+' ||
+           c == '-';
   });
 }
 
@@ -113,8 +113,8 @@ absl::StatusOr<DigestPeriod> ParseDigestPeriod(const std::string& text) {
   if (absl::SimpleAtoi(text, &seconds) && seconds >= 1) {
     return DigestPeriod{.length = absl::Seconds(seconds), .anchor = absl::UnixEpoch()};
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "\"", text, "\" is not weekly, daily or a whole number of seconds >= 1"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("\"", text, "\" is not weekly, daily or a whole number of seconds >= 1"));
 }
 
 std::vector<PeriodRange> ClosedPeriods(const DigestPeriod& period, absl::Time closed_by,
@@ -170,19 +170,18 @@ std::string FormatOfu(std::optional<double> ofu) {
 }
 
 std::string DigestSubject(const Digest& d) {
-  return absl::StrCat("GPU efficiency digest for ", d.name, " (", DigestGroupName(d.group),
-                      "), ", PeriodLabel(d.period_start, d.period_end));
+  return absl::StrCat("GPU efficiency digest for ", d.name, " (", DigestGroupName(d.group), "), ",
+                      PeriodLabel(d.period_start, d.period_end));
 }
 
 std::string DigestText(const Digest& d) {
-  std::string out = absl::StrCat("GPU efficiency digest for ", DigestGroupName(d.group), " ",
-                                 d.name, "\n", "Period: ", PeriodLabel(d.period_start,
-                                                                        d.period_end),
-                                 "\n\n");
+  std::string out =
+      absl::StrCat("GPU efficiency digest for ", DigestGroupName(d.group), " ", d.name, "\n",
+                   "Period: ", PeriodLabel(d.period_start, d.period_end), "\n\n");
   absl::StrAppend(&out, "Jobs ended: ", d.jobs, "\n");
   absl::StrAppend(&out, "GPU-hours allocated: ", FormatGpuHours(d.gpu_hours), "\n");
-  absl::StrAppend(&out, "GPU-hours effective: ", FormatGpuHours(d.effective_gpu_hours),
-                  " (OFU ", FormatOfu(d.ofu), ")\n");
+  absl::StrAppend(&out, "GPU-hours effective: ", FormatGpuHours(d.effective_gpu_hours), " (OFU ",
+                  FormatOfu(d.ofu), ")\n");
   absl::StrAppend(&out, "GPU-hours wasted: ", FormatGpuHours(d.wasted_gpu_hours), "\n");
   if (d.jobs_with_regressions > 0) {
     absl::StrAppend(&out, "Jobs with regressions: ", d.jobs_with_regressions, "\n");

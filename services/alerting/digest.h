@@ -11,11 +11,10 @@
 #pragma once
 
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -70,8 +69,7 @@ struct DigestOptions {
 // that has at least options.min_gpu_hours, ordered by name. Jobs without a user (team) are
 // in no digest of that grouping. Top jobs: most wasted first, then cluster and job id.
 std::vector<Digest> AssembleDigests(const std::vector<DigestJob>& jobs, DigestGroup group,
-                                    absl::Time start, absl::Time end,
-                                    const DigestOptions& options);
+                                    absl::Time start, absl::Time end, const DigestOptions& options);
 
 // How often digests go out. Periods are [anchor + k × length, anchor + (k+1) × length):
 // weekly from Monday 00:00 UTC, daily from 00:00 UTC, or any number of seconds from the
@@ -90,8 +88,7 @@ struct PeriodRange {
 };
 
 // The last `count` periods that ended at or before `closed_by`, oldest first.
-std::vector<PeriodRange> ClosedPeriods(const DigestPeriod& period, absl::Time closed_by,
-                                       int count);
+std::vector<PeriodRange> ClosedPeriods(const DigestPeriod& period, absl::Time closed_by, int count);
 
 // Where a digest goes by e-mail: a fixed address per user (team), else a template in which
 // {user} ({team}) is replaced by the name.

@@ -4,8 +4,8 @@
 #include <exception>
 #include <set>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "google/protobuf/util/time_util.h"
 #include "services/alerting/alert_messages.h"
@@ -56,7 +56,8 @@ absl::StatusOr<std::map<std::string, std::string>> AddressMap(const platform::Co
   std::map<std::string, std::string> out;
   const YAML::Node node = Child(Recipients(tree), key);
   if (!node || node.IsNull()) return out;
-  if (!node.IsMap()) return Invalid(absl::StrCat("recipients.", key), "must be a map of name to address");
+  if (!node.IsMap())
+    return Invalid(absl::StrCat("recipients.", key), "must be a map of name to address");
   for (const auto& kv : node) {
     const std::string name = kv.first.as<std::string>();
     const std::string address = kv.second.IsScalar() ? kv.second.as<std::string>() : "";
@@ -130,8 +131,8 @@ absl::StatusOr<DigestConfig> LoadDigestConfig(const platform::ConfigTree& tree) 
   if (!targets.ok()) return targets.status();
   if (targets->empty()) return Invalid("targets", "is required when digests are enabled");
   c.targets = *targets;
-  for (auto [key, field] : {std::pair{"users", &c.recipients.users},
-                            std::pair{"teams", &c.recipients.teams}}) {
+  for (auto [key, field] :
+       {std::pair{"users", &c.recipients.users}, std::pair{"teams", &c.recipients.teams}}) {
     absl::StatusOr<std::map<std::string, std::string>> m = AddressMap(tree, key);
     if (!m.ok()) return m.status();
     *field = *m;
@@ -156,7 +157,7 @@ absl::StatusOr<DigestConfig> LoadDigestConfig(const platform::ConfigTree& tree) 
   if (recipients && !recipients.IsNull() && !recipients.IsMap()) {
     return Invalid("recipients", "must be a map (users, teams, user_template, team_template)");
   }
-  for (const auto& kv : recipients && recipients.IsMap() ? recipients : YAML::Node()) {
+  for (const auto& kv : recipients&& recipients.IsMap() ? recipients : YAML::Node()) {
     const std::string key = kv.first.as<std::string>();
     if (key != "users" && key != "teams" && key != "user_template" && key != "team_template") {
       return Invalid(absl::StrCat("recipients.", key),
@@ -192,7 +193,8 @@ absl::StatusOr<DigestConfig> LoadDigestConfig(const platform::ConfigTree& tree) 
   absl::StatusOr<std::string> ofu = tree.GetString("alerting.digests.ofu_address", "");
   if (!ofu.ok()) return ofu.status();
   if (ofu->empty()) {
-    return Invalid("ofu_address", "is required when digests are enabled (goodput-ofu's gRPC address)");
+    return Invalid("ofu_address",
+                   "is required when digests are enabled (goodput-ofu's gRPC address)");
   }
   c.ofu_address = *ofu;
   absl::StatusOr<std::string> token = tree.GetString("alerting.digests.token", "");
@@ -280,12 +282,11 @@ absl::StatusOr<int> DigestScheduler::RunOnce() {
       absl::StatusOr<int> rows = Commit(group, period, digests);
       if (!rows.ok()) return rows.status();
       added += *rows;
-      logger_.Info("digests: period enqueued",
-                   {{"group", DigestGroupName(group)},
-                    {"period", PeriodLabel(period.start, period.end)},
-                    {"jobs", static_cast<int64_t>(jobs->jobs.size())},
-                    {"digests", static_cast<int64_t>(digests.size())},
-                    {"rows", *rows}});
+      logger_.Info("digests: period enqueued", {{"group", DigestGroupName(group)},
+                                                {"period", PeriodLabel(period.start, period.end)},
+                                                {"jobs", static_cast<int64_t>(jobs->jobs.size())},
+                                                {"digests", static_cast<int64_t>(digests.size())},
+                                                {"rows", *rows}});
     }
   }
   if (added > 0 && on_enqueued_) on_enqueued_();
@@ -340,8 +341,8 @@ absl::Status DigestScheduler::FillTopJob(DigestJob* job) {
   platform::PrepareClientContext(&ctx, config_.rpc_timeout, config_.token);
   grpc::Status status = reports_->GetJobReport(&ctx, request, &response);
   if (!status.ok()) {
-    return absl::UnavailableError(absl::StrCat("ofu GetJobReport ", job->cluster, "/",
-                                               job->job_id, ": ", status.error_message()));
+    return absl::UnavailableError(absl::StrCat("ofu GetJobReport ", job->cluster, "/", job->job_id,
+                                               ": ", status.error_message()));
   }
   if (response.report().advice_size() > 0) job->advice = response.report().advice(0).text();
   return absl::OkStatus();
@@ -352,8 +353,8 @@ absl::StatusOr<std::vector<int64_t>> DigestScheduler::DoneStarts(DigestGroup gro
   return pool_->RunTransactionFor<std::vector<int64_t>>(
       [&](pqxx::work& tx) -> absl::StatusOr<std::vector<int64_t>> {
         std::vector<int64_t> out;
-        for (const pqxx::row& r : tx.exec_params(kDoneStarts, DigestGroupName(group),
-                                                 absl::ToUnixMicros(from))) {
+        for (const pqxx::row& r :
+             tx.exec_params(kDoneStarts, DigestGroupName(group), absl::ToUnixMicros(from))) {
           out.push_back(r[0].as<int64_t>());
         }
         return out;
@@ -363,9 +364,9 @@ absl::StatusOr<std::vector<int64_t>> DigestScheduler::DoneStarts(DigestGroup gro
 absl::StatusOr<int> DigestScheduler::Commit(DigestGroup group, const PeriodRange& period,
                                             const std::vector<Digest>& digests) {
   return pool_->RunTransactionFor<int>([&](pqxx::work& tx) -> absl::StatusOr<int> {
-    pqxx::result claimed = tx.exec_params(kClaimPeriod, DigestGroupName(group),
-                                          absl::ToUnixMicros(period.start),
-                                          absl::ToUnixMicros(period.end));
+    pqxx::result claimed =
+        tx.exec_params(kClaimPeriod, DigestGroupName(group), absl::ToUnixMicros(period.start),
+                       absl::ToUnixMicros(period.end));
     if (claimed.affected_rows() == 0) return 0;  // another replica has done it
     int rows = 0;
     for (const Digest& d : digests) {

@@ -62,9 +62,10 @@ absl::StatusOr<DigestConfig> LoadDigestConfig(const platform::ConfigTree& tree);
 class DigestScheduler {
  public:
   // `on_enqueued` is called after a commit that added rows (wake the delivery worker).
-  DigestScheduler(platform::PgPool* pool, std::shared_ptr<v1::ReportService::StubInterface> reports,
-                  DigestConfig config, std::function<void()> on_enqueued, platform::Logger logger,
-                  std::function<absl::Time()> clock = [] { return absl::Now(); });
+  DigestScheduler(
+      platform::PgPool* pool, std::shared_ptr<v1::ReportService::StubInterface> reports,
+      DigestConfig config, std::function<void()> on_enqueued, platform::Logger logger,
+      std::function<absl::Time()> clock = [] { return absl::Now(); });
   ~DigestScheduler();
 
   // A thread that calls RunOnce every check_interval while `may_run()` (empty: always).

@@ -33,10 +33,9 @@ const absl::Time kStart = Utc(2026, 11, 23);
 const absl::Time kEnd = Utc(2026, 11, 30);
 
 TEST(AssembleDigests, SumsPerUserAndRanksTheMostWastedJobsFirst) {
-  std::vector<DigestJob> jobs = {Job("1", "alice", "vision", 10, 0.5),
-                                 Job("2", "alice", "vision", 40, 0.25),
-                                 Job("3", "alice", "vision", 20, 0.1),
-                                 Job("4", "bob", "vision", 8, 0.4)};
+  std::vector<DigestJob> jobs = {
+      Job("1", "alice", "vision", 10, 0.5), Job("2", "alice", "vision", 40, 0.25),
+      Job("3", "alice", "vision", 20, 0.1), Job("4", "bob", "vision", 8, 0.4)};
   jobs[2].regressions = 1;
   std::vector<Digest> d = AssembleDigests(jobs, DigestGroup::kUser, kStart, kEnd, {.top_jobs = 2});
   ASSERT_EQ(d.size(), 2u);
@@ -83,9 +82,8 @@ TEST(AssembleDigests, OfuIsWeightedOnlyOverJobsThatHaveOne) {
   std::vector<Digest> d = AssembleDigests(jobs, DigestGroup::kUser, kStart, kEnd, {});
   ASSERT_EQ(d.size(), 1u);
   EXPECT_DOUBLE_EQ(*d[0].ofu, 0.5);
-  std::vector<Digest> none =
-      AssembleDigests({Job("2", "alice", "v", 30, std::nullopt)}, DigestGroup::kUser, kStart,
-                      kEnd, {});
+  std::vector<Digest> none = AssembleDigests({Job("2", "alice", "v", 30, std::nullopt)},
+                                             DigestGroup::kUser, kStart, kEnd, {});
   EXPECT_FALSE(none[0].ofu.has_value());
   EXPECT_TRUE(absl::StrContains(DigestText(none[0]), "(OFU n/a)"));
 }
@@ -146,8 +144,9 @@ TEST(DigestText, NamesTheTopJobsWithTheirNumbersAdviceAndLink) {
   EXPECT_TRUE(absl::StrContains(text, "GPU-hours effective: 8.00 (OFU 25.0%)"));
   EXPECT_TRUE(absl::StrContains(text, "GPU-hours wasted: 24.00"));
   EXPECT_TRUE(absl::StrContains(
-      text, "1. eos/4711: 24.00 of 32.00 GPU-hours wasted, OFU 25.0%, 8 x NVIDIA H100 80GB HBM3 "
-            "[REGRESSION]\n   Advice: 3 of 8 GPUs stayed idle"));
+      text,
+      "1. eos/4711: 24.00 of 32.00 GPU-hours wasted, OFU 25.0%, 8 x NVIDIA H100 80GB HBM3 "
+      "[REGRESSION]\n   Advice: 3 of 8 GPUs stayed idle"));
   EXPECT_TRUE(absl::StrContains(text, "   https://goodput.example.org/#/job/eos/4711\n"));
   EXPECT_EQ(DigestSubject(d[0]),
             "GPU efficiency digest for alice (user), 2026-11-23 00:00 to 2026-11-30 00:00 UTC");

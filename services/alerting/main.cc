@@ -13,6 +13,7 @@
 #include "services/alerting/alerting_service.h"
 #include "services/alerting/delivery_setup.h"
 #include "services/alerting/digest_scheduler.h"
+#include "services/alerting/targets/smtp_target.h"
 #include "services/platform/tls.h"
 #include "services/platform/service_main.h"
 
@@ -98,6 +99,14 @@ absl::StatusOr<std::shared_ptr<void>> Setup(goodput::platform::ServiceContext& c
       goodput::alerting::StartDelivery(ctx, routed);
   if (!delivery.ok()) return delivery.status();
   rt->delivery = *std::move(delivery);
+  for (const goodput::alerting::RoutedTarget& r : routed) {
+    const auto* smtp = dynamic_cast<const goodput::alerting::SmtpTarget*>(
+        rt->delivery->worker->FindTarget(r.name));
+    if (smtp != nullptr && !smtp->has_alert_recipients()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          r.where, ": \"", r.name, "\" is an smtp target without `to`: alerts need recipients"));
+    }
+  }
   // Every committed alert change may have enqueued outbox rows: look now rather than at the
   // worker's next poll. The hub publishes after the commit, so the rows are visible.
   goodput::alerting::DeliveryWorker* worker = rt->delivery->worker.get();

@@ -16,12 +16,11 @@
 namespace goodput::alerting {
 namespace {
 
-constexpr size_t kMaxLine = 76;        // quoted-printable and folded header lines
+constexpr size_t kMaxLine = 76;          // quoted-printable and folded header lines
 constexpr size_t kMaxEncodedBytes = 45;  // UTF-8 bytes per encoded-word: 60 base64 + 12 = 72
 
 bool PlainAscii(absl::string_view text) {
-  return std::all_of(text.begin(), text.end(),
-                     [](char c) { return c >= 0x20 && c < 0x7f; });
+  return std::all_of(text.begin(), text.end(), [](char c) { return c >= 0x20 && c < 0x7f; });
 }
 
 // Control characters (CR and LF above all: header injection) become spaces.
@@ -52,8 +51,8 @@ std::string EncodedWords(absl::string_view text, size_t used) {
     const size_t budget = std::min(kMaxEncodedBytes, std::max<size_t>(room / 4 * 3, 3));
     size_t end = i;
     while (end < text.size()) {
-      const size_t n = std::min(Utf8Length(static_cast<unsigned char>(text[end])),
-                                text.size() - end);
+      const size_t n =
+          std::min(Utf8Length(static_cast<unsigned char>(text[end])), text.size() - end);
       if (end + n - i > budget) break;
       end += n;
     }
@@ -100,9 +99,8 @@ std::string Mailbox(const std::string& name, const std::string& address) {
     }
     display.push_back('"');
   }
-  const size_t last_line = display.size() - (display.rfind('\n') == std::string::npos
-                                                 ? 0
-                                                 : display.rfind('\n') + 1);
+  const size_t last_line =
+      display.size() - (display.rfind('\n') == std::string::npos ? 0 : display.rfind('\n') + 1);
   const size_t first = display.find('\n') == std::string::npos ? 6 : 0;
   const bool fold = first + last_line + 2 + address.size() > kMaxLine;
   return absl::StrCat(display, fold ? "\r\n <" : " <", address, ">");
@@ -171,15 +169,15 @@ std::string QuotedPrintable(absl::string_view text) {
 }
 
 std::string MessageIdFor(const std::string& idempotency_key, const std::string& from) {
-  return absl::StrCat("<", HmacSha256Hex("goodput message-id", idempotency_key).substr(0, 32),
-                      "@", DomainOf(from), ">");
+  return absl::StrCat("<", HmacSha256Hex("goodput message-id", idempotency_key).substr(0, 32), "@",
+                      DomainOf(from), ">");
 }
 
 std::string RenderMail(const MailMessage& m) {
   std::string out;
-  absl::StrAppend(&out, "Date: ",
-                  absl::FormatTime("%a, %d %b %Y %H:%M:%S +0000", m.date, absl::UTCTimeZone()),
-                  "\r\n");
+  absl::StrAppend(
+      &out, "Date: ", absl::FormatTime("%a, %d %b %Y %H:%M:%S +0000", m.date, absl::UTCTimeZone()),
+      "\r\n");
   absl::StrAppend(&out, "Message-ID: ", m.message_id, "\r\n");
   absl::StrAppend(&out, "From: ", Mailbox(m.from_name, m.from), "\r\n");
   absl::StrAppend(&out, "To: ", absl::StrJoin(m.to, ",\r\n "), "\r\n");
@@ -225,9 +223,9 @@ absl::Status SmtpTarget::Send(const SendRequest& request) {
 
 absl::Status SmtpTarget::SendDigest(const DigestSendRequest& request) {
   if (request.to.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "digest for ", DigestGroupName(request.digest->group), " ", request.digest->name,
-        " has no e-mail recipient"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("digest for ", DigestGroupName(request.digest->group), " ",
+                     request.digest->name, " has no e-mail recipient"));
   }
   MailMessage m = DigestMail(*request.digest);
   m.to = request.to;
@@ -254,7 +252,8 @@ absl::Status SmtpTarget::Deliver(MailMessage m, const std::string& idempotency_k
   if (curl == nullptr) return absl::InternalError("curl_easy_init failed");
   char error[CURL_ERROR_SIZE] = {0};
   curl_slist* rcpt = nullptr;
-  for (const std::string& to : m.to) rcpt = curl_slist_append(rcpt, absl::StrCat("<", to, ">").c_str());
+  for (const std::string& to : m.to)
+    rcpt = curl_slist_append(rcpt, absl::StrCat("<", to, ">").c_str());
   const std::string mail_from = absl::StrCat("<", config_.from, ">");
   Upload upload{.data = &data};
   curl_easy_setopt(curl, CURLOPT_URL, config_.url.c_str());

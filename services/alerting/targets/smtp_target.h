@@ -14,10 +14,10 @@
 #pragma once
 
 #include <string>
-#include "absl/strings/string_view.h"
 #include <utility>
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "services/alerting/targets/target.h"
 
 namespace goodput::alerting {
@@ -76,6 +76,9 @@ class SmtpTarget final : public Target {
   absl::Status Send(const SendRequest& request) override;
   bool delivers_digests() const override { return true; }
   absl::Status SendDigest(const DigestSendRequest& request) override;
+
+  // False when alerts routed here would have nobody to go to (no `to`).
+  bool has_alert_recipients() const { return !config_.to.empty(); }
 
  private:
   absl::Status Deliver(MailMessage message, const std::string& idempotency_key, absl::Time now);

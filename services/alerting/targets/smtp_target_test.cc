@@ -69,15 +69,15 @@ std::string Header(const std::string& mail, const std::string& name) {
 }
 
 MailMessage Message() {
-  return MailMessage{.from = "goodput@example.org",
-                     .from_name = "goodput",
-                     .to = {"alice@example.org"},
-                     .subject = "GPU efficiency digest for alice (user)",
-                     .body = "Jobs ended: 3\nGPU-hours wasted: 24.00\n",
-                     .date = absl::FromCivil(absl::CivilSecond(2026, 11, 26, 9, 5, 7),
-                                             absl::UTCTimeZone()),
-                     .message_id = MessageIdFor("digest:user:alice:2026-11-23T00:00:00Z:mail",
-                                                "goodput@example.org")};
+  return MailMessage{
+      .from = "goodput@example.org",
+      .from_name = "goodput",
+      .to = {"alice@example.org"},
+      .subject = "GPU efficiency digest for alice (user)",
+      .body = "Jobs ended: 3\nGPU-hours wasted: 24.00\n",
+      .date = absl::FromCivil(absl::CivilSecond(2026, 11, 26, 9, 5, 7), absl::UTCTimeZone()),
+      .message_id =
+          MessageIdFor("digest:user:alice:2026-11-23T00:00:00Z:mail", "goodput@example.org")};
 }
 
 TEST(RenderMail, HasTheHeadersOfAnRfc5322MimeMessage) {
@@ -113,7 +113,8 @@ TEST(RenderMail, EncodesNonAsciiNamesAsEncodedWordsThatDecodeBack) {
   const std::string subject = Header(mail, "Subject");
   EXPECT_TRUE(absl::StartsWith(subject, "=?UTF-8?B?")) << subject;
   EXPECT_EQ(DecodeHeader(subject), m.subject);
-  for (absl::string_view word : absl::StrSplit(absl::StrReplaceAll(subject, {{"\r\n ", " "}}), ' ')) {
+  for (absl::string_view word :
+       absl::StrSplit(absl::StrReplaceAll(subject, {{"\r\n ", " "}}), ' ')) {
     EXPECT_LE(word.size(), 75u) << word;
   }
   const std::string from = Header(mail, "From");

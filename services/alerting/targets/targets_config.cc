@@ -318,7 +318,9 @@ absl::StatusOr<std::unique_ptr<Target>> ReadSmtp(Entry& e, const std::string& na
   c.ca_file = *ca_file;
   absl::StatusOr<std::string> from = e.Required("from");
   if (!from.ok()) return from.status();
-  if (absl::Status s = CheckMailAddress(*from); !s.ok()) return e.Error("from", std::string(s.message()));
+  if (absl::Status s = CheckMailAddress(*from); !s.ok()) {
+    return e.Error("from", std::string(s.message()));
+  }
   c.from = *from;
   absl::StatusOr<std::string> from_name = e.String("from_name", c.from_name);
   if (!from_name.ok()) return from_name.status();
@@ -376,7 +378,8 @@ absl::StatusOr<std::vector<ConfiguredTarget>> ParseTargets(const platform::Confi
       target = ReadSmtp(e, *name);
     } else {
       return e.Error("kind", absl::StrCat("\"", *kind,
-                                          "\" is not one of slurm, osmo, alertmanager, webhook, smtp"));
+                                          "\" is not one of slurm, osmo, alertmanager, webhook, "
+                                          "smtp"));
     }
     if (!target.ok()) return target.status();
     ConfiguredTarget configured{.target = *std::move(target)};
