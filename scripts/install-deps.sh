@@ -27,6 +27,8 @@ packages=(
   python3-pip python3-setuptools python3-wheel python3-venv
   # the Helm chart's render test (charts/render_chart.py; values.schema.json checks)
   python3-yaml python3-jsonschema
+  # the digest tests' SMTP sink (tests/support/smtp_sink.py)
+  python3-aiosmtpd
   # the dashboard's end-to-end test drives headless Chromium (Node.js and npm come with the machine)
   chromium
   # the package tests: .deb packages (CPack, dpkg-shlibdeps) installed into a debootstrapped

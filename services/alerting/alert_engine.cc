@@ -104,28 +104,6 @@ absl::Status PgError(const std::exception& e, absl::string_view what) {
   return platform::PgExceptionToStatus(e, what);
 }
 
-// The dashboard's job page (web/src/pages/common.ts): <base>/#/job/<cluster>/<job id>, each
-// part percent-encoded as encodeURIComponent does.
-std::string UriComponent(const std::string& s) {
-  std::string out;
-  for (unsigned char c : s) {
-    if (std::isalnum(c) || (c != 0 && std::strchr("-_.!~*'()", c) != nullptr)) {
-      out.push_back(static_cast<char>(c));
-    } else {
-      absl::StrAppend(&out, absl::StrFormat("%%%02X", c));
-    }
-  }
-  return out;
-}
-
-std::string DashboardUrl(const std::string& base, const std::string& cluster,
-                         const std::string& job_id) {
-  if (base.empty()) return "";
-  std::string b = base;
-  while (!b.empty() && b.back() == '/') b.pop_back();
-  return absl::StrCat(b, "/#/job/", UriComponent(cluster), "/", UriComponent(job_id));
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------

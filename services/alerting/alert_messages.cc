@@ -1,7 +1,9 @@
 #include "services/alerting/alert_messages.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -264,6 +266,30 @@ Message Describe(const Finding& finding, const MessageContext& context) {
       return DataQualityMessage(finding, context);
   }
   return {};
+}
+
+namespace {
+
+std::string UriComponent(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || (c != 0 && std::strchr("-_.!~*'()", c) != nullptr)) {
+      out.push_back(static_cast<char>(c));
+    } else {
+      absl::StrAppend(&out, absl::StrFormat("%%%02X", c));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string DashboardUrl(const std::string& base, const std::string& cluster,
+                         const std::string& job_id) {
+  if (base.empty()) return "";
+  std::string b = base;
+  while (!b.empty() && b.back() == '/') b.pop_back();
+  return absl::StrCat(b, "/#/job/", UriComponent(cluster), "/", UriComponent(job_id));
 }
 
 }  // namespace goodput::alerting

@@ -35,4 +35,9 @@ std::string ClockTime(int64_t unix_s, int64_t now_s);
 // How long ago, in words: "2 hours ago", "yesterday", "last week", "3 weeks ago".
 std::string Ago(int64_t unix_s, int64_t now_s);
 
+// The dashboard's job page (web/src/pages/common.ts): <base>/#/job/<cluster>/<job id>, each
+// part percent-encoded as encodeURIComponent does; "" when `base` is empty.
+std::string DashboardUrl(const std::string& base, const std::string& cluster,
+                         const std::string& job_id);
+
 }  // namespace goodput::alerting

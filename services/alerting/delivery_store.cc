@@ -21,7 +21,8 @@ constexpr char kClaimDue[] =
     "      SELECT 1 FROM alert_outbox f WHERE f.alert_id = o.alert_id AND f.target = o.target "
     "        AND f.state = 'firing' AND f.status = 'pending')) "
     "  ORDER BY o.next_attempt_at, o.id LIMIT $4 FOR UPDATE SKIP LOCKED) "
-    "RETURNING id, alert_id, state, idempotency_key, payload::text, attempts, " GP_US("created_at")
+    "RETURNING id, coalesce(alert_id, 0), kind, state, idempotency_key, payload::text, "
+    "attempts, " GP_US("created_at")
     ", false";
 
 constexpr char kClaimResends[] =
@@ -31,7 +32,8 @@ constexpr char kClaimResends[] =
     "  WHERE target = $1 AND resend_at <= " GP_TS(2) " AND status = 'delivered' "
     "    AND state = 'firing' "
     "  ORDER BY resend_at, id LIMIT $4 FOR UPDATE SKIP LOCKED) "
-    "RETURNING id, alert_id, state, idempotency_key, payload::text, attempts, " GP_US("created_at")
+    "RETURNING id, coalesce(alert_id, 0), kind, state, idempotency_key, payload::text, "
+    "attempts, " GP_US("created_at")
     ", EXISTS (SELECT 1 FROM alert_outbox r WHERE r.alert_id = o.alert_id "
     "          AND r.target = o.target AND r.state = 'resolved')";
 
@@ -86,12 +88,13 @@ absl::StatusOr<std::vector<ClaimedRow>> Claim(platform::PgPool* pool, const char
              tx.exec_params(sql, target, Micros(now), Micros(lease_until), limit)) {
           rows.push_back(ClaimedRow{.id = r[0].as<int64_t>(),
                                     .alert_id = r[1].as<int64_t>(),
-                                    .state = r[2].as<std::string>(),
-                                    .idempotency_key = r[3].as<std::string>(),
-                                    .payload = r[4].as<std::string>(),
-                                    .attempts = r[5].as<int>(),
-                                    .created = absl::FromUnixMicros(r[6].as<int64_t>()),
-                                    .resolved_sibling = r[7].as<bool>()});
+                                    .kind = r[2].as<std::string>(),
+                                    .state = r[3].as<std::string>(),
+                                    .idempotency_key = r[4].as<std::string>(),
+                                    .payload = r[5].as<std::string>(),
+                                    .attempts = r[6].as<int>(),
+                                    .created = absl::FromUnixMicros(r[7].as<int64_t>()),
+                                    .resolved_sibling = r[8].as<bool>()});
         }
         // RETURNING has no order: send oldest first.
         std::sort(rows.begin(), rows.end(),

@@ -22,10 +22,11 @@ namespace goodput::alerting {
 
 struct ClaimedRow {
   int64_t id = 0;
-  int64_t alert_id = 0;
-  std::string state = {};  // firing | resolved
+  int64_t alert_id = 0;     // 0 for a digest
+  std::string kind = {};    // alert | digest
+  std::string state = {};   // firing | resolved | digest
   std::string idempotency_key = {};
-  std::string payload = {};  // Notification JSON
+  std::string payload = {};  // Notification JSON, or DigestPayload JSON for a digest
   int attempts = 0;          // before this one
   absl::Time created = {};
   bool resolved_sibling = false;  // resends only: the alert has a resolution for this target

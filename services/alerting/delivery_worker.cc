@@ -140,19 +140,37 @@ absl::StatusOr<StepResult> DeliveryWorker::Step(Target* target) {
     }
     absl::StatusOr<int> attempt = store_->BeginAttempt(row.id, now);
     if (!attempt.ok()) return attempt.status();
-    absl::StatusOr<Notification> n = NotificationFromJson(row.payload);
-    if (!n.ok()) {
-      if (absl::Status s = store_->MarkFailed(row.id, *attempt, ErrorText(n.status())); !s.ok()) {
-        return s;
+    absl::Status sent;
+    if (row.kind == "digest") {
+      absl::StatusOr<DigestPayload> d = DigestPayloadFromJson(row.payload);
+      if (!d.ok()) {
+        if (absl::Status s = store_->MarkFailed(row.id, *attempt, ErrorText(d.status())); !s.ok()) {
+          return s;
+        }
+        ++result.failed;
+        Report(name, "failed");
+        continue;
       }
-      ++result.failed;
-      Report(name, "failed");
-      continue;
+      sent = target->SendDigest(DigestSendRequest{.digest = &d->digest,
+                                                  .to = d->to,
+                                                  .idempotency_key = row.idempotency_key,
+                                                  .attempt = *attempt,
+                                                  .now = now});
+    } else {
+      absl::StatusOr<Notification> n = NotificationFromJson(row.payload);
+      if (!n.ok()) {
+        if (absl::Status s = store_->MarkFailed(row.id, *attempt, ErrorText(n.status())); !s.ok()) {
+          return s;
+        }
+        ++result.failed;
+        Report(name, "failed");
+        continue;
+      }
+      sent = target->Send(SendRequest{.notification = &*n,
+                                      .idempotency_key = row.idempotency_key,
+                                      .attempt = *attempt,
+                                      .now = now});
     }
-    const absl::Status sent = target->Send(SendRequest{.notification = &*n,
-                                                       .idempotency_key = row.idempotency_key,
-                                                       .attempt = *attempt,
-                                                       .now = now});
     now = options_.clock();
     absl::Status marked;
     if (sent.ok()) {

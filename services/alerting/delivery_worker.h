@@ -76,6 +76,8 @@ class DeliveryWorker {
   absl::StatusOr<StepResult> StepOnce(const std::string& target);
 
   std::vector<std::string> target_names() const;
+  // The target of that name; nullptr when none.
+  const Target* FindTarget(const std::string& name) const { return Find(name); }
 
  private:
   Target* Find(const std::string& name) const;

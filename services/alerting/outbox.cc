@@ -29,6 +29,11 @@ constexpr char kEnqueue[] =
     "INSERT INTO alert_outbox (alert_id, target, state, idempotency_key, payload) "
     "VALUES ($1, $2, $3, $4, $5::jsonb) ON CONFLICT (idempotency_key) DO NOTHING";
 
+constexpr char kEnqueueDigest[] =
+    "INSERT INTO alert_outbox (alert_id, kind, target, state, idempotency_key, payload) "
+    "VALUES (NULL, 'digest', $1, 'digest', $2, $3::jsonb) "
+    "ON CONFLICT (idempotency_key) DO NOTHING";
+
 constexpr char kDeliveriesForAlert[] =
     "SELECT target, state, idempotency_key, status, attempts, last_error, "
     "  (extract(epoch FROM created_at) * 1000000)::bigint, "
@@ -117,6 +122,46 @@ absl::StatusOr<int> Enqueue(pqxx::work& tx, const Notification& n,
     }
   } catch (const std::exception& e) {
     return absl::UnavailableError(absl::StrCat("enqueue notification: ", e.what()));
+  }
+  return added;
+}
+
+std::string DigestPayloadToJson(const DigestPayload& payload) {
+  return nlohmann::json{{"digest", DigestToJson(payload.digest)}, {"to", payload.to}}.dump();
+}
+
+absl::StatusOr<DigestPayload> DigestPayloadFromJson(const std::string& json) {
+  try {
+    nlohmann::json j = nlohmann::json::parse(json);
+    absl::StatusOr<Digest> digest = DigestFromJson(j.at("digest"));
+    if (!digest.ok()) return digest.status();
+    DigestPayload p{.digest = *std::move(digest)};
+    if (j.contains("to")) p.to = j.at("to").get<std::vector<std::string>>();
+    return p;
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("outbox payload is not a digest: ", e.what()));
+  }
+}
+
+std::string DigestIdempotencyKey(const Digest& digest, const std::string& target) {
+  return absl::StrCat("digest:", DigestGroupName(digest.group), ":", digest.name, ":",
+                      absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", digest.period_start,
+                                       absl::UTCTimeZone()),
+                      ":", target);
+}
+
+absl::StatusOr<int> EnqueueDigest(pqxx::work& tx, const Digest& digest,
+                                  const std::vector<DigestDelivery>& deliveries) {
+  int added = 0;
+  try {
+    for (const DigestDelivery& d : deliveries) {
+      pqxx::result r =
+          tx.exec_params(kEnqueueDigest, d.target, DigestIdempotencyKey(digest, d.target),
+                         DigestPayloadToJson(DigestPayload{.digest = digest, .to = d.to}));
+      added += static_cast<int>(r.affected_rows());
+    }
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(absl::StrCat("enqueue digest: ", e.what()));
   }
   return added;
 }

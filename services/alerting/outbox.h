@@ -20,6 +20,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "services/alerting/digest.h"
 
 namespace goodput::alerting {
 
@@ -63,6 +64,30 @@ std::string IdempotencyKey(std::int64_t alert_id, const std::string& target,
 // exists is left as it is (ON CONFLICT DO NOTHING). Returns how many rows were new.
 absl::StatusOr<int> Enqueue(pqxx::work& tx, const Notification& n,
                             const std::vector<std::string>& targets);
+
+// Digests travel through the same table (kind 'digest', no alert, state 'digest'), one row
+// per (user or team, period, target), keyed "digest:<user|team>:<name>:<period start>:<target>"
+// (period start in RFC 3339), so a period enqueued twice (a restart, a second replica) adds
+// nothing.
+struct DigestDelivery {
+  std::string target = {};
+  std::vector<std::string> to = {};  // e-mail recipients; empty for other targets
+};
+
+// What a digest row carries: {"digest": DigestToJson, "to": [...]}.
+struct DigestPayload {
+  Digest digest = {};
+  std::vector<std::string> to = {};
+};
+std::string DigestPayloadToJson(const DigestPayload& payload);
+absl::StatusOr<DigestPayload> DigestPayloadFromJson(const std::string& json);
+
+std::string DigestIdempotencyKey(const Digest& digest, const std::string& target);
+
+// Adds one digest row per delivery inside the caller's transaction (ON CONFLICT DO NOTHING on
+// the key). Returns how many rows were new.
+absl::StatusOr<int> EnqueueDigest(pqxx::work& tx, const Digest& digest,
+                                  const std::vector<DigestDelivery>& deliveries);
 
 // One row as GetAlert shows it (Alert.deliveries).
 struct DeliveryRecord {

@@ -2,7 +2,10 @@
 
 #include <algorithm>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "services/api/api_convert.h"
 #include "services/platform/grpc_reactors.h"
 
@@ -39,13 +42,32 @@ absl::Status ReportServiceImpl::DoListJobReports(const v1::ListJobReportsRequest
     return absl::InvalidArgumentError(
         absl::StrCat("page_size=", request.page_size(), " is negative"));
   }
-  const int limit = request.page_size() == 0 ? 100 : std::min(request.page_size(), 1000);
-  absl::StatusOr<std::vector<v1::ReportSummary>> list =
-      store_->List(api::TimestampToUnixMs(request.ended_in().start_time()),
-                   api::TimestampToUnixMs(request.ended_in().end_time()), request.cluster(),
-                   request.user(), request.team(), limit);
-  if (!list.ok()) return list.status();
-  for (v1::ReportSummary& s : *list) *response->add_reports() = std::move(s);
+  ReportListQuery query{.from_ms = api::TimestampToUnixMs(request.ended_in().start_time()),
+                        .to_ms = api::TimestampToUnixMs(request.ended_in().end_time()),
+                        .cluster = request.cluster(),
+                        .user = request.user(),
+                        .team = request.team(),
+                        .limit = request.page_size() == 0 ? 100
+                                                          : std::min(request.page_size(), 1000)};
+  if (!request.page_token().empty()) {
+    // "<wasted GPU-hours>|<job row>" of the last summary of the previous page.
+    std::vector<std::string> parts = absl::StrSplit(request.page_token(), '|');
+    ReportCursor cursor;
+    if (parts.size() != 2 || !absl::SimpleAtod(parts[0], &cursor.wasted_gpu_hours) ||
+        !absl::SimpleAtoi(parts[1], &cursor.job_row)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("page_token=\"", request.page_token(), "\" is not a token of this list"));
+    }
+    query.after = cursor;
+  }
+  absl::StatusOr<ReportPage> page = store_->List(query);
+  if (!page.ok()) return page.status();
+  for (v1::ReportSummary& s : page->summaries) *response->add_reports() = std::move(s);
+  if (page->next) {
+    response->set_next_page_token(
+        absl::StrFormat("%.17g|%d", page->next->wasted_gpu_hours, page->next->job_row));
+  }
+  response->set_pending_reports(static_cast<int32_t>(page->pending_reports));
   return absl::OkStatus();
 }
 

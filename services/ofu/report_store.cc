@@ -52,14 +52,27 @@ constexpr char kTouch[] = "UPDATE job_reports SET checked_at = now() WHERE job =
 constexpr char kLoad[] =
     "SELECT encode(report_pb, 'base64'), content_hash FROM job_reports WHERE job = $1";
 
-// $1 from ms, $2 to ms, $3 cluster, $4 user, $5 team, $6 limit.
+// $1 from ms, $2 to ms, $3 cluster, $4 user, $5 team, $6 limit; $7 has cursor, $8 its
+// wasted GPU-hours, $9 its job row id (keyset: the page starts after the cursor).
 constexpr char kList[] =
-    "SELECT encode(r.report_pb, 'base64') FROM job_reports r JOIN jobs j ON j.id = r.job "
+    "SELECT encode(r.report_pb, 'base64'), r.wasted_gpu_hours, j.id "
+    "FROM job_reports r JOIN jobs j ON j.id = r.job "
     "WHERE j.end_time >= timestamptz 'epoch' + $1::bigint * interval '1 millisecond' "
     "AND j.end_time < timestamptz 'epoch' + $2::bigint * interval '1 millisecond' "
     "AND ($3::text = '' OR j.cluster = $3::text) AND ($4::text = '' OR j.user_name = $4::text) "
     "AND ($5::text = '' OR $TEAM = $5::text) "
+    "AND (NOT $7::bool OR r.wasted_gpu_hours < $8::float8 "
+    "     OR (r.wasted_gpu_hours = $8::float8 AND j.id > $9::bigint)) "
     "ORDER BY r.wasted_gpu_hours DESC, j.id LIMIT $6::int";
+
+// Ended jobs of the range and filters that have no report yet.
+constexpr char kPending[] =
+    "SELECT count(*) FROM jobs j "
+    "WHERE j.end_time >= timestamptz 'epoch' + $1::bigint * interval '1 millisecond' "
+    "AND j.end_time < timestamptz 'epoch' + $2::bigint * interval '1 millisecond' "
+    "AND ($3::text = '' OR j.cluster = $3::text) AND ($4::text = '' OR j.user_name = $4::text) "
+    "AND ($5::text = '' OR $TEAM = $5::text) "
+    "AND NOT EXISTS (SELECT 1 FROM job_reports r WHERE r.job = j.id)";
 
 absl::StatusOr<v1::JobReport> ParseReport(const std::string& b64, int64_t job) {
   std::string bytes;
@@ -166,23 +179,31 @@ absl::StatusOr<StoredReport> ReportStore::Load(int64_t job) {
       });
 }
 
-absl::StatusOr<std::vector<v1::ReportSummary>> ReportStore::List(int64_t from_ms, int64_t to_ms,
-                                                                 const std::string& cluster,
-                                                                 const std::string& user,
-                                                                 const std::string& team,
-                                                                 int limit) {
-  const std::string sql = absl::StrReplaceAll(kList, {{"$TEAM", kTeamExpr}});
-  return pool_->RunTransactionFor<std::vector<v1::ReportSummary>>(
-      [&](pqxx::work& txn) -> absl::StatusOr<std::vector<v1::ReportSummary>> {
-        pqxx::result r = txn.exec_params(sql, from_ms, to_ms, cluster, user, team, limit);
-        std::vector<v1::ReportSummary> out;
-        for (const auto& row : r) {
-          absl::StatusOr<v1::JobReport> report = ParseReport(row[0].as<std::string>(), 0);
-          if (!report.ok()) return report.status();
-          out.push_back(report->summary());
-        }
-        return out;
-      });
+absl::StatusOr<ReportPage> ReportStore::List(const ReportListQuery& q) {
+  const std::string list_sql = absl::StrReplaceAll(kList, {{"$TEAM", kTeamExpr}});
+  const std::string pending_sql = absl::StrReplaceAll(kPending, {{"$TEAM", kTeamExpr}});
+  return pool_->RunTransactionFor<ReportPage>([&](pqxx::work& txn) -> absl::StatusOr<ReportPage> {
+    ReportPage page;
+    pqxx::result r = txn.exec_params(list_sql, q.from_ms, q.to_ms, q.cluster, q.user, q.team,
+                                     q.limit + 1, q.after.has_value(),
+                                     q.after ? q.after->wasted_gpu_hours : 0.0,
+                                     q.after ? q.after->job_row : int64_t{0});
+    for (int i = 0; i < static_cast<int>(r.size()); ++i) {
+      if (i == q.limit) {
+        page.next = ReportCursor{.wasted_gpu_hours = r[i - 1][1].as<double>(),
+                                 .job_row = r[i - 1][2].as<int64_t>()};
+        break;
+      }
+      absl::StatusOr<v1::JobReport> report =
+          ParseReport(r[i][0].as<std::string>(), r[i][2].as<int64_t>());
+      if (!report.ok()) return report.status();
+      page.summaries.push_back(report->summary());
+    }
+    page.pending_reports =
+        txn.exec_params1(pending_sql, q.from_ms, q.to_ms, q.cluster, q.user, q.team)[0]
+            .as<int64_t>();
+    return page;
+  });
 }
 
 }  // namespace goodput::ofu

@@ -32,6 +32,29 @@ struct ReportJobInfo {
   v1::Job job;  // allocations left out
 };
 
+// Where a page of ListJobReports ends: the last summary's wasted GPU-hours and job row.
+struct ReportCursor {
+  double wasted_gpu_hours = 0;
+  int64_t job_row = 0;
+};
+
+// A ListJobReports query: jobs that ended in [from_ms, to_ms), filters ('' for all), a page.
+struct ReportListQuery {
+  int64_t from_ms = 0;
+  int64_t to_ms = 0;
+  std::string cluster = {};
+  std::string user = {};
+  std::string team = {};
+  int limit = 100;
+  std::optional<ReportCursor> after = {};
+};
+
+struct ReportPage {
+  std::vector<v1::ReportSummary> summaries = {};
+  std::optional<ReportCursor> next = {};  // set when more follow
+  int64_t pending_reports = 0;            // ended jobs of the query without a report yet
+};
+
 struct StoredReport {
   v1::JobReport report;
   std::string content_hash;
@@ -55,11 +78,8 @@ class ReportStore {
   absl::Status Touch(int64_t job);
   // The stored report; NOT_FOUND when the job has none.
   absl::StatusOr<StoredReport> Load(int64_t job);
-  // Summaries of reports of jobs that ended in [from, to), most wasted first.
-  absl::StatusOr<std::vector<v1::ReportSummary>> List(int64_t from_ms, int64_t to_ms,
-                                                      const std::string& cluster,
-                                                      const std::string& user,
-                                                      const std::string& team, int limit);
+  // Summaries of reports of jobs that ended in [from, to), most wasted first, one page.
+  absl::StatusOr<ReportPage> List(const ReportListQuery& query);
 
  private:
   platform::PgPool* pool_;

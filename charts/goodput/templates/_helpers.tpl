@@ -153,6 +153,11 @@ name: GOODPUT_{{ upper .name }}__FORWARD__TOKEN
 valueFrom: {secretKeyRef: {name: {{ include "goodput.authSecretName" .root }}, key: client-token, optional: true}}
 {{- end -}}
 
+{{- define "goodput.digestsTokenEnv" -}}
+name: GOODPUT_ALERTING__DIGESTS__TOKEN
+valueFrom: {secretKeyRef: {name: {{ include "goodput.authSecretName" . }}, key: client-token, optional: true}}
+{{- end -}}
+
 {{- define "goodput.mfuMetricsTokenEnv" -}}
 name: GOODPUT_INGEST__MFU_METRICS__TOKEN
 valueFrom: {secretKeyRef: {name: {{ include "goodput.authSecretName" . }}, key: client-token, optional: true}}

@@ -10,9 +10,12 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "services/alerting/digest.h"
 #include "services/alerting/outbox.h"
 
 namespace goodput::alerting {
@@ -26,20 +29,39 @@ struct SendRequest {
   absl::Time now = {};               // the worker's clock
 };
 
+// One send of one digest row (outbox.h, DigestPayload).
+struct DigestSendRequest {
+  const Digest* digest = nullptr;
+  std::vector<std::string> to = {};  // e-mail recipients resolved when it was enqueued
+  std::string idempotency_key = {};  // digest:<user|team>:<name>:<period start>:<target>
+  int attempt = 1;
+  absl::Time now = {};
+};
+
 class Target {
  public:
   virtual ~Target() = default;
 
   // The name routes refer to (alerting.targets[].name).
   virtual const std::string& name() const = 0;
-  // "slurm", "osmo", "alertmanager" or "webhook".
+  // "slurm", "osmo", "alertmanager", "webhook" or "smtp".
   virtual const char* kind() const = 0;
   // Sends one notification (see the file comment for the meaning of the status). Called from
   // one thread at a time per target.
   virtual absl::Status Send(const SendRequest& request) = 0;
+  // True for targets that deliver digests (webhook, smtp).
+  virtual bool delivers_digests() const { return false; }
+  // Sends one digest; the status means what Send's does. Targets that do not deliver
+  // digests refuse (FAILED_PRECONDITION, permanent).
+  virtual absl::Status SendDigest(const DigestSendRequest& request);
   // Set when a delivered firing notification must be sent again at this interval until the
   // alert resolves (Alertmanager forgets alerts that are not re-sent).
   virtual std::optional<absl::Duration> resend_interval() const { return std::nullopt; }
 };
+
+inline absl::Status Target::SendDigest(const DigestSendRequest&) {
+  return absl::FailedPreconditionError(
+      absl::StrCat("target ", name(), " (", kind(), ") does not deliver digests"));
+}
 
 }  // namespace goodput::alerting

@@ -10,6 +10,7 @@
 #include "services/alerting/targets/alertmanager_target.h"
 #include "services/alerting/targets/osmo_target.h"
 #include "services/alerting/targets/slurm_target.h"
+#include "services/alerting/targets/smtp_target.h"
 #include "services/alerting/targets/webhook_target.h"
 
 namespace goodput::alerting {
@@ -285,6 +286,59 @@ absl::StatusOr<std::unique_ptr<Target>> ReadSlurm(Entry& e, const std::string& n
   return std::make_unique<SlurmTarget>(std::move(c));
 }
 
+absl::StatusOr<std::unique_ptr<Target>> ReadSmtp(Entry& e, const std::string& name) {
+  SmtpTargetConfig c{.name = name};
+  absl::StatusOr<std::string> url = e.Required("url");
+  if (!url.ok()) return url.status();
+  if (url->rfind("smtp://", 0) != 0 && url->rfind("smtps://", 0) != 0) {
+    return e.Error("url", absl::StrCat("\"", *url, "\" is not an smtp:// or smtps:// URL"));
+  }
+  c.url = *url;
+  absl::StatusOr<std::string> starttls = e.String("starttls", "off");
+  if (!starttls.ok()) return starttls.status();
+  if (*starttls == "opportunistic") {
+    c.starttls = SmtpTargetConfig::StartTls::kOpportunistic;
+  } else if (*starttls == "required") {
+    c.starttls = SmtpTargetConfig::StartTls::kRequired;
+  } else if (*starttls != "off") {
+    return e.Error("starttls",
+                   absl::StrCat("\"", *starttls, "\" is not off, opportunistic or required"));
+  }
+  absl::StatusOr<std::string> username = e.String("username", "");
+  if (!username.ok()) return username.status();
+  c.username = *username;
+  absl::StatusOr<std::string> password = e.Secret("password", false);
+  if (!password.ok()) return password.status();
+  c.password = *password;
+  if (!c.password.empty() && c.username.empty()) {
+    return e.Error("username", "is required with a password");
+  }
+  absl::StatusOr<std::string> ca_file = e.String("ca_file", "");
+  if (!ca_file.ok()) return ca_file.status();
+  c.ca_file = *ca_file;
+  absl::StatusOr<std::string> from = e.Required("from");
+  if (!from.ok()) return from.status();
+  if (absl::Status s = CheckMailAddress(*from); !s.ok()) {
+    return e.Error("from", std::string(s.message()));
+  }
+  c.from = *from;
+  absl::StatusOr<std::string> from_name = e.String("from_name", c.from_name);
+  if (!from_name.ok()) return from_name.status();
+  c.from_name = *from_name;
+  absl::StatusOr<std::vector<std::string>> to = e.StringList("to", {});
+  if (!to.ok()) return to.status();
+  for (size_t i = 0; i < to->size(); ++i) {
+    if (absl::Status s = CheckMailAddress((*to)[i]); !s.ok()) {
+      return e.Error(absl::StrCat("to[", i, "]"), std::string(s.message()));
+    }
+  }
+  c.to = *to;
+  absl::StatusOr<double> timeout_s = e.Positive("timeout_s", 30);
+  if (!timeout_s.ok()) return timeout_s.status();
+  c.timeout = absl::Seconds(*timeout_s);
+  return std::make_unique<SmtpTarget>(std::move(c));
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<ConfiguredTarget>> ParseTargets(const platform::ConfigTree& config) {
@@ -320,9 +374,12 @@ absl::StatusOr<std::vector<ConfiguredTarget>> ParseTargets(const platform::Confi
       target = ReadAlertmanager(e, *name);
     } else if (*kind == "webhook") {
       target = ReadWebhook(e, *name);
+    } else if (*kind == "smtp") {
+      target = ReadSmtp(e, *name);
     } else {
-      return e.Error(
-          "kind", absl::StrCat("\"", *kind, "\" is not one of slurm, osmo, alertmanager, webhook"));
+      return e.Error("kind", absl::StrCat("\"", *kind,
+                                          "\" is not one of slurm, osmo, alertmanager, webhook, "
+                                          "smtp"));
     }
     if (!target.ok()) return target.status();
     ConfiguredTarget configured{.target = *std::move(target)};

@@ -1,5 +1,5 @@
 // The delivery targets from configuration: `alerting.targets`, a list of
-//   {name, kind: slurm|osmo|alertmanager|webhook, rate_limit: {per_minute, burst}, ...}
+//   {name, kind: slurm|osmo|alertmanager|webhook|smtp, rate_limit: {per_minute, burst}, ...}
 // with the keys of each kind (services/alerting/README.md, "Delivery"). Everything is
 // checked at start-up: an unknown kind or key, a missing URL or secret, a duplicate name or
 // an unreadable secret file is an INVALID_ARGUMENT naming the entry, the key and the value.

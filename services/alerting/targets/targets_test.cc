@@ -362,9 +362,20 @@ alerting:
 
 TEST(ParseTargets, RefusesBadEntriesNamingEntryKeyAndValue) {
   auto message = [](const std::string& yaml) { return std::string(ParseError(yaml).message()); };
-  EXPECT_EQ(message("alerting: {targets: [{name: a, kind: smtp}]}"),
-            "alerting.targets[0] (a).kind: \"smtp\" is not one of slurm, osmo, alertmanager, "
-            "webhook");
+  EXPECT_EQ(message("alerting: {targets: [{name: a, kind: pager}]}"),
+            "alerting.targets[0] (a).kind: \"pager\" is not one of slurm, osmo, alertmanager, "
+            "webhook, smtp");
+  EXPECT_EQ(message("alerting: {targets: [{name: m, kind: smtp, url: 'http://x', from: a@b}]}"),
+            "alerting.targets[0] (m).url: \"http://x\" is not an smtp:// or smtps:// URL");
+  EXPECT_EQ(message("alerting: {targets: [{name: m, kind: smtp, url: 'smtp://x'}]}"),
+            "alerting.targets[0] (m).from: is required");
+  EXPECT_EQ(message("alerting: {targets: [{name: m, kind: smtp, url: 'smtp://x', from: a@b, "
+                    "starttls: maybe}]}"),
+            "alerting.targets[0] (m).starttls: \"maybe\" is not off, opportunistic or required");
+  EXPECT_EQ(message("alerting: {targets: [{name: m, kind: smtp, url: 'smtp://x', from: a@b, "
+                    "to: ['ops team@b']}]}"),
+            "alerting.targets[0] (m).to[0]: \"ops team@b\" may hold only printable ASCII "
+            "without spaces, quotes, brackets or commas");
   EXPECT_EQ(message("alerting: {targets: [{name: h, kind: webhook, url: 'http://x'}]}"),
             "alerting.targets[0] (h).secret: is required (or secret_file, secret_env)");
   EXPECT_EQ(message("alerting: {targets: [{name: h, kind: webhook, url: 'ftp://x', secret: s}]}"),

@@ -26,9 +26,14 @@ struct WebhookTargetConfig {
   absl::Duration timeout = absl::Seconds(10);
 };
 
-// The body the webhook target POSTs for `n` (stable field names; times in RFC 3339).
+// The body the webhook target POSTs for `n` (stable field names; times in RFC 3339;
+// "type": "alert").
 std::string WebhookBody(const Notification& n, const std::string& idempotency_key,
                         const std::string& target);
+
+// The body for a digest: {"type": "digest", "idempotency_key", "target", "digest": {...}}.
+std::string WebhookDigestBody(const Digest& digest, const std::string& idempotency_key,
+                              const std::string& target);
 
 // "sha256=" + hex HMAC-SHA256(secret, timestamp + "." + body).
 std::string WebhookSignature(const std::string& secret, const std::string& timestamp,
@@ -42,8 +47,11 @@ class WebhookTarget final : public Target {
   const std::string& name() const override { return config_.name; }
   const char* kind() const override { return "webhook"; }
   absl::Status Send(const SendRequest& request) override;
+  bool delivers_digests() const override { return true; }
+  absl::Status SendDigest(const DigestSendRequest& request) override;
 
  private:
+  absl::Status Post(const std::string& body, const std::string& idempotency_key, absl::Time now);
   WebhookTargetConfig config_;
 };
 
