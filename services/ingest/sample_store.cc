@@ -158,29 +158,33 @@ absl::StatusOr<Attributor> SampleStore::LoadAttributor(const std::string& cluste
   const std::string ids_array = TextArray({label_ids.begin(), label_ids.end()});
   return pool_->RunTransactionFor<Attributor>([&](pqxx::work& txn) -> absl::StatusOr<Attributor> {
     std::vector<AllocationRecord> allocations;
-    // The allocations of the batch's hosts and UUIDs: one index probe per host and per UUID
-    // (LATERAL ... OFFSET 0 keeps them probes), then kept to the cluster. A set-wide lookup
-    // left the plan to PostgreSQL's statistics, which for a cluster or a fleet registered
-    // since the last ANALYZE made it scan every allocation for each batch (migration 0059).
-    // UNION drops an allocation found twice (by its name and its UUID).
-    pqxx::result rows = txn.exec_params(
+    // The allocations of the batch's hosts and UUIDs: one index probe per host name, short
+    // name and UUID (LATERAL ... OFFSET 0 keeps them probes), each on an index that its one
+    // equality selects by, whatever PostgreSQL's statistics say: a set-wide lookup left the
+    // plan to them, and for a cluster or a fleet registered since the last ANALYZE they made
+    // it scan every allocation of the cluster for each batch (migration 0059). The time
+    // overlap is tested as `(...) IS TRUE` so that no probe can be served by the exclusion
+    // constraints' GiST indexes on it instead. UNION drops an allocation found twice.
+    static constexpr char kColumns[] =
         "SELECT job, host, gpu_index, gpu_uuid, "
         "(extract(epoch FROM lower(valid)) * 1000)::bigint, "
         "CASE WHEN upper_inf(valid) THEN NULL "
-        "ELSE (extract(epoch FROM upper(valid)) * 1000)::bigint END, mig_instance "
-        "FROM unnest($2::text[]) AS k(name), LATERAL (SELECT * FROM job_gpus g "
-        // Allocations registered before hosts were canonical at registration: compared by
-        // their short lower-case name too (the Attributor canonicalizes them).
-        "WHERE (g.host = k.name OR lower(split_part(g.host, '.', 1)) = k.name) AND g.valid && "
-        "tstzrange(to_timestamp($4::bigint / 1000.0), to_timestamp($5::bigint / 1000.0), '[]') "
-        "OFFSET 0) a WHERE a.cluster = $1 "
-        "UNION SELECT job, host, gpu_index, gpu_uuid, "
-        "(extract(epoch FROM lower(valid)) * 1000)::bigint, "
-        "CASE WHEN upper_inf(valid) THEN NULL "
-        "ELSE (extract(epoch FROM upper(valid)) * 1000)::bigint END, mig_instance "
-        "FROM unnest($3::text[]) AS u(id), LATERAL (SELECT * FROM job_gpus g "
-        "WHERE g.gpu_uuid = u.id AND g.valid && tstzrange(to_timestamp($4::bigint / 1000.0), "
-        "to_timestamp($5::bigint / 1000.0), '[]') OFFSET 0) a WHERE a.cluster = $1",
+        "ELSE (extract(epoch FROM upper(valid)) * 1000)::bigint END, mig_instance ";
+    static constexpr char kDuring[] =
+        "(g.valid && tstzrange(to_timestamp($4::bigint / 1000.0), "
+        "to_timestamp($5::bigint / 1000.0), '[]')) IS TRUE";
+    static const std::string kLookup = absl::StrCat(
+        kColumns, "FROM unnest($2::text[]) AS k(name), LATERAL (SELECT * FROM job_gpus g ",
+        "WHERE g.cluster = $1 AND g.host = k.name AND ", kDuring, " OFFSET 0) a UNION ",
+        // Allocations registered before hosts were canonical at registration: found by their
+        // short lower-case name too (the Attributor canonicalizes them).
+        kColumns, "FROM unnest($2::text[]) AS k(name), LATERAL (SELECT * FROM job_gpus g ",
+        "WHERE lower(split_part(g.host, '.', 1)) = k.name AND ", kDuring,
+        " OFFSET 0) a WHERE a.cluster = $1 UNION ", kColumns,
+        "FROM unnest($3::text[]) AS u(id), LATERAL (SELECT * FROM job_gpus g ",
+        "WHERE g.gpu_uuid = u.id AND ", kDuring, " OFFSET 0) a WHERE a.cluster = $1");
+    pqxx::result rows = txn.exec_params(
+        kLookup,
         cluster, hosts_array, uuids_array, min_ms, max_ms);
     allocations.reserve(rows.size());
     for (const auto& r : rows) {

@@ -33,6 +33,11 @@ std::string BuildConninfo(const PgPoolOptions& options) {
       {"keepalives_interval", "5"},
       {"keepalives_count", "3"},
       {"application_name", options.application_name},
+      // PostgreSQL compiles a query with JIT once its estimated cost passes jit_above_cost,
+      // which estimates from missing or stale statistics (a fleet registered since the last
+      // ANALYZE) easily do: hundreds of milliseconds of compiling for a lookup that runs in
+      // a few. Every query here is short; a DSN with its own `options` keeps its setting.
+      {"options", "-c jit=off"},
   };
   std::string conninfo = options.dsn;
   const bool is_uri =
@@ -40,7 +45,9 @@ std::string BuildConninfo(const PgPoolOptions& options) {
   for (const auto& [key, value] : params) {
     if (absl::StrContains(options.dsn, absl::StrCat(key, "="))) continue;  // the caller's wins
     if (is_uri) {
-      absl::StrAppend(&conninfo, absl::StrContains(conninfo, "?") ? "&" : "?", key, "=", value);
+      absl::StrAppend(&conninfo, absl::StrContains(conninfo, "?") ? "&" : "?", key, "=",
+                      absl::StrReplaceAll(value, {{"%", "%25"}, {" ", "%20"}, {"=", "%3D"},
+                                                  {"&", "%26"}}));
     } else {
       absl::StrAppend(&conninfo, " ", key, "=", QuoteConnValue(value));
     }
