@@ -39,6 +39,7 @@
 #include "tests/support/service_process.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/test_steps.h"
+#include "tests/support/webhook_receiver.h"
 
 namespace goodput::alerting {
 namespace {
@@ -53,45 +54,6 @@ namespace v1 = ::goodput::v1;
 constexpr char kSecret[] = "digest-s3cret";
 constexpr int kPeriodS = 60;
 
-// Receives webhook posts: their bodies, once per idempotency key, signatures checked.
-class Hooks {
- public:
-  explicit Hooks(int port) {
-    server_.Post("/hook", [this](const httplib::Request& req, httplib::Response& res) {
-      absl::MutexLock lock(&mu_);
-      const std::string ts = req.get_header_value("X-Goodput-Timestamp");
-      if (req.get_header_value("X-Goodput-Signature") != WebhookSignature(kSecret, ts, req.body)) {
-        bad_signatures_++;
-      }
-      posts_.push_back({req.get_header_value("Idempotency-Key"), req.body});
-      res.set_content("ok", "text/plain");
-    });
-    ok_ = server_.bind_to_port("127.0.0.1", port);
-    thread_ = std::thread([this] { server_.listen_after_bind(); });
-    while (ok_ && !server_.is_running()) std::this_thread::yield();
-  }
-  ~Hooks() {
-    server_.stop();
-    thread_.join();
-  }
-  bool ok() const { return ok_; }
-  std::vector<std::pair<std::string, std::string>> posts() {
-    absl::MutexLock lock(&mu_);
-    return posts_;
-  }
-  int bad_signatures() {
-    absl::MutexLock lock(&mu_);
-    return bad_signatures_;
-  }
-
- private:
-  httplib::Server server_;
-  bool ok_ = false;
-  std::thread thread_;
-  absl::Mutex mu_;
-  std::vector<std::pair<std::string, std::string>> posts_;
-  int bad_signatures_ = 0;
-};
 
 // The SMTP sink: messages as Python's e-mail parser reads them (smtp_sink.py).
 class SmtpSink {
@@ -305,7 +267,7 @@ std::string JobLine(int rank, const v1::JobReport& r) {
 TEST_F(AlertingDigests, UsersAndTeamGetOneDigestEachByMailAndWebhookAndARestartSendsNothingTwice) {
   auto hook_port = goodput::testing::FreePort();
   ASSERT_TRUE(hook_port.ok());
-  Hooks hooks(*hook_port);
+  testing::WebhookReceiver hooks(*hook_port);
   ASSERT_TRUE(hooks.ok());
   ASSERT_NO_FATAL_FAILURE(StartOfu());
   // alice: a1 with one of four GPUs idle (her most wasteful), a2 busy; bob: b1; carol: one GPU
@@ -411,11 +373,11 @@ TEST_F(AlertingDigests, UsersAndTeamGetOneDigestEachByMailAndWebhookAndARestartS
   }
 
   // Webhook: the three digests as JSON, signed.
-  std::vector<std::pair<std::string, std::string>> posts = hooks.posts();
+  std::vector<testing::WebhookReceiver::Post> posts = hooks.posts();
   ASSERT_EQ(posts.size(), 3u);
-  EXPECT_EQ(hooks.bad_signatures(), 0);
   std::map<std::string, nlohmann::json> digests;
-  for (const auto& [key, body] : posts) {
+  for (const auto& [key, ts, signature, body] : posts) {
+    EXPECT_EQ(signature, WebhookSignature(kSecret, ts, body)) << key;
     nlohmann::json j = nlohmann::json::parse(body);
     EXPECT_EQ(j["type"], "digest");
     EXPECT_EQ(j["idempotency_key"], key);
@@ -436,7 +398,7 @@ TEST_F(AlertingDigests, UsersAndTeamGetOneDigestEachByMailAndWebhookAndARestartS
   const std::string start =
       absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::FromUnixMillis(end_ms_), absl::UTCTimeZone());
   std::vector<std::string> keys;
-  for (const auto& p : posts) keys.push_back(p.first);
+  for (const auto& p : posts) keys.push_back(p.idempotency_key);
   std::sort(keys.begin(), keys.end());
   EXPECT_EQ(keys, (std::vector<std::string>{absl::StrCat("digest:team:vision:", start, ":hook"),
                                             absl::StrCat("digest:user:alice:", start, ":hook"),

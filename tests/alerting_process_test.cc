@@ -24,6 +24,7 @@
 #include "tests/support/redis_server.h"
 #include "tests/support/service_process.h"
 #include "tests/support/test_steps.h"
+#include "tests/support/webhook_receiver.h"
 
 namespace goodput::alerting {
 namespace {
@@ -38,36 +39,6 @@ namespace v1 = ::goodput::v1;
 
 constexpr goodput::testing::RegressingJobShape kJob;
 
-// Receives webhook posts and remembers their idempotency keys.
-class Hooks {
- public:
-  explicit Hooks(int port) {
-    server_.Post("/hook", [this](const httplib::Request& req, httplib::Response& res) {
-      absl::MutexLock lock(&mu_);
-      keys_.push_back(req.get_header_value("Idempotency-Key"));
-      res.set_content("ok", "text/plain");
-    });
-    ok_ = server_.bind_to_port("127.0.0.1", port);
-    thread_ = std::thread([this] { server_.listen_after_bind(); });
-    while (ok_ && !server_.is_running()) std::this_thread::yield();
-  }
-  ~Hooks() {
-    server_.stop();
-    thread_.join();
-  }
-  bool ok() const { return ok_; }
-  std::vector<std::string> keys() {
-    absl::MutexLock lock(&mu_);
-    return keys_;
-  }
-
- private:
-  httplib::Server server_;
-  bool ok_ = false;
-  std::thread thread_;
-  absl::Mutex mu_;
-  std::vector<std::string> keys_;
-};
 
 class AlertingProcess : public ::testing::Test {
  protected:
@@ -145,7 +116,7 @@ TEST_F(AlertingProcess, OfuWindowsOfARegressingJobRaiseOneAlertAndARestartAddsNo
   ASSERT_TRUE(port.ok());
   auto hook_port = goodput::testing::FreePort();
   ASSERT_TRUE(hook_port.ok());
-  Hooks hooks(*hook_port);
+  testing::WebhookReceiver hooks(*hook_port);
   ASSERT_TRUE(hooks.ok());
   auto alerting = StartAlerting(*port, *hook_port);
   ASSERT_TRUE(alerting.ok()) << alerting.status();

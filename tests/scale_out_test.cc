@@ -43,6 +43,7 @@
 #include "tests/support/redis_server.h"
 #include "tests/support/service_process.h"
 #include "tests/support/test_steps.h"
+#include "tests/support/webhook_receiver.h"
 #include "tools/fleetsim/fleet_proto.h"
 #include "tools/fleetsim/fleet_sim.h"
 
@@ -105,37 +106,6 @@ absl::StatusOr<sim::FleetConfig> PlanFleet(int64_t end_unix_s) {
   return absl::NotFoundError("no seed below 500 gives two drops and two miscounts");
 }
 
-// The webhook every notification goes to; remembers each post's idempotency key
-// (`<alert id>:<target>:<state>`).
-class Hooks {
- public:
-  explicit Hooks(int port) {
-    server_.Post("/hook", [this](const httplib::Request& req, httplib::Response& res) {
-      absl::MutexLock lock(&mu_);
-      keys_.push_back(req.get_header_value("Idempotency-Key"));
-      res.set_content("ok", "text/plain");
-    });
-    ok_ = server_.bind_to_port("127.0.0.1", port);
-    thread_ = std::thread([this] { server_.listen_after_bind(); });
-    while (ok_ && !server_.is_running()) std::this_thread::yield();
-  }
-  ~Hooks() {
-    server_.stop();
-    thread_.join();
-  }
-  bool ok() const { return ok_; }
-  std::vector<std::string> keys() {
-    absl::MutexLock lock(&mu_);
-    return keys_;
-  }
-
- private:
-  httplib::Server server_;
-  bool ok_ = false;
-  std::thread thread_;
-  absl::Mutex mu_;
-  std::vector<std::string> keys_;
-};
 
 // What a run leaves, in terms that do not depend on how many replicas made it.
 struct Outcome {
@@ -164,7 +134,7 @@ class Platform {
     ASSERT_TRUE(migrated.ok()) << migrated.status();
     absl::StatusOr<int> hook_port = FreePort();
     ASSERT_TRUE(hook_port.ok());
-    hooks_ = std::make_unique<Hooks>(*hook_port);
+    hooks_ = std::make_unique<testing::WebhookReceiver>(*hook_port);
     ASSERT_TRUE(hooks_->ok());
     hook_url_ = absl::StrCat("http://127.0.0.1:", *hook_port, "/hook");
     for (int s = 0; s < 4; ++s) {
@@ -210,7 +180,7 @@ class Platform {
   }
 
   PostgresServer& pg() { return *pg_; }
-  Hooks& hooks() { return *hooks_; }
+  testing::WebhookReceiver& hooks() { return *hooks_; }
   int replicas() const { return replicas_; }
   std::string LogTails() {
     std::string out;
@@ -257,7 +227,7 @@ class Platform {
   int replicas_;
   std::unique_ptr<PostgresServer> pg_;
   std::unique_ptr<RedisServer> redis_;
-  std::unique_ptr<Hooks> hooks_;
+  std::unique_ptr<testing::WebhookReceiver> hooks_;
   std::string hook_url_;
   std::vector<int> ports_[4];
   std::vector<std::vector<std::unique_ptr<ServiceProcess>>> processes_;
