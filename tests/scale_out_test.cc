@@ -46,6 +46,7 @@
 #include "tests/support/webhook_receiver.h"
 #include "tools/fleetsim/fleet_proto.h"
 #include "tools/fleetsim/fleet_sim.h"
+#include "tools/fleetsim/sdk_figure.h"
 
 namespace goodput::testing {
 namespace {
@@ -275,24 +276,7 @@ class PlatformSink : public sim::FleetSink {
       }
       it = reporters_.emplace(job.job_id, *std::move(reporter)).first;
     }
-    sdk::MfuFigure figure;
-    if (report.form == "tflops_per_gpu") {
-      figure.tflops_per_gpu = report.tflops_per_gpu;
-    } else if (report.form == "total_tflops") {
-      figure.total_tflops = report.total_tflops;
-      figure.gpu_count = report.gpu_count;
-    } else if (report.form == "flops_per_step") {
-      figure.flops_per_step = report.flops_per_step;
-      figure.step_time_s = report.step_time_s;
-      figure.gpu_count = report.gpu_count;
-    } else {
-      figure.mfu = report.mfu;
-    }
-    figure.precision_mix = {{v1::PRECISION_BF16, 1 - report.fp8_share}};
-    if (report.fp8_share > 0) figure.precision_mix.push_back({v1::PRECISION_FP8, report.fp8_share});
-    figure.interval_s = static_cast<double>(report.end_s - report.start_s);
-    figure.end_time = absl::FromUnixSeconds(report.end_s);
-    it->second->Report(figure);
+    it->second->Report(sim::SdkFigure(report));
   }
 
   void OnJobEnd(const sim::JobTruth& job) override {

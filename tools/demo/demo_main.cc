@@ -51,6 +51,7 @@
 #include "sdk/cpp/reporter.h"
 #include "tools/fleetsim/fleet_proto.h"
 #include "tools/fleetsim/fleet_sim.h"
+#include "tools/fleetsim/sdk_figure.h"
 #include "tools/goodputctl/format.h"
 
 namespace goodput::demo {
@@ -131,24 +132,7 @@ class PlatformSink : public sim::FleetSink {
     if (!options_.report_mfu) return;
     sdk::Reporter* reporter = ReporterFor(job);
     if (reporter == nullptr) return;
-    sdk::MfuFigure figure;
-    if (report.form == "tflops_per_gpu") {
-      figure.tflops_per_gpu = report.tflops_per_gpu;
-    } else if (report.form == "total_tflops") {
-      figure.total_tflops = report.total_tflops;
-      figure.gpu_count = report.gpu_count;
-    } else if (report.form == "flops_per_step") {
-      figure.flops_per_step = report.flops_per_step;
-      figure.step_time_s = report.step_time_s;
-      figure.gpu_count = report.gpu_count;
-    } else {
-      figure.mfu = report.mfu;
-    }
-    figure.precision_mix = {{v1::PRECISION_BF16, 1 - report.fp8_share}};
-    if (report.fp8_share > 0) figure.precision_mix.push_back({v1::PRECISION_FP8, report.fp8_share});
-    figure.interval_s = static_cast<double>(report.end_s - report.start_s);
-    figure.end_time = absl::FromUnixSeconds(report.end_s);
-    reporter->Report(figure);
+    reporter->Report(sim::SdkFigure(report));
     ++mfu_reports_;
   }
 
