@@ -12,8 +12,6 @@
 // back and goodputctl decodes it into the service's summary; while slurmdbd is down the report
 // is stored, says why the AdminComment is missing, and the write is retried until slurmdbd is
 // back.
-#include <unistd.h>
-
 #include <functional>
 #include <string>
 #include <vector>
@@ -56,9 +54,6 @@ std::string Ts(int64_t ms) {
 class JobReportSlurmTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (geteuid() != 0) {
-      GTEST_SKIP() << "needs root: the test Slurm cluster's slurmd starts jobs as root";
-    }
     ASSERT_NO_FATAL_FAILURE(::goodput::testing::StartPostgres(&pg_));
     ASSERT_NO_FATAL_FAILURE(::goodput::testing::StartRedis(&redis_));
     auto slurm = ::goodput::testing::SlurmCluster::Create(ClusterOptions());
@@ -165,9 +160,11 @@ class JobReportSlurmTest : public ::testing::Test {
   }
 
   // `goodputctl report --from-admin-comment` turns `comment` into exactly `summary` (--json)
-  // and prints it as the head of `goodputctl report` of the job.
+  // and prints it as the head of `goodputctl report` of the job (whose output goes to
+  // `full_report` when given).
   void ExpectGoodputctlDecodes(const std::string& comment, const v1::ReportSummary& summary,
-                               ServiceProcess& ofu, const std::string& job_id) {
+                               ServiceProcess& ofu, const std::string& job_id,
+                               std::string* full_report = nullptr) {
     auto decoded_json = Goodputctl({"report", "--from-admin-comment", comment, "--json"});
     ASSERT_TRUE(decoded_json.ok()) << decoded_json.status();
     ASSERT_TRUE(decoded_json->exit.Success()) << decoded_json->output;
@@ -185,6 +182,7 @@ class JobReportSlurmTest : public ::testing::Test {
     EXPECT_TRUE(absl::StartsWith(full_text->output, decoded_text->output))
         << full_text->output << "\n---\n"
         << decoded_text->output;
+    if (full_report != nullptr) *full_report = full_text->output;
   }
 
   std::unique_ptr<::goodput::testing::PostgresServer> pg_;
@@ -201,24 +199,13 @@ TEST_F(JobReportSlurmTest, EndedJobCarriesItsReportInAdminCommentAndGoodputctlDe
   auto ofu = StartOfu();
   ASSERT_TRUE(ofu.ok()) << ofu.status();
   ASSERT_NO_FATAL_FAILURE(StoreJobAndTelemetry(*job));
-  auto reports = v1::ReportService::NewStub((*ofu)->Channel());
   v1::JobReport report;
-  grpc::Status last;
-  ASSERT_TRUE(PollUntil(
-      [&] {
-        grpc::ClientContext ctx;
-        v1::GetJobReportRequest request;
-        request.mutable_job()->set_cluster("eos");
-        request.mutable_job()->set_job_id(*job);
-        v1::GetJobReportResponse response;
-        last = reports->GetJobReport(&ctx, request, &response);
-        report = response.report();
-        return last.ok() && report.final() && report.summary().has_ofu() &&
-               report.admin_comment_status() == "written";
+  ASSERT_NO_FATAL_FAILURE(WaitForReport(
+      **ofu, *job,
+      [](const v1::JobReport& r) {
+        return r.final() && r.summary().has_ofu() && r.admin_comment_status() == "written";
       },
-      absl::Seconds(90)))
-      << last.error_message() << "\n"
-      << report.DebugString();
+      &report));
 
   // The report composes the job summary and the registry, with advice from its figures.
   const v1::ReportSummary& s = report.summary();
@@ -241,27 +228,10 @@ TEST_F(JobReportSlurmTest, EndedJobCarriesItsReportInAdminCommentAndGoodputctlDe
   const std::string comment = AdminComment(*job);
   EXPECT_EQ(comment, report.admin_comment());
   ASSERT_TRUE(absl::StartsWith(comment, "goodput1:")) << comment;
-  auto decoded_json = Goodputctl({"report", "--from-admin-comment", comment, "--json"});
-  ASSERT_TRUE(decoded_json.ok()) << decoded_json.status();
-  ASSERT_TRUE(decoded_json->exit.Success()) << decoded_json->output;
-  v1::ReportSummary decoded;
-  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(decoded_json->output, &decoded).ok())
-      << decoded_json->output;
-  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(decoded, s))
-      << decoded.DebugString() << "\nvs the service's\n"
-      << s.DebugString();
-
-  // As text, the decoded summary is the head of the service's report.
-  auto decoded_text = Goodputctl({"report", "--from-admin-comment", comment});
-  ASSERT_TRUE(decoded_text.ok() && decoded_text->exit.Success()) << decoded_text->output;
-  auto full_text =
-      Goodputctl({"report", absl::StrCat("eos/", *job), "--ofu-addr", (*ofu)->grpc_address()});
-  ASSERT_TRUE(full_text.ok() && full_text->exit.Success()) << full_text->output;
-  EXPECT_TRUE(absl::StartsWith(full_text->output, decoded_text->output))
-      << full_text->output << "\n---\n"
-      << decoded_text->output;
-  EXPECT_TRUE(absl::StrContains(full_text->output, "1 of 4 GPUs stayed idle")) << full_text->output;
-  EXPECT_TRUE(absl::StrContains(full_text->output, "idle GPUs")) << full_text->output;
+  std::string full_report;
+  ASSERT_NO_FATAL_FAILURE(ExpectGoodputctlDecodes(comment, s, **ofu, *job, &full_report));
+  EXPECT_TRUE(absl::StrContains(full_report, "1 of 4 GPUs stayed idle")) << full_report;
+  EXPECT_TRUE(absl::StrContains(full_report, "idle GPUs")) << full_report;
 
   // A comment that is not goodput's is refused with what was wrong.
   auto refused = Goodputctl({"report", "--from-admin-comment", "JS1:abc"});
