@@ -308,25 +308,27 @@ absl::Status OfuStore::BeginRound(ConsumerState& state) {
         return txn.exec(kSequenceValue)[0][0].as<int64_t>();
       });
   if (!seq.ok()) return seq.status();
-  absl::StatusOr<std::pair<std::string, std::string>> snap =
-      pool_->RunTransactionFor<std::pair<std::string, std::string>>(
-          [&](pqxx::work& txn) -> absl::StatusOr<std::pair<std::string, std::string>> {
-            pqxx::result r = txn.exec(kSnapshot);
-            return std::make_pair(r[0][0].as<std::string>(), r[0][1].as<std::string>());
-          });
+  // The snapshot, then (a later statement) the sequence value that bounds the seqs of every
+  // transaction the snapshot saw end.
+  struct Snapshot {
+    std::string xmin, xmax;
+    int64_t seq_after = 0;
+  };
+  absl::StatusOr<Snapshot> snap =
+      pool_->RunTransactionFor<Snapshot>([&](pqxx::work& txn) -> absl::StatusOr<Snapshot> {
+        pqxx::result r = txn.exec(kSnapshot);
+        return Snapshot{.xmin = r[0][0].as<std::string>(),
+                        .xmax = r[0][1].as<std::string>(),
+                        .seq_after = txn.exec(kSequenceValue)[0][0].as<int64_t>()};
+      });
   if (!snap.ok()) return snap.status();
   // Pair this snapshot's xmax with the sequence value of the previous round start, so that a
   // writer that drew its first seq just before taking its transaction id is still above it.
-  if (last_seq_read_.has_value()) floor_candidates_.emplace_back(snap->second, *last_seq_read_);
+  if (last_seq_read_.has_value()) floor_candidates_.emplace_back(snap->xmax, *last_seq_read_);
   last_seq_read_ = *seq;
-  if (XidValue(snap->first) <= XidValue(state.xid_done)) return absl::OkStatus();  // nothing new
-  absl::StatusOr<int64_t> ceiling =
-      pool_->RunTransactionFor<int64_t>([&](pqxx::work& txn) -> absl::StatusOr<int64_t> {
-        return txn.exec(kSequenceValue)[0][0].as<int64_t>();
-      });
-  if (!ceiling.ok()) return ceiling.status();
-  round_seq_ceiling_ = *ceiling;
-  state.xid_round_end = snap->first;
+  if (XidValue(snap->xmin) <= XidValue(state.xid_done)) return absl::OkStatus();  // nothing new
+  round_seq_ceiling_ = snap->seq_after;
+  state.xid_round_end = snap->xmin;
   state.seq_cursor = std::max(state.seq_cursor, state.seq_floor);
   return absl::OkStatus();
 }

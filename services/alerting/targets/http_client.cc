@@ -22,15 +22,15 @@ size_t AppendBody(char* data, size_t size, size_t count, void* user) {
   return n;
 }
 
-void GlobalInitOnce() {
+}  // namespace
+
+void CurlGlobalInitOnce() {
   static std::once_flag once;
   std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
 }
 
-}  // namespace
-
 absl::StatusOr<HttpResponse> PerformHttp(const HttpRequest& request) {
-  GlobalInitOnce();
+  CurlGlobalInitOnce();
   CURL* curl = curl_easy_init();
   if (curl == nullptr) return absl::InternalError("curl_easy_init failed");
   HttpResponse response;
@@ -90,7 +90,7 @@ absl::Status HttpStatusToStatus(const HttpResponse& response, const std::string&
 }
 
 std::string UrlEscape(const std::string& text) {
-  GlobalInitOnce();
+  CurlGlobalInitOnce();
   char* escaped = curl_easy_escape(nullptr, text.data(), static_cast<int>(text.size()));
   if (escaped == nullptr) return text;
   std::string out = escaped;

@@ -31,6 +31,10 @@ struct HttpResponse {
 // when no answer came; any HTTP answer is returned as it is.
 absl::StatusOr<HttpResponse> PerformHttp(const HttpRequest& request);
 
+// libcurl's process-wide initialization, once; every target that uses libcurl calls it
+// before its first handle.
+void CurlGlobalInitOnce();
+
 // OK for 2xx; otherwise a status that says what `what` got back, with the start of the body:
 // 408, 429 and 5xx UNAVAILABLE; 401 UNAUTHENTICATED and 403 PERMISSION_DENIED (retried: a
 // credential can be fixed); 404 NOT_FOUND; other 4xx INVALID_ARGUMENT (permanent).

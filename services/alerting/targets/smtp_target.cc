@@ -4,12 +4,12 @@
 
 #include <algorithm>
 #include <cstring>
-#include <mutex>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "services/alerting/targets/http_client.h"
 #include "services/alerting/targets/render.h"
 #include "services/alerting/targets/signing.h"
 
@@ -122,11 +122,6 @@ size_t ReadUpload(char* buffer, size_t size, size_t count, void* user) {
   std::memcpy(buffer, up->data->data() + up->offset, n);
   up->offset += n;
   return n;
-}
-
-void GlobalInitOnce() {
-  static std::once_flag once;
-  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
 }
 
 }  // namespace
@@ -247,7 +242,7 @@ absl::Status SmtpTarget::Deliver(MailMessage m, const std::string& idempotency_k
   m.message_id = MessageIdFor(idempotency_key, config_.from);
   const std::string data = RenderMail(m);
 
-  GlobalInitOnce();
+  CurlGlobalInitOnce();
   CURL* curl = curl_easy_init();
   if (curl == nullptr) return absl::InternalError("curl_easy_init failed");
   char error[CURL_ERROR_SIZE] = {0};
