@@ -16,11 +16,14 @@ namespace {
 namespace fs = std::filesystem;
 
 // Settings for both the bootstrap and the server: a small, fast, throw-away instance (no
-// doublewrite, no flush at commit) that still meets what slurmdbd needs (InnoDB).
-std::vector<std::string> SmallInstanceSettings() {
-  std::vector<std::string> settings = {"--skip-name-resolve", "--innodb-buffer-pool-size=64M",
-                                       "--innodb-log-file-size=16M", "--innodb-doublewrite=0",
-                                       "--innodb-flush-log-at-trx-commit=0"};
+// doublewrite, no flush at commit) that still meets what slurmdbd needs (InnoDB). Its temporary
+// tables live in the instance's own folder: the bootstrap's in a shared /tmp failed when two
+// instances were set up at once ("Could not remove temporary table ... error: 2").
+std::vector<std::string> SmallInstanceSettings(const fs::path& tmp) {
+  std::vector<std::string> settings = {
+      "--skip-name-resolve",           absl::StrCat("--tmpdir=", tmp.string()),
+      "--innodb-buffer-pool-size=64M", "--innodb-log-file-size=16M",
+      "--innodb-doublewrite=0",        "--innodb-flush-log-at-trx-commit=0"};
   // mariadbd refuses to run as root unless told to.
   if (geteuid() == 0) settings.push_back("--user=root");
   return settings;
@@ -48,11 +51,15 @@ absl::Status MariaDbServer::Start(const MariaDbServerOptions& options) {
   const fs::path root = dir_.path();
   const fs::path data = root / "data";
   socket_ = root / "mariadb.sock";
+  const fs::path tmp = root / "tmp";
+  std::error_code ec;
+  fs::create_directories(tmp, ec);
+  if (ec) return absl::InternalError(absl::StrCat("creating ", tmp.string(), ": ", ec.message()));
 
   std::vector<std::string> install = {FindProgram("mariadb-install-db"), "--no-defaults",
                                       absl::StrCat("--datadir=", data.string()),
                                       "--auth-root-authentication-method=normal", "--skip-test-db"};
-  for (std::string& s : SmallInstanceSettings()) install.push_back(std::move(s));
+  for (std::string& s : SmallInstanceSettings(tmp)) install.push_back(std::move(s));
   absl::StatusOr<ProgramResult> installed = RunProgram(install, {}, options.start_timeout);
   if (!installed.ok()) return installed.status();
   if (!installed->exit.Success()) {
@@ -72,7 +79,7 @@ absl::Status MariaDbServer::Start(const MariaDbServerOptions& options) {
                                    absl::StrCat("--bind-address=", host_),
                                    absl::StrCat("--pid-file=", (root / "mariadbd.pid").string()),
                                    absl::StrCat("--log-error=", error_log.string())};
-  for (std::string& s : SmallInstanceSettings()) argv.push_back(std::move(s));
+  for (std::string& s : SmallInstanceSettings(tmp)) argv.push_back(std::move(s));
   absl::StatusOr<std::unique_ptr<ChildProcess>> proc = ChildProcess::Start(
       {.argv = std::move(argv), .log_path = root / "mariadbd.out", .working_dir = root});
   if (!proc.ok()) return proc.status();
