@@ -200,6 +200,31 @@ try {
 
   await noInjectedElements("steady job page");
 
+  step("a page left while its answer is slow never replaces the page shown next");
+  // The job page's read is held back 3 s, and the route goes to the fleet meanwhile: the
+  // fleet must stay, with no error (under load this was a page that swapped itself back).
+  const held = [];
+  await page.route("**/api/jobs/*/*", async (route) => {
+    held.push(route.request().url());
+    await new Promise((resolve) => setTimeout(resolve, 3000));
+    await route.continue().catch(() => undefined); // the page cancelled it
+  });
+  await page.evaluate((hash) => {
+    location.hash = hash;
+  }, jobHash(regressed));
+  for (const deadline = Date.now() + 20_000; held.length === 0; await page.waitForTimeout(50)) {
+    assert.ok(Date.now() < deadline, "the job page asked for its job");
+  }
+  await page.evaluate(() => {
+    location.hash = "#/";
+  });
+  await page.locator('[data-testid="fleet-ofu"] .card-value').waitFor();
+  await page.waitForTimeout(4000);
+  assert.equal(await page.locator('[data-testid="fleet"]').count(), 1, "the fleet page is still shown");
+  assert.equal(await page.locator('[data-testid="job-title"]').count(), 0, "the left job page did not come back");
+  assert.equal(await page.locator(".error").count(), 0, "no error shown");
+  await page.unrouteAll({ behavior: "ignoreErrors" });
+
   step(`fleet filtered by user ${regressedUser} through the form, then its shared link`);
   await page.goto(`${url}/#/`);
   await page.locator('[data-testid="filters"]').waitFor();

@@ -204,8 +204,9 @@ export class ApiError extends Error {
   }
 }
 
-async function getJson<T>(path: string): Promise<T> {
-  const response = await fetch(path, { headers: { Accept: "application/json" } });
+// `signal`: the page's navigation (main.ts); leaving the page cancels its reads.
+async function getJson<T>(path: string, signal?: AbortSignal): Promise<T> {
+  const response = await fetch(path, { headers: { Accept: "application/json" }, signal });
   const text = await response.text();
   if (!response.ok) {
     let message = text;
@@ -220,29 +221,29 @@ async function getJson<T>(path: string): Promise<T> {
 }
 
 // `params`: the fleet page's filters (filters.ts: filterParams).
-export function fetchFleet(params: URLSearchParams): Promise<Fleet> {
-  return getJson(`api/fleet?${params}`);
+export function fetchFleet(params: URLSearchParams, signal?: AbortSignal): Promise<Fleet> {
+  return getJson(`api/fleet?${params}`, signal);
 }
 
-export function fetchJobs(params: URLSearchParams): Promise<JobsResponse> {
+export function fetchJobs(params: URLSearchParams, signal?: AbortSignal): Promise<JobsResponse> {
   const query = new URLSearchParams(params);
   query.set("limit", "200");
-  return getJson(`api/jobs?${query}`);
+  return getJson(`api/jobs?${query}`, signal);
 }
 
-export function fetchAlerts(params: URLSearchParams): Promise<Alerts> {
+export function fetchAlerts(params: URLSearchParams, signal?: AbortSignal): Promise<Alerts> {
   const query = new URLSearchParams();
   for (const key of ["cluster", "range_h", "from_ms", "to_ms"]) {
     const value = params.get(key);
     if (value !== null) query.set(key, value);
   }
-  return getJson(`api/alerts?${query}`);
+  return getJson(`api/alerts?${query}`, signal);
 }
 
 export function jobPath(cluster: string, jobId: string): string {
   return `${encodeURIComponent(cluster)}/${encodeURIComponent(jobId)}`;
 }
 
-export function fetchJob(cluster: string, jobId: string): Promise<JobDetail> {
-  return getJson(`api/jobs/${jobPath(cluster, jobId)}`);
+export function fetchJob(cluster: string, jobId: string, signal?: AbortSignal): Promise<JobDetail> {
+  return getJson(`api/jobs/${jobPath(cluster, jobId)}`, signal);
 }

@@ -40,6 +40,18 @@ export function closeLive(): void {
   source = null;
 }
 
+// A page's renders in the order they finish: a render that finishes after a later one started
+// (a slow answer under load) is dropped, and nothing renders once the page's navigation is
+// over (`signal`: main.ts aborts it when the route changes), so a page left behind never
+// writes over the one now shown.
+export function latestOnly(signal: AbortSignal): () => () => boolean {
+  let latest = 0;
+  return () => {
+    const mine = ++latest;
+    return () => !signal.aborted && mine === latest;
+  };
+}
+
 // Calls `fn` at most once per `ms`, after the last of a burst of calls.
 export function debounce(fn: () => void, ms: number): () => void {
   let timer: ReturnType<typeof setTimeout> | undefined;

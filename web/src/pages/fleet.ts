@@ -14,7 +14,7 @@ import {
   type FleetFilters,
 } from "../filters";
 import { dateTime, esc, hours, pct, words } from "../format";
-import { debounce, openLive } from "../live";
+import { debounce, latestOnly, openLive } from "../live";
 import { alertList, jobHref, unavailable } from "./common";
 
 const RANGES: [string, number][] = [
@@ -137,11 +137,18 @@ function alertsSection(alerts: Alerts): string {
   return alertList(alerts.items, true);
 }
 
-export async function renderFleetPage(root: HTMLElement): Promise<void> {
+export async function renderFleetPage(root: HTMLElement, signal: AbortSignal): Promise<void> {
+  const begin = latestOnly(signal);
   const render = async () => {
+    const current = begin();
     const f = filtersFromHash(location.hash);
     const params = filterParams(f);
-    const [fleet, jobs, alerts] = await Promise.all([fetchFleet(params), fetchJobs(params), fetchAlerts(params)]);
+    const [fleet, jobs, alerts] = await Promise.all([
+      fetchFleet(params, signal),
+      fetchJobs(params, signal),
+      fetchAlerts(params, signal),
+    ]);
+    if (!current()) return;
     const custom = f.from_ms !== null;
     const ranges = RANGES.map(
       ([label, h]) =>
@@ -171,6 +178,7 @@ export async function renderFleetPage(root: HTMLElement): Promise<void> {
     });
   };
   await render();
+  if (signal.aborted) return;
   // Live updates re-render the page, but not under a person editing the filters.
   const editing = () => document.activeElement?.closest("form[data-testid=filters]") != null;
   const refresh = debounce(() => {

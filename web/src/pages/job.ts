@@ -4,7 +4,7 @@ import { fetchJob, type JobDetail, type JobReport, type Reconciliation } from ".
 import { largestLevelShift } from "../analysis";
 import { renderChart, type Marker, type Series } from "../chart";
 import { dateTime, duration, esc, hours, pct, times, words } from "../format";
-import { debounce, openLive } from "../live";
+import { debounce, latestOnly, openLive } from "../live";
 import { alertList, unavailable } from "./common";
 
 function card(label: string, value: string, note = "", testid = ""): string {
@@ -154,9 +154,17 @@ function charts(d: JobDetail, extraMarkers: Marker[]): string {
       ${renderChart(gpuSeries, markers, { title: "OFU per GPU over time", height: 220 })}</section>`;
 }
 
-export async function renderJobPage(root: HTMLElement, cluster: string, jobId: string): Promise<void> {
+export async function renderJobPage(
+  root: HTMLElement,
+  cluster: string,
+  jobId: string,
+  signal: AbortSignal,
+): Promise<void> {
+  const begin = latestOnly(signal);
   const render = async () => {
-    const d = await fetchJob(cluster, jobId);
+    const current = begin();
+    const d = await fetchJob(cluster, jobId, signal);
+    if (!current()) return;
     const shift = levelShiftPanel(d);
     root.innerHTML = `
       <p><a href="#/">← Fleet</a></p>
@@ -173,6 +181,7 @@ export async function renderJobPage(root: HTMLElement, cluster: string, jobId: s
       ${characterization(d)}`;
   };
   await render();
+  if (signal.aborted) return;
   const refresh = debounce(() => void render().catch(() => undefined), 1000);
   openLive(`cluster=${encodeURIComponent(cluster)}&job=${encodeURIComponent(jobId)}`, () => refresh());
 }
