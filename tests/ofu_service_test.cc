@@ -479,6 +479,148 @@ TEST_F(OfuIntegration, QueriesPaginateDownsampleAndRefuseUnknownJobs) {
   EXPECT_NEAR(fleet_resp.total().gpu_hours(), sim.gpus * 1.0, 0.3);
 }
 
+// The fleet summary reads whole hours from ofu_fleet_hours and only the partial hours at the
+// range's ends window by window: it must equal the summary of every window, for any range,
+// after revisions (a window's OFU or GPU model changed), and at another threshold.
+TEST_F(OfuIntegration, FleetSummaryFromHourlyFiguresEqualsTheOneFromEveryWindow) {
+  auto pool = NewDatabase("goodput");
+  constexpr int64_t kHourMs = 3'600'000;
+  const int64_t hour0 = (int64_t{1'790'000'000'000} / kHourMs) * kHourMs;
+  const int64_t t0 = hour0 + 10 * 60'000;  // windows from 00:10 for 3.5 hours
+  constexpr int kWindows = 210;
+  struct JobSpec {
+    std::string job_id, user, team, model;
+  };
+  const std::vector<JobSpec> specs = {{"a", "alice", "vision", kH100},
+                                      {"b", "bob", "vision", kH100},
+                                      {"c", "alice", "speech", ""}};  // model from its windows
+  std::vector<int64_t> ids;
+  for (const JobSpec& spec : specs) {
+    auto id = pool->RunTransactionFor<int64_t>([&](pqxx::work& txn) -> absl::StatusOr<int64_t> {
+      return txn
+          .exec_params(
+              "INSERT INTO jobs (cluster, job_id, scheduler, team, user_name, gpu_model, "
+              "start_time) VALUES ($1, $2, 'slurm', $3, $4, $5, timestamptz 'epoch' + $6 * "
+              "interval '1 millisecond') RETURNING id",
+              kCluster, spec.job_id, spec.team, spec.user, spec.model, t0)[0][0]
+          .as<int64_t>();
+    });
+    ASSERT_TRUE(id.ok()) << id.status();
+    ids.push_back(*id);
+  }
+  // OFU over all deciles, some windows without OFU, idle GPUs, MIG-like fractional GPUs; job
+  // c's windows switch GPU model in its second hour.
+  auto window = [&](size_t j, int k, double shift) {
+    WindowResult w;
+    w.job = ids[j];
+    w.start_ms = t0 + k * 60'000;
+    w.end_ms = w.start_ms + 60'000;
+    w.gpu_model = j == 2 && w.start_ms >= hour0 + kHourMs && w.start_ms < hour0 + 2 * kHourMs
+                      ? "NVIDIA A100-SXM4-80GB"
+                      : kH100;
+    if ((k + static_cast<int>(j)) % 17 != 0) {
+      w.ofu = std::fmod((k * 37 + static_cast<int>(j) * 11) / 100.0 + shift, 1.0);
+    }
+    w.sample_count = 64;
+    w.gpus_allocated = j == 1 ? 16 : 8;
+    w.gpu_equivalents = j == 2 ? 7.0 + 3.0 / 7.0 : w.gpus_allocated;
+    if (k % 5 == 0) w.idle_gpus = {"h/1/", "h/2/"};
+    return w;
+  };
+  OfuStore store(pool.get(), ShardConfig{});
+  absl::StatusOr<ConsumerState> state = store.LoadState();
+  ASSERT_TRUE(state.ok()) << state.status();
+  auto commit = [&](const std::vector<WindowResult>& results) {
+    absl::Status s = store.Commit(results, {}, {}, *state, 60);
+    ASSERT_TRUE(s.ok()) << s;
+  };
+  // Written in three batches, the last windows first.
+  for (int part = 2; part >= 0; --part) {
+    std::vector<WindowResult> batch;
+    for (size_t j = 0; j < ids.size(); ++j) {
+      for (int k = part * kWindows / 3; k < (part + 1) * kWindows / 3; ++k) {
+        batch.push_back(window(j, k, 0));
+      }
+    }
+    commit(batch);
+  }
+
+  auto expect_same = [&](int64_t from, int64_t to, double threshold, const FleetFilter& filter,
+                         const std::string& what) {
+    SCOPED_TRACE(what);
+    absl::StatusOr<std::vector<FleetPiece>> pieces = store.FleetPieces(from, to, threshold);
+    ASSERT_TRUE(pieces.ok()) << pieces.status();
+    absl::StatusOr<std::vector<std::pair<JobRow, StoredWindow>>> windows =
+        store.FleetWindows(from, to);
+    ASSERT_TRUE(windows.ok()) << windows.status();
+    for (const auto& dims : std::vector<std::vector<FleetDimension>>{
+             {}, {FleetDimension::kUser}, {FleetDimension::kGpuModel, FleetDimension::kTeam}}) {
+      auto [groups, total] = SummarizeFleet(*pieces, filter, dims);
+      auto [want_groups, want_total] = SummarizeFleet(*windows, filter, dims, threshold);
+      auto same = [](const FleetGroupFigures& got, const FleetGroupFigures& want) {
+        const std::string key = absl::StrCat(got.user, "/", got.team, "/", got.gpu_model);
+        EXPECT_EQ(key, absl::StrCat(want.user, "/", want.team, "/", want.gpu_model));
+        EXPECT_EQ(got.job_count, want.job_count) << key;
+        auto near = [&](double a, double b, const char* name) {
+          EXPECT_NEAR(a, b, 1e-12 * std::max(1.0, std::abs(b))) << key << " " << name;
+        };
+        near(got.gpu_hours, want.gpu_hours, "gpu_hours");
+        near(got.effective_gpu_hours, want.effective_gpu_hours, "effective");
+        near(got.ofu_mean, want.ofu_mean, "ofu_mean");
+        near(got.idle_gpu_hours, want.idle_gpu_hours, "idle");
+        near(got.low_efficiency_gpu_hours, want.low_efficiency_gpu_hours, "low efficiency");
+        for (int d = 0; d < 10; ++d) {
+          near(got.gpu_hours_by_ofu_decile[d], want.gpu_hours_by_ofu_decile[d],
+               absl::StrCat("decile ", d).c_str());
+        }
+      };
+      ASSERT_EQ(groups.size(), want_groups.size());
+      for (size_t g = 0; g < groups.size(); ++g) same(groups[g], want_groups[g]);
+      same(total, want_total);
+    }
+  };
+  const std::vector<std::tuple<int64_t, int64_t, std::string>> ranges = {
+      {hour0 - kHourMs, hour0 + 5 * kHourMs, "all windows, whole hours"},
+      {hour0 + 30 * 60'000, hour0 + 2 * kHourMs + 15 * 60'000, "partial hours at both ends"},
+      {hour0 + 5 * 60'000, hour0 + 50 * 60'000, "inside one hour"},
+      {hour0 + kHourMs, hour0 + 3 * kHourMs, "whole hours only"},
+      {hour0 + 6 * kHourMs, hour0 + 7 * kHourMs, "no windows"}};
+  for (const auto& [from, to, what] : ranges) {
+    expect_same(from, to, kFleetHoursLowEfficiencyOfu, {}, what);
+    expect_same(from, to, kFleetHoursLowEfficiencyOfu, {.gpu_model = "NVIDIA A100-SXM4-80GB"},
+                what + ", A100 only");
+    expect_same(from, to, 0.45, {}, what + ", another threshold");
+  }
+  // Whole hours are read as one piece per job and GPU model, not window by window.
+  absl::StatusOr<std::vector<FleetPiece>> pieces =
+      store.FleetPieces(hour0, hour0 + 4 * kHourMs, kFleetHoursLowEfficiencyOfu);
+  ASSERT_TRUE(pieces.ok()) << pieces.status();
+  EXPECT_EQ(pieces->size(), 4u);  // a, b, c on H100, c on A100
+  absl::StatusOr<std::vector<FleetPiece>> other =
+      store.FleetPieces(hour0, hour0 + 4 * kHourMs, 0.45);
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_EQ(other->size(), 3u * kWindows);
+
+  // Revisions: job a's second hour gets other OFU, job c's A100 hour becomes H100.
+  std::vector<WindowResult> revised;
+  for (int k = 50; k < 110; ++k) {
+    revised.push_back(window(0, k, 0.31));
+    WindowResult c = window(2, k, 0);
+    c.gpu_model = kH100;
+    revised.push_back(c);
+  }
+  commit(revised);
+  for (const auto& [from, to, what] : ranges) {
+    expect_same(from, to, kFleetHoursLowEfficiencyOfu, {}, what + ", after revisions");
+  }
+  auto a100_rows = pool->RunTransactionFor<int64_t>([&](pqxx::work& txn) -> absl::StatusOr<int64_t> {
+    return txn.exec("SELECT count(*) FROM ofu_fleet_hours WHERE gpu_model LIKE '%A100%'")[0][0]
+        .as<int64_t>();
+  });
+  ASSERT_TRUE(a100_rows.ok()) << a100_rows.status();
+  EXPECT_EQ(*a100_rows, 0) << "the revised hour's old GPU model row is gone";
+}
+
 TEST_F(OfuIntegration, LatestWindowComesFromRedisAndFromPostgresWhenRedisIsDown) {
   SimJob sim = SimulateOneJob(9);
   auto pool = NewDatabase("goodput");

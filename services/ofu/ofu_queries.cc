@@ -269,30 +269,45 @@ JobSummaryFigures SummarizeJob(const JobRow& job, const std::vector<StoredWindow
   return f;
 }
 
+FleetPiece FleetPieceOf(const JobRow& job, const StoredWindow& window,
+                        double low_efficiency_threshold) {
+  const WindowResult& w = window.result;
+  const double hours = static_cast<double>(window.window_s) / 3600.0;
+  const double gh = w.gpu_equivalents * hours;
+  FleetPiece p{.job = job, .gpu_model = w.gpu_model, .gpu_hours = gh};
+  p.idle_gpu_hours = static_cast<double>(w.idle_gpus.size()) * hours;
+  if (w.ofu.has_value()) {
+    p.effective_gpu_hours = gh * *w.ofu;
+    if (*w.ofu < low_efficiency_threshold) p.low_efficiency_gpu_hours = gh;
+    const int decile = std::clamp(static_cast<int>(std::floor(*w.ofu * 10)), 0, 9);
+    p.gpu_hours_by_ofu_decile[decile] = gh;
+  }
+  return p;
+}
+
 std::pair<std::vector<FleetGroupFigures>, FleetGroupFigures> SummarizeFleet(
-    const std::vector<std::pair<JobRow, StoredWindow>>& windows, const FleetFilter& filter,
-    const std::vector<FleetDimension>& group_by, double low_efficiency_threshold) {
+    const std::vector<FleetPiece>& pieces, const FleetFilter& filter,
+    const std::vector<FleetDimension>& group_by) {
   using Key =
       std::tuple<std::string, std::string, std::string, std::string, std::string, std::string>;
   std::map<Key, FleetGroupFigures> groups;
   std::map<Key, absl::flat_hash_set<int64_t>> jobs;
   FleetGroupFigures total;
   absl::flat_hash_set<int64_t> total_jobs;
-  auto add = [&](FleetGroupFigures& g, const WindowResult& w, double hours) {
-    const double gh = w.gpu_equivalents * hours;
-    g.gpu_hours += gh;
-    g.idle_gpu_hours += static_cast<double>(w.idle_gpus.size()) * hours;
-    if (w.ofu.has_value()) {
-      g.effective_gpu_hours += gh * *w.ofu;
-      if (*w.ofu < low_efficiency_threshold) g.low_efficiency_gpu_hours += gh;
-      const int decile = std::clamp(static_cast<int>(std::floor(*w.ofu * 10)), 0, 9);
-      g.gpu_hours_by_ofu_decile[decile] += gh;
+  auto add = [](FleetGroupFigures& g, const FleetPiece& p) {
+    g.gpu_hours += p.gpu_hours;
+    g.idle_gpu_hours += p.idle_gpu_hours;
+    g.effective_gpu_hours += p.effective_gpu_hours;
+    g.low_efficiency_gpu_hours += p.low_efficiency_gpu_hours;
+    for (size_t d = 0; d < g.gpu_hours_by_ofu_decile.size(); ++d) {
+      g.gpu_hours_by_ofu_decile[d] += p.gpu_hours_by_ofu_decile[d];
     }
   };
-  for (const auto& [job, sw] : windows) {
+  for (const FleetPiece& p : pieces) {
+    const JobRow& job = p.job;
     if (!filter.cluster.empty() && job.cluster != filter.cluster) continue;
     if (!filter.gpu_model.empty() && job.gpu_model != filter.gpu_model &&
-        sw.result.gpu_model != filter.gpu_model) {
+        p.gpu_model != filter.gpu_model) {
       continue;
     }
     if (!filter.team.empty() && job.team != filter.team) continue;
@@ -302,7 +317,7 @@ std::pair<std::vector<FleetGroupFigures>, FleetGroupFigures> SummarizeFleet(
         job.workload_fingerprint != filter.workload_fingerprint) {
       continue;
     }
-    const std::string model = job.gpu_model.empty() ? sw.result.gpu_model : job.gpu_model;
+    const std::string model = job.gpu_model.empty() ? p.gpu_model : job.gpu_model;
     Key key;
     for (FleetDimension d : group_by) {
       switch (d) {
@@ -328,9 +343,8 @@ std::pair<std::vector<FleetGroupFigures>, FleetGroupFigures> SummarizeFleet(
     }
     FleetGroupFigures& g = groups[key];
     std::tie(g.cluster, g.gpu_model, g.team, g.scheduler, g.user, g.workload_fingerprint) = key;
-    const double hours = static_cast<double>(sw.window_s) / 3600.0;
-    add(g, sw.result, hours);
-    add(total, sw.result, hours);
+    add(g, p);
+    add(total, p);
     jobs[key].insert(job.id);
     total_jobs.insert(job.id);
   }
@@ -346,6 +360,15 @@ std::pair<std::vector<FleetGroupFigures>, FleetGroupFigures> SummarizeFleet(
   total.job_count = static_cast<int64_t>(total_jobs.size());
   total.ofu_mean = total.gpu_hours > 0 ? total.effective_gpu_hours / total.gpu_hours : 0;
   return {out, total};
+}
+
+std::pair<std::vector<FleetGroupFigures>, FleetGroupFigures> SummarizeFleet(
+    const std::vector<std::pair<JobRow, StoredWindow>>& windows, const FleetFilter& filter,
+    const std::vector<FleetDimension>& group_by, double low_efficiency_threshold) {
+  std::vector<FleetPiece> pieces;
+  pieces.reserve(windows.size());
+  for (const auto& [job, w] : windows) pieces.push_back(FleetPieceOf(job, w, low_efficiency_threshold));
+  return SummarizeFleet(pieces, filter, group_by);
 }
 
 }  // namespace goodput::ofu

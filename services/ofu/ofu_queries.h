@@ -101,8 +101,30 @@ struct FleetGroupFigures {
          low_efficiency_gpu_hours = 0;
   std::vector<double> gpu_hours_by_ofu_decile = std::vector<double>(10, 0.0);
 };
-// Groups job-level windows by the dimensions (none: one group), largest GPU-hours first;
-// the second value is the total over all groups.
+// The low-efficiency threshold the stored hourly fleet figures are computed at (migration
+// 0061, ofu_fleet_hours): a summary at this threshold reads them, one at another reads the
+// windows themselves.
+inline constexpr double kFleetHoursLowEfficiencyOfu = 0.2;
+
+// A job's share of fleet figures: one job-level window (FleetPieceOf), or the sums over a
+// job's windows of whole hours (OfuStore::FleetPieces reads them from ofu_fleet_hours).
+struct FleetPiece {
+  JobRow job;
+  std::string gpu_model;  // the windows' (the job's may be empty)
+  double gpu_hours = 0, effective_gpu_hours = 0, idle_gpu_hours = 0, low_efficiency_gpu_hours = 0;
+  std::vector<double> gpu_hours_by_ofu_decile = std::vector<double>(10, 0.0);
+};
+// A window stands for gpu_equivalents GPUs over window_s; OFU below the threshold makes its
+// GPU-hours low-efficiency ones. The same arithmetic as ofu_fleet_hours_refresh (0061).
+FleetPiece FleetPieceOf(const JobRow& job, const StoredWindow& window,
+                        double low_efficiency_threshold);
+
+// Groups fleet pieces by the dimensions (none: one group), largest GPU-hours first; the second
+// value is the total over all groups. Sums run in the pieces' order.
+std::pair<std::vector<FleetGroupFigures>, FleetGroupFigures> SummarizeFleet(
+    const std::vector<FleetPiece>& pieces, const FleetFilter& filter,
+    const std::vector<FleetDimension>& group_by);
+// The same over job-level windows.
 std::pair<std::vector<FleetGroupFigures>, FleetGroupFigures> SummarizeFleet(
     const std::vector<std::pair<JobRow, StoredWindow>>& windows, const FleetFilter& filter,
     const std::vector<FleetDimension>& group_by, double low_efficiency_threshold);

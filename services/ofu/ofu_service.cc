@@ -338,17 +338,17 @@ absl::Status OfuServiceImpl::DoGetFleetSummary(const v1::GetFleetSummaryRequest&
         return absl::InvalidArgumentError(absl::StrCat("group_by=", g, " is not a dimension"));
     }
   }
-  absl::StatusOr<std::vector<std::pair<JobRow, StoredWindow>>> windows =
-      store_->FleetWindows(api::TimestampToUnixMs(request.time_range().start_time()),
-                           api::TimestampToUnixMs(request.time_range().end_time()));
-  if (!windows.ok()) return windows.status();
+  absl::StatusOr<std::vector<FleetPiece>> pieces =
+      store_->FleetPieces(api::TimestampToUnixMs(request.time_range().start_time()),
+                          api::TimestampToUnixMs(request.time_range().end_time()), threshold);
+  if (!pieces.ok()) return pieces.status();
   FleetFilter filter{.cluster = request.cluster(),
                      .gpu_model = request.gpu_model(),
                      .team = request.team(),
                      .scheduler = api::SchedulerKindName(request.scheduler()),
                      .user = request.user(),
                      .workload_fingerprint = request.workload_fingerprint()};
-  auto [groups, total] = SummarizeFleet(*windows, filter, dims, threshold);
+  auto [groups, total] = SummarizeFleet(*pieces, filter, dims);
   for (const FleetGroupFigures& g : groups) FillGroup(g, response->add_groups());
   FillGroup(total, response->mutable_total());
   response->set_low_efficiency_ofu_threshold(threshold);

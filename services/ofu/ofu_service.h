@@ -19,7 +19,7 @@ namespace v1 = ::goodput::v1;
 
 struct OfuServiceOptions {
   int32_t window_s = 60;
-  double low_efficiency_ofu_threshold = 0.2;
+  double low_efficiency_ofu_threshold = kFleetHoursLowEfficiencyOfu;
   double straggler_threshold = 0.2;
   // Wall clock (unix ms) for "now" in summaries; injectable for tests.
   std::function<int64_t()> clock = {};

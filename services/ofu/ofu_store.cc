@@ -1,5 +1,6 @@
 #include "services/ofu/ofu_store.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -465,6 +466,23 @@ absl::Status OfuStore::Commit(const std::vector<WindowResult>& results,
       sql += kUpsertWindowsTail;
       txn.exec(sql);
     }
+    // The fleet's hourly figures of the jobs and hours these windows are in, from the windows
+    // just written (migration 0061).
+    std::vector<std::pair<int64_t, int64_t>> hours;
+    for (const WindowResult& w : results) {
+      if (w.gpu.empty()) hours.emplace_back(w.job, w.start_ms / 3'600'000);
+    }
+    std::sort(hours.begin(), hours.end());
+    hours.erase(std::unique(hours.begin(), hours.end()), hours.end());
+    for (size_t i = 0; i < hours.size(); i += kChunk) {
+      std::string jobs = "{", starts = "{";
+      for (size_t k = i; k < std::min(hours.size(), i + kChunk); ++k) {
+        absl::StrAppend(&jobs, k > i ? "," : "", hours[k].first);
+        absl::StrAppend(&starts, k > i ? "," : "", hours[k].second);
+      }
+      txn.exec_params("SELECT ofu_fleet_hours_refresh($1::bigint[], $2::bigint[])", jobs + "}",
+                      starts + "}");
+    }
     for (const LateCount& l : late) {
       txn.exec_params(kAddLate, l.job, l.window_start_ms, l.count, ProducerId(), state.commit_seq);
       txn.exec_params(kAddLateToJob, l.job, l.count);
@@ -546,6 +564,76 @@ absl::StatusOr<std::vector<std::pair<JobRow, StoredWindow>>> OfuStore::FleetWind
         }
         return out;
       });
+}
+
+absl::StatusOr<std::vector<FleetPiece>> OfuStore::FleetPieces(int64_t from_ms, int64_t to_ms,
+                                                              double low_efficiency_threshold) {
+  constexpr int64_t kHourMs = 3'600'000;
+  // Whole hours [first_hour, end_hour) inside [from, to); none when the range is shorter.
+  const int64_t first_hour = from_ms / kHourMs + (from_ms % kHourMs != 0 ? 1 : 0);
+  const int64_t end_hour = to_ms / kHourMs;
+  const bool rolled_up =
+      low_efficiency_threshold == kFleetHoursLowEfficiencyOfu && first_hour < end_hour;
+  struct Ordered {
+    int64_t start_ms;
+    FleetPiece piece;
+  };
+  std::vector<Ordered> ordered;
+  auto add_windows = [&](int64_t from, int64_t to) -> absl::Status {
+    if (from >= to) return absl::OkStatus();
+    absl::StatusOr<std::vector<std::pair<JobRow, StoredWindow>>> windows = FleetWindows(from, to);
+    if (!windows.ok()) return windows.status();
+    for (const auto& [job, w] : *windows) {
+      ordered.push_back({w.result.start_ms, FleetPieceOf(job, w, low_efficiency_threshold)});
+    }
+    return absl::OkStatus();
+  };
+  if (!rolled_up) {
+    if (absl::Status s = add_windows(from_ms, to_ms); !s.ok()) return s;
+  } else {
+    if (absl::Status s = add_windows(from_ms, first_hour * kHourMs); !s.ok()) return s;
+    if (absl::Status s = add_windows(end_hour * kHourMs, to_ms); !s.ok()) return s;
+    std::string decile_sums, decile_columns;
+    for (int d = 1; d <= 10; ++d) {
+      absl::StrAppend(&decile_sums, ", sum(gpu_hours_by_ofu_decile[", d, "] ORDER BY hour) AS d",
+                      d);
+      absl::StrAppend(&decile_columns, ", h.d", d);
+    }
+    const std::string sql = absl::StrCat(
+        "SELECT ", kJobColumns,
+        ", h.gpu_model, h.gpu_hours, h.effective_gpu_hours, h.idle_gpu_hours, "
+        "h.low_efficiency_gpu_hours",
+        decile_columns,
+        " FROM (SELECT job, gpu_model, sum(gpu_hours ORDER BY hour) AS gpu_hours, "
+        "sum(effective_gpu_hours ORDER BY hour) AS effective_gpu_hours, "
+        "sum(idle_gpu_hours ORDER BY hour) AS idle_gpu_hours, "
+        "sum(low_efficiency_gpu_hours ORDER BY hour) AS low_efficiency_gpu_hours",
+        decile_sums,
+        " FROM ofu_fleet_hours WHERE hour >= $1 AND hour < $2 GROUP BY job, gpu_model) h "
+        "JOIN jobs j ON j.id = h.job LEFT JOIN ofu_job_state st ON st.job = j.id");
+    absl::Status read = pool_->RunTransaction([&](pqxx::work& txn) -> absl::Status {
+      for (const pqxx::row& r : txn.exec_params(sql, first_hour, end_hour)) {
+        FleetPiece p{.job = ParseJob(r), .gpu_model = r[15].as<std::string>()};
+        p.gpu_hours = r[16].as<double>();
+        p.effective_gpu_hours = r[17].as<double>();
+        p.idle_gpu_hours = r[18].as<double>();
+        p.low_efficiency_gpu_hours = r[19].as<double>();
+        for (int d = 0; d < 10; ++d) p.gpu_hours_by_ofu_decile[d] = r[20 + d].as<double>();
+        ordered.push_back({first_hour * kHourMs, std::move(p)});
+      }
+      return absl::OkStatus();
+    });
+    if (!read.ok()) return read;
+  }
+  // Sums in one order whatever the database returned rows in: by job, then time, then model.
+  std::sort(ordered.begin(), ordered.end(), [](const Ordered& a, const Ordered& b) {
+    return std::tie(a.piece.job.cluster, a.piece.job.job_id, a.start_ms, a.piece.gpu_model) <
+           std::tie(b.piece.job.cluster, b.piece.job.job_id, b.start_ms, b.piece.gpu_model);
+  });
+  std::vector<FleetPiece> out;
+  out.reserve(ordered.size());
+  for (Ordered& o : ordered) out.push_back(std::move(o.piece));
+  return out;
 }
 
 absl::StatusOr<std::vector<PerGpuFigure>> OfuStore::GpuFigures(int64_t job) {

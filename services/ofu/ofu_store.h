@@ -111,6 +111,12 @@ class OfuStore {
   // Job-level windows of all jobs with start in [from, to), with their job rows.
   absl::StatusOr<std::vector<std::pair<JobRow, StoredWindow>>> FleetWindows(int64_t from_ms,
                                                                             int64_t to_ms);
+  // The fleet's job-level windows with start in [from, to) as pieces for SummarizeFleet, in
+  // a fixed order (job, then time): at kFleetHoursLowEfficiencyOfu, the whole UTC hours inside
+  // the range come from ofu_fleet_hours (one piece per job and GPU model) and only the partial
+  // hours at its ends are read window by window; at any other threshold, every window.
+  absl::StatusOr<std::vector<FleetPiece>> FleetPieces(int64_t from_ms, int64_t to_ms,
+                                                      double low_efficiency_threshold);
 
   // Per-GPU OFU over the whole job (sample-weighted) and whether the GPU was idle in every
   // window it reported.
