@@ -236,7 +236,8 @@ TEST_F(DashboardApi, ServesJobPagesListingsAndSaysWhichPartsAreNotBuilt) {
                         page["summary"]["ofu"].get<double>()) <= 1e-9;
       },
       absl::Seconds(30), absl::Milliseconds(200)))
-      << jobs.dump().substr(0, 2000) << "\n" << page["summary"].dump();
+      << jobs.dump().substr(0, 2000) << "\n"
+      << page["summary"].dump();
   EXPECT_EQ(jobs["jobs"][0]["job_id"], job_id);
   EXPECT_GT(jobs["jobs"][0]["ofu"].get<double>(), 0.0);
   EXPECT_FALSE(jobs["jobs"][0]["latest_ofu"].is_null());
@@ -279,8 +280,8 @@ TEST_F(DashboardApi, ServesJobPagesListingsAndSaysWhichPartsAreNotBuilt) {
 
   // A running job has no job-end report yet: the page says why.
   EXPECT_FALSE(page["report"]["available"].get<bool>()) << page["report"].dump();
-  EXPECT_TRUE(absl::StrContains(page["report"].value("message", ""),
-                                "reports are written when a job ends"))
+  EXPECT_TRUE(
+      absl::StrContains(page["report"].value("message", ""), "reports are written when a job ends"))
       << page["report"].dump();
 
   auto [unknown_status, unknown] = Get(absl::StrCat("/api/jobs/", kCluster, "/no-such-job"));
@@ -345,6 +346,73 @@ TEST_F(DashboardApi, TheLiveStreamSendsAnEventWhenAJobWindowCloses) {
   // SIGTERM ends the gateway cleanly while a live stream is still open on its side.
   ExitStatus exit = dashboard_->Terminate(absl::Seconds(20));
   EXPECT_TRUE(exit.Success()) << exit.ToString() << "\n" << dashboard_->LogTail();
+}
+
+// The fleet's totals are polled once for every open fleet page: when windows close, each
+// page's stream gets a "fleet" event with the new totals, and a job page's stream none.
+TEST_F(DashboardApi, EveryOpenFleetPageHearsWhenTheFleetGrows) {
+  const int64_t now_s = absl::ToUnixSeconds(absl::Now());
+  const int64_t start_s = now_s - 20 * 60;
+  ASSERT_NO_FATAL_FAILURE(RegisterJob("fleet-1", 2, start_s));
+
+  struct Stream {
+    std::string path;
+    absl::Mutex mu;
+    std::string received;
+    std::unique_ptr<httplib::Client> client;
+    std::thread reader;
+  };
+  std::atomic<bool> done{false};
+  std::vector<std::unique_ptr<Stream>> streams;
+  for (const std::string& path :
+       std::vector<std::string>{"/api/events", absl::StrCat("/api/events?cluster=", kCluster),
+                                absl::StrCat("/api/events?cluster=", kCluster, "&job=fleet-1")}) {
+    auto s = std::make_unique<Stream>();
+    s->path = path;
+    s->client = std::make_unique<httplib::Client>("127.0.0.1", port_);
+    s->client->set_read_timeout(60, 0);
+    Stream* raw = s.get();
+    s->reader = std::thread([raw, &done] {
+      raw->client->Get(raw->path, [raw, &done](const char* data, size_t size) {
+        absl::MutexLock lock(&raw->mu);
+        raw->received.append(data, size);
+        return !done.load();
+      });
+    });
+    streams.push_back(std::move(s));
+  }
+  auto seen = [](Stream& s, absl::string_view text) {
+    absl::MutexLock lock(&s.mu);
+    return absl::StrContains(s.received, text);
+  };
+  for (auto& s : streams) {
+    ASSERT_TRUE(PollUntil([&] { return seen(*s, ": connected"); }, absl::Seconds(20))) << s->path;
+  }
+  // Let the first poll (every 5 s) see the fleet without windows, then close some.
+  absl::SleepFor(absl::Seconds(6));
+  ASSERT_NO_FATAL_FAILURE(PushSamples("fleet-1", 2, start_s, now_s - 5 * 60));
+  const bool got = PollUntil(
+      [&] { return seen(*streams[0], "event: fleet") && seen(*streams[1], "event: fleet"); },
+      absl::Seconds(40));
+  absl::SleepFor(absl::Seconds(1));
+  done = true;
+  for (auto& s : streams) {
+    s->client->stop();
+    s->reader.join();
+  }
+  ASSERT_TRUE(got) << streams[0]->received << "\n---\n"
+                   << streams[1]->received << "\n"
+                   << dashboard_->LogTail();
+  for (size_t i = 0; i < 2; ++i) {
+    const std::string& received = streams[i]->received;
+    const size_t at = received.find("event: fleet\ndata: ");
+    const std::string line = received.substr(at + 19, received.find('\n', at + 19) - at - 19);
+    Json fleet = Json::parse(line, nullptr, false);
+    ASSERT_FALSE(fleet.is_discarded()) << line;
+    EXPECT_EQ(fleet["job_count"].get<int64_t>(), 1) << line;
+    EXPECT_GT(fleet["gpu_hours"].get<double>(), 0) << line;
+  }
+  EXPECT_FALSE(seen(*streams[2], "event: fleet")) << streams[2]->received;
 }
 
 }  // namespace

@@ -613,10 +613,11 @@ TEST_F(OfuIntegration, FleetSummaryFromHourlyFiguresEqualsTheOneFromEveryWindow)
   for (const auto& [from, to, what] : ranges) {
     expect_same(from, to, kFleetHoursLowEfficiencyOfu, {}, what + ", after revisions");
   }
-  auto a100_rows = pool->RunTransactionFor<int64_t>([&](pqxx::work& txn) -> absl::StatusOr<int64_t> {
-    return txn.exec("SELECT count(*) FROM ofu_fleet_hours WHERE gpu_model LIKE '%A100%'")[0][0]
-        .as<int64_t>();
-  });
+  auto a100_rows =
+      pool->RunTransactionFor<int64_t>([&](pqxx::work& txn) -> absl::StatusOr<int64_t> {
+        return txn.exec("SELECT count(*) FROM ofu_fleet_hours WHERE gpu_model LIKE '%A100%'")[0][0]
+            .as<int64_t>();
+      });
   ASSERT_TRUE(a100_rows.ok()) << a100_rows.status();
   EXPECT_EQ(*a100_rows, 0) << "the revised hour's old GPU model row is gone";
 }

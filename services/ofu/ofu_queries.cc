@@ -210,9 +210,9 @@ JobSummaryFigures SummarizeJob(const JobRow& job, const std::vector<StoredWindow
     const double equivalent_share =
         windows_allocated_hours > 0 ? windows_gpu_hours / windows_allocated_hours : 1.0;
     if (end > *job.start_ms) {
-      f.gpu_hours = std::max(windows_gpu_hours, job.gpus_allocated * equivalent_share *
-                                                    static_cast<double>(end - *job.start_ms) /
-                                                    3.6e6);
+      f.gpu_hours =
+          std::max(windows_gpu_hours, job.gpus_allocated * equivalent_share *
+                                          static_cast<double>(end - *job.start_ms) / 3.6e6);
     }
   }
   if (f.energy_j.has_value() && f.gpu_hours > 0) {
@@ -367,7 +367,8 @@ std::pair<std::vector<FleetGroupFigures>, FleetGroupFigures> SummarizeFleet(
     const std::vector<FleetDimension>& group_by, double low_efficiency_threshold) {
   std::vector<FleetPiece> pieces;
   pieces.reserve(windows.size());
-  for (const auto& [job, w] : windows) pieces.push_back(FleetPieceOf(job, w, low_efficiency_threshold));
+  for (const auto& [job, w] : windows)
+    pieces.push_back(FleetPieceOf(job, w, low_efficiency_threshold));
   return SummarizeFleet(pieces, filter, group_by);
 }
 

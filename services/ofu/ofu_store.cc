@@ -6,9 +6,9 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_replace.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "nlohmann/json.hpp"
@@ -70,7 +70,6 @@ constexpr char kWindowColumns[] =
                         "w.stragglers::text, array_to_json(w.idle_gpus)::text, w.roofline_class, "
                         "w.hbm_peak_fraction, w.energy_j, w.power_w_mean, w.late_sample_count, "
                         "w.revision, w.finalized, w.gpu_equivalents";
-
 
 double D(const pqxx::field& f) { return f.is_null() ? kNoValue : f.as<double>(); }
 std::optional<double> OptD(const pqxx::field& f) {
@@ -247,16 +246,16 @@ constexpr char kAddLateToJob[] =
 }  // namespace
 
 std::string ShardFilter(const ShardConfig& shard) {
-  return absl::StrReplaceAll(kShardFilter, {{"$SC", std::to_string(shard.count)},
-                                            {"$SI", std::to_string(shard.index)}});
+  return absl::StrReplaceAll(
+      kShardFilter, {{"$SC", std::to_string(shard.count)}, {"$SI", std::to_string(shard.index)}});
 }
 
 #undef GOODPUT_MS
 
 std::string GpuKey(const std::string& host, std::optional<int> gpu_index, const std::string& uuid,
                    std::optional<int> mig_instance) {
-  std::string key = absl::StrCat(host, "/", gpu_index.has_value() ? std::to_string(*gpu_index) : "",
-                                 "/", uuid);
+  std::string key =
+      absl::StrCat(host, "/", gpu_index.has_value() ? std::to_string(*gpu_index) : "", "/", uuid);
   if (mig_instance.has_value()) absl::StrAppend(&key, "/mig", *mig_instance);
   return key;
 }
@@ -496,8 +495,9 @@ absl::Status OfuStore::Commit(const std::vector<WindowResult>& results,
         absl::StrAppend(&sql, k > i ? "," : "", "(", p.job, ",", TimeSql(p.final_before_ms), ",",
                         TimeSql(p.max_event_ms), ")");
       }
-      sql += " ON CONFLICT (job) DO UPDATE SET final_before = EXCLUDED.final_before, "
-             "max_event_time = EXCLUDED.max_event_time, updated_at = now()";
+      sql +=
+          " ON CONFLICT (job) DO UPDATE SET final_before = EXCLUDED.final_before, "
+          "max_event_time = EXCLUDED.max_event_time, updated_at = now()";
       txn.exec(sql);
     }
     txn.exec_params(kSaveState, shard_.index, shard_.count, state.xid_done, state.xid_round_end,
@@ -526,8 +526,9 @@ absl::StatusOr<std::vector<StoredWindow>> OfuStore::Windows(int64_t job, bool pe
   // A per-GPU window is written again when finalized only if finalizing changed it (see
   // WindowEngine), so its finality is the job's: final before ofu_job_state.final_before.
   static const std::string kColumns = absl::StrReplaceAll(
-      kWindowColumns, {{"w.finalized", "(w.finalized OR coalesce(w.start_time < st.final_before, "
-                                       "false))"}});
+      kWindowColumns, {{"w.finalized",
+                        "(w.finalized OR coalesce(w.start_time < st.final_before, "
+                        "false))"}});
   std::string sql =
       absl::StrCat("SELECT ", kColumns,
                    " FROM ofu_windows w LEFT JOIN ofu_job_state st ON st.job = w.job"

@@ -39,11 +39,7 @@ EventSession::~EventSession() { Stop(); }
 
 void EventSession::Start() {
   absl::MutexLock join_lock(&join_mu_);
-  if (!filter_.job_id.empty()) {
-    threads_.emplace_back([this] { FollowJobOfu(); });
-  } else {
-    threads_.emplace_back([this] { PollFleet(); });
-  }
+  if (!fleet_page()) threads_.emplace_back([this] { FollowJobOfu(); });
   threads_.emplace_back([this] { FollowAlerts(); });
 }
 
@@ -154,26 +150,6 @@ void EventSession::FollowAlerts() {
   }
 }
 
-void EventSession::PollFleet() {
-  double last_gpu_hours = -1;
-  int64_t last_jobs = -1;
-  while (Pause(options_.fleet_poll)) {
-    absl::Time now = absl::Now();
-    Json fleet = gateway_->Fleet(now - absl::Hours(24), now);
-    if (!fleet.value("available", false) || !fleet.contains("total")) continue;
-    double gpu_hours = fleet["total"].value("gpu_hours", 0.0);
-    int64_t jobs = fleet["total"].value("job_count", int64_t{0});
-    // A fleet whose GPU-hours (or jobs) grew has new windows: tell the page to re-read.
-    if (gpu_hours != last_gpu_hours || jobs != last_jobs) {
-      if (last_jobs >= 0) {
-        Push(SseMessage("fleet", Json{{"gpu_hours", gpu_hours}, {"job_count", jobs}}));
-      }
-      last_gpu_hours = gpu_hours;
-      last_jobs = jobs;
-    }
-  }
-}
-
 absl::StatusOr<std::shared_ptr<EventSession>> EventHub::Open(EventFilter filter,
                                                              const std::string& client) {
   auto session = std::make_shared<EventSession>(gateway_, std::move(filter), options_);
@@ -194,9 +170,43 @@ absl::StatusOr<std::shared_ptr<EventSession>> EventHub::Open(EventFilter filter,
     }
     ++of_client;
     sessions_.emplace(session, client);
+    if (session->fleet_page() && !fleet_poller_.joinable()) {
+      fleet_poller_ = std::thread([this] { PollFleet(); });
+    }
   }
   session->Start();
   return session;
+}
+
+void EventHub::PollFleet() {
+  double last_gpu_hours = -1;
+  int64_t last_jobs = -1;
+  auto stopping = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_; };
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.AwaitWithTimeout(absl::Condition(&stopping), options_.fleet_poll);
+      if (stopping_) return;
+      bool watched = false;
+      for (const auto& [s, client] : sessions_) watched = watched || s->fleet_page();
+      if (!watched) continue;  // no fleet page open: nothing to ask
+    }
+    const absl::Time now = absl::Now();
+    v1::FleetGroup total;
+    if (!gateway_->FleetTotal(now - absl::Hours(24), now, &total).ok()) continue;
+    // A fleet whose GPU-hours (or jobs) grew has new windows: tell the pages to re-read.
+    if (total.gpu_hours() == last_gpu_hours && total.job_count() == last_jobs) continue;
+    const bool first = last_jobs < 0;
+    last_gpu_hours = total.gpu_hours();
+    last_jobs = total.job_count();
+    if (first) continue;
+    const std::string message = SseMessage(
+        "fleet", Json{{"gpu_hours", total.gpu_hours()}, {"job_count", total.job_count()}});
+    absl::MutexLock lock(&mu_);
+    for (const auto& [s, client] : sessions_) {
+      if (s->fleet_page()) s->Push(message);
+    }
+  }
 }
 
 void EventHub::Close(const std::shared_ptr<EventSession>& session) {
@@ -211,13 +221,16 @@ void EventHub::Close(const std::shared_ptr<EventSession>& session) {
 
 void EventHub::StopAll() {
   std::map<std::shared_ptr<EventSession>, std::string> sessions;
+  std::thread poller;
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
     sessions.swap(sessions_);
     per_client_.clear();
+    poller.swap(fleet_poller_);
   }
   for (const auto& [s, client] : sessions) s->Stop();
+  if (poller.joinable()) poller.join();
 }
 
 }  // namespace goodput::dashboard

@@ -1,9 +1,9 @@
 // Live updates for the pages as Server-Sent Events. One EventSession per open page: it
-// follows OfuService.StreamJobOfu for a job page, AlertService.SubscribeAlerts for every
-// page, and polls the fleet summary on the fleet page, turning each into an event
-// ("ofu", "alert", "fleet"; "status" when a source is unavailable, e.g. its RPC not built
-// yet). The HTTP handler pulls the queued messages with Next(); sources that fail for a
-// passing reason are retried.
+// follows OfuService.StreamJobOfu for a job page and AlertService.SubscribeAlerts for every
+// page, turning each into an event ("ofu", "alert"; "status" when a source is unavailable,
+// e.g. its RPC not built yet). The hub polls the fleet's totals once for all fleet pages and
+// sends them "fleet" when they change. The HTTP handler pulls the queued messages with Next();
+// sources that fail for a passing reason are retried.
 //
 //   EventHub hub(&gateway);
 //   absl::StatusOr<std::shared_ptr<EventSession>> s =
@@ -35,7 +35,7 @@ struct EventFilter {
 };
 
 struct EventOptions {
-  // How often the fleet page's summary is polled for changes.
+  // How often the fleet's totals are polled for changes (once for all open fleet pages).
   absl::Duration fleet_poll = absl::Seconds(5);
   // Wait before re-opening a stream that failed for a passing reason.
   absl::Duration retry = absl::Seconds(5);
@@ -57,14 +57,16 @@ class EventSession {
   // Cancels the streams and joins the threads. Idempotent; callable from several threads.
   void Stop();
   bool stopped();
+  // A fleet page (no job).
+  bool fleet_page() const { return filter_.job_id.empty(); }
+  // Queues a message for the page (the oldest goes when max_queued are waiting).
+  void Push(std::string message);
 
  private:
-  void Push(std::string message);
   // Sleeps up to `d`; false when the session stopped meanwhile.
   bool Pause(absl::Duration d);
   void FollowJobOfu();
   void FollowAlerts();
-  void PollFleet();
 
   Gateway* gateway_;
   EventFilter filter_;
@@ -90,6 +92,8 @@ class EventHub {
  public:
   explicit EventHub(Gateway* gateway, EventOptions options = {}, SessionLimits limits = {})
       : gateway_(gateway), options_(options), limits_(limits) {}
+  EventHub(const EventHub&) = delete;
+  EventHub& operator=(const EventHub&) = delete;
   ~EventHub() { StopAll(); }
 
   // A started session for `client`. RESOURCE_EXHAUSTED when the client has
@@ -102,6 +106,10 @@ class EventHub {
   void StopAll();
 
  private:
+  // While fleet pages are open: the fleet's GPU-hours and jobs over the last 24 hours every
+  // fleet_poll; a change is sent to every fleet page. Started by the first fleet page.
+  void PollFleet();
+
   Gateway* gateway_;
   EventOptions options_;
   SessionLimits limits_;
@@ -110,6 +118,7 @@ class EventHub {
   // Open sessions and the client of each; sessions per client.
   std::map<std::shared_ptr<EventSession>, std::string> sessions_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, size_t> per_client_ ABSL_GUARDED_BY(mu_);
+  std::thread fleet_poller_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace goodput::dashboard

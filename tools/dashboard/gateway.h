@@ -64,9 +64,11 @@ class Gateway {
  public:
   Gateway(Backends backends, GatewayOptions options);
 
-  // Fleet summary over [start, end): total, by cluster, by GPU model.
-  Json Fleet(absl::Time start, absl::Time end);
-  // The same with the query's filters, plus users and teams ranked by wasted GPU-hours.
+  // The whole fleet's figures over [start, end), without groups (one summary: what the live
+  // poll compares).
+  grpc::Status FleetTotal(absl::Time start, absl::Time end, v1::FleetGroup* total);
+  // Fleet summary over the query's range with its filters: total, by cluster, by GPU model,
+  // users and teams ranked by wasted GPU-hours (four summaries, asked at once).
   Json Fleet(const FleetQuery& query);
   // Jobs (newest first) with their OFU, GPU-hours and open alerts. UNAVAILABLE (or the
   // registry's error) when the job registry cannot answer.
