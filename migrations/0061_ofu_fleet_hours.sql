@@ -5,7 +5,7 @@
 -- One row per (job, UTC hour, window GPU model): the sums over the job-level windows
 -- (ofu_windows.gpu = '') starting in that hour, each added in window order so the figures do
 -- not depend on the order rows were written. goodput-ofu rewrites a job's hours in the
--- transaction that writes their windows (ofu_fleet_hours_refresh), so the two never disagree.
+-- transaction that writes their windows (ofu_fleet_sums below), so the two never disagree.
 -- Low-efficiency GPU-hours are those of windows with OFU below 0.2, the fleet summary's
 -- default threshold (services/ofu/ofu_queries.h, kFleetHoursLowEfficiencyOfu); a summary asked
 -- for at another threshold reads the windows themselves.
@@ -23,47 +23,50 @@ CREATE TABLE ofu_fleet_hours (
 );
 CREATE INDEX ofu_fleet_hours_by_hour ON ofu_fleet_hours (hour);
 
--- Recomputes the rows of the given (job, hour) pairs from their job-level windows: the
--- pairs' old rows go (a window's GPU model may have changed), one row per GPU model comes.
--- A window stands for gpu_equivalents GPUs (gpus_allocated in rows older than 0052).
-CREATE FUNCTION ofu_fleet_hours_refresh(jobs bigint[], hours bigint[]) RETURNS void
-LANGUAGE sql AS $$
-  DELETE FROM ofu_fleet_hours f
-   USING unnest(jobs, hours) AS t(job, hour)
-   WHERE f.job = t.job AND f.hour = t.hour;
-  INSERT INTO ofu_fleet_hours (job, hour, gpu_model, windows, gpu_hours, effective_gpu_hours,
-                               idle_gpu_hours, low_efficiency_gpu_hours, gpu_hours_by_ofu_decile)
-  SELECT job, hour, gpu_model, count(*),
-         sum(gh ORDER BY start_time),
-         coalesce(sum(gh * ofu ORDER BY start_time) FILTER (WHERE ofu IS NOT NULL), 0),
-         sum(idle_h ORDER BY start_time),
-         coalesce(sum(gh ORDER BY start_time) FILTER (WHERE ofu < 0.2::float8), 0),
-         ARRAY[coalesce(sum(gh ORDER BY start_time) FILTER (WHERE decile = 0), 0),
-               coalesce(sum(gh ORDER BY start_time) FILTER (WHERE decile = 1), 0),
-               coalesce(sum(gh ORDER BY start_time) FILTER (WHERE decile = 2), 0),
-               coalesce(sum(gh ORDER BY start_time) FILTER (WHERE decile = 3), 0),
-               coalesce(sum(gh ORDER BY start_time) FILTER (WHERE decile = 4), 0),
-               coalesce(sum(gh ORDER BY start_time) FILTER (WHERE decile = 5), 0),
-               coalesce(sum(gh ORDER BY start_time) FILTER (WHERE decile = 6), 0),
-               coalesce(sum(gh ORDER BY start_time) FILTER (WHERE decile = 7), 0),
-               coalesce(sum(gh ORDER BY start_time) FILTER (WHERE decile = 8), 0),
-               coalesce(sum(gh ORDER BY start_time) FILTER (WHERE decile = 9), 0)]
-    FROM (SELECT w.job, t.hour, w.gpu_model, w.start_time, w.ofu,
+-- Fleet figures of job-level windows starting in [from_time, to_time), per job, UTC hour and
+-- window GPU model, of the jobs in only_jobs (NULL: all; give it as a literal so that the
+-- planner reads the jobs' windows by their key). A window stands for gpu_equivalents GPUs
+-- (gpus_allocated in rows older than 0052) over window_s; its GPU-hours are low-efficiency ones
+-- when its OFU is below low_threshold. Sums run in window order, so they do not depend on the
+-- order rows were written. The same arithmetic as FleetPieceOf (services/ofu/ofu_queries.cc);
+-- goodput-ofu fills ofu_fleet_hours from it (OfuStore::Commit) and reads the partial hours at
+-- a range's ends with it (OfuStore::FleetPieces).
+CREATE FUNCTION ofu_fleet_sums(only_jobs bigint[], from_time timestamptz, to_time timestamptz,
+                               low_threshold double precision)
+RETURNS TABLE (job bigint, hour bigint, gpu_model text, windows integer,
+               gpu_hours double precision, effective_gpu_hours double precision,
+               idle_gpu_hours double precision, low_efficiency_gpu_hours double precision,
+               gpu_hours_by_ofu_decile double precision[])
+LANGUAGE sql STABLE AS $$
+  SELECT x.job, x.hour, x.gpu_model, count(*)::integer,
+         sum(x.gh ORDER BY x.start_time),
+         coalesce(sum(x.gh * x.ofu ORDER BY x.start_time) FILTER (WHERE x.ofu IS NOT NULL), 0),
+         sum(x.idle_h ORDER BY x.start_time),
+         coalesce(sum(x.gh ORDER BY x.start_time) FILTER (WHERE x.ofu < low_threshold), 0),
+         ARRAY[coalesce(sum(x.gh ORDER BY x.start_time) FILTER (WHERE x.decile = 0), 0),
+               coalesce(sum(x.gh ORDER BY x.start_time) FILTER (WHERE x.decile = 1), 0),
+               coalesce(sum(x.gh ORDER BY x.start_time) FILTER (WHERE x.decile = 2), 0),
+               coalesce(sum(x.gh ORDER BY x.start_time) FILTER (WHERE x.decile = 3), 0),
+               coalesce(sum(x.gh ORDER BY x.start_time) FILTER (WHERE x.decile = 4), 0),
+               coalesce(sum(x.gh ORDER BY x.start_time) FILTER (WHERE x.decile = 5), 0),
+               coalesce(sum(x.gh ORDER BY x.start_time) FILTER (WHERE x.decile = 6), 0),
+               coalesce(sum(x.gh ORDER BY x.start_time) FILTER (WHERE x.decile = 7), 0),
+               coalesce(sum(x.gh ORDER BY x.start_time) FILTER (WHERE x.decile = 8), 0),
+               coalesce(sum(x.gh ORDER BY x.start_time) FILTER (WHERE x.decile = 9), 0)]
+    FROM (SELECT w.job, floor(extract(epoch FROM w.start_time) / 3600)::bigint AS hour,
+                 w.gpu_model, w.start_time, w.ofu,
                  coalesce(w.gpu_equivalents, w.gpus_allocated::float8) *
                    (w.window_s::float8 / 3600::float8) AS gh,
                  cardinality(w.idle_gpus)::float8 * (w.window_s::float8 / 3600::float8) AS idle_h,
                  -- (greatest() skips NULL: a window without OFU has no decile)
                  CASE WHEN w.ofu IS NOT NULL
                       THEN least(greatest(floor(w.ofu * 10::float8), 0), 9) END AS decile
-            FROM (SELECT DISTINCT * FROM unnest(jobs, hours)) AS t(job, hour)
-            JOIN ofu_windows w
-              ON w.job = t.job AND w.gpu = ''
-             AND w.start_time >= to_timestamp(t.hour * 3600)
-             AND w.start_time < to_timestamp((t.hour + 1) * 3600)) x
-   GROUP BY job, hour, gpu_model;
+            FROM ofu_windows w
+           WHERE w.gpu = '' AND w.start_time >= from_time AND w.start_time < to_time
+             AND (only_jobs IS NULL OR w.job = ANY (only_jobs))) x
+   GROUP BY x.job, x.hour, x.gpu_model
 $$;
 
 -- The hours of the windows already written.
-SELECT ofu_fleet_hours_refresh(array_agg(job), array_agg(hour))
-  FROM (SELECT DISTINCT job, floor(extract(epoch FROM start_time) / 3600)::bigint AS hour
-          FROM ofu_windows WHERE gpu = '') h;
+INSERT INTO ofu_fleet_hours
+SELECT * FROM ofu_fleet_sums(NULL, '-infinity', 'infinity', 0.2::float8);

@@ -591,15 +591,31 @@ TEST_F(OfuIntegration, FleetSummaryFromHourlyFiguresEqualsTheOneFromEveryWindow)
                 what + ", A100 only");
     expect_same(from, to, 0.45, {}, what + ", another threshold");
   }
-  // Whole hours are read as one piece per job and GPU model, not window by window.
-  absl::StatusOr<std::vector<FleetPiece>> pieces =
-      store.FleetPieces(hour0, hour0 + 4 * kHourMs, kFleetHoursLowEfficiencyOfu);
-  ASSERT_TRUE(pieces.ok()) << pieces.status();
-  EXPECT_EQ(pieces->size(), 4u);  // a, b, c on H100, c on A100
-  absl::StatusOr<std::vector<FleetPiece>> other =
-      store.FleetPieces(hour0, hour0 + 4 * kHourMs, 0.45);
-  ASSERT_TRUE(other.ok()) << other.status();
-  EXPECT_EQ(other->size(), 3u * kWindows);
+  // One piece per job and GPU model; whole hours come from ofu_fleet_hours (a row changed by
+  // hand shows in the default threshold's summary, not in another threshold's).
+  auto gpu_hours = [&](double threshold) {
+    absl::StatusOr<std::vector<FleetPiece>> pieces =
+        store.FleetPieces(hour0, hour0 + 4 * kHourMs, threshold);
+    EXPECT_TRUE(pieces.ok()) << pieces.status();
+    if (threshold == kFleetHoursLowEfficiencyOfu) {
+      EXPECT_EQ(pieces.ok() ? pieces->size() : 0, 4u);  // a, b, c on H100, c on A100
+    }
+    return pieces.ok() ? SummarizeFleet(*pieces, {}, {}).second.gpu_hours : 0.0;
+  };
+  const double before = gpu_hours(kFleetHoursLowEfficiencyOfu);
+  ASSERT_NEAR(before, gpu_hours(0.45), 1e-9);
+  auto changed = pool->RunTransaction([&](pqxx::work& txn) -> absl::Status {
+    txn.exec_params(
+        "UPDATE ofu_fleet_hours SET gpu_hours = gpu_hours + 1000 WHERE job = $1 AND "
+        "hour = $2",
+        ids[1], hour0 / kHourMs + 1);
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(changed.ok()) << changed;
+  EXPECT_NEAR(gpu_hours(kFleetHoursLowEfficiencyOfu), before + 1000, 1e-9);
+  EXPECT_NEAR(gpu_hours(0.45), before, 1e-9);
+  commit({window(1, 60, 0)});  // a window of that hour written again refreshes it
+  EXPECT_NEAR(gpu_hours(kFleetHoursLowEfficiencyOfu), before, 1e-9);
 
   // Revisions: job a's second hour gets other OFU, job c's A100 hour becomes H100.
   std::vector<WindowResult> revised;

@@ -473,14 +473,28 @@ absl::Status OfuStore::Commit(const std::vector<WindowResult>& results,
     }
     std::sort(hours.begin(), hours.end());
     hours.erase(std::unique(hours.begin(), hours.end()), hours.end());
+    // The jobs as a literal: the planner then reads their windows by key (ofu_fleet_sums).
     for (size_t i = 0; i < hours.size(); i += kChunk) {
-      std::string jobs = "{", starts = "{";
-      for (size_t k = i; k < std::min(hours.size(), i + kChunk); ++k) {
-        absl::StrAppend(&jobs, k > i ? "," : "", hours[k].first);
-        absl::StrAppend(&starts, k > i ? "," : "", hours[k].second);
+      const size_t end = std::min(hours.size(), i + kChunk);
+      std::string pairs, jobs;
+      int64_t min_hour = hours[i].second, max_hour = hours[i].second;
+      for (size_t k = i; k < end; ++k) {
+        absl::StrAppend(&pairs, k > i ? "," : "", "(", hours[k].first, "::bigint,", hours[k].second,
+                        "::bigint)");
+        if (k == i || hours[k].first != hours[k - 1].first) {
+          absl::StrAppend(&jobs, jobs.empty() ? "" : ",", hours[k].first);
+        }
+        min_hour = std::min(min_hour, hours[k].second);
+        max_hour = std::max(max_hour, hours[k].second);
       }
-      txn.exec_params("SELECT ofu_fleet_hours_refresh($1::bigint[], $2::bigint[])", jobs + "}",
-                      starts + "}");
+      txn.exec(absl::StrCat("DELETE FROM ofu_fleet_hours f USING (VALUES ", pairs,
+                            ") t(job, hour) WHERE f.job = t.job AND f.hour = t.hour"));
+      txn.exec_params(
+          absl::StrCat("INSERT INTO ofu_fleet_hours SELECT s.* FROM ofu_fleet_sums('{", jobs,
+                       "}'::bigint[], to_timestamp(", min_hour * 3600, "), to_timestamp(",
+                       (max_hour + 1) * 3600, "), $1::float8) s JOIN (VALUES ", pairs,
+                       ") t(job, hour) ON s.job = t.job AND s.hour = t.hour"),
+          kFleetHoursLowEfficiencyOfu);
     }
     for (const LateCount& l : late) {
       txn.exec_params(kAddLate, l.job, l.window_start_ms, l.count, ProducerId(), state.commit_seq);
@@ -575,65 +589,73 @@ absl::StatusOr<std::vector<FleetPiece>> OfuStore::FleetPieces(int64_t from_ms, i
   const int64_t end_hour = to_ms / kHourMs;
   const bool rolled_up =
       low_efficiency_threshold == kFleetHoursLowEfficiencyOfu && first_hour < end_hour;
+  // Parts, each summed per job and GPU model in PostgreSQL (ofu_fleet_sums, migration 0061):
+  // 0 the windows before the first whole hour, 1 the whole hours, 2 the windows after them;
+  // without whole hours, part 0 is the whole range.
+  auto window_part = [](int part, int64_t from, int64_t to) {
+    return absl::StrCat("SELECT ", part,
+                        " AS part, * FROM ofu_fleet_sums(NULL, timestamptz 'epoch' + ", from,
+                        " * interval '1 millisecond', timestamptz 'epoch' + ", to,
+                        " * interval '1 millisecond', $1::float8)");
+  };
+  std::string parts;
+  if (!rolled_up) {
+    parts = window_part(0, from_ms, to_ms);
+  } else {
+    std::string deciles;
+    for (int d = 1; d <= 10; ++d) {
+      absl::StrAppend(&deciles, d > 1 ? ", " : "", "sum(gpu_hours_by_ofu_decile[", d,
+                      "] ORDER BY hour)");
+    }
+    parts = absl::StrCat(
+        window_part(0, from_ms, first_hour * kHourMs), " UNION ALL SELECT 1, job, ", first_hour,
+        "::bigint, gpu_model, sum(windows)::integer, sum(gpu_hours ORDER BY hour), "
+        "sum(effective_gpu_hours ORDER BY hour), sum(idle_gpu_hours ORDER BY hour), "
+        "sum(low_efficiency_gpu_hours ORDER BY hour), ARRAY[",
+        deciles, "] FROM ofu_fleet_hours WHERE hour >= ", first_hour, " AND hour < ", end_hour,
+        " GROUP BY job, gpu_model UNION ALL ", window_part(2, end_hour * kHourMs, to_ms));
+  }
+  std::string decile_columns;
+  for (int d = 1; d <= 10; ++d) {
+    absl::StrAppend(&decile_columns, ", s.gpu_hours_by_ofu_decile[", d, "]");
+  }
+  const std::string sql = absl::StrCat(
+      "SELECT ", kJobColumns,
+      ", s.part, s.hour, s.gpu_model, s.gpu_hours, s.effective_gpu_hours, s.idle_gpu_hours, "
+      "s.low_efficiency_gpu_hours",
+      decile_columns, " FROM (", parts,
+      ") s JOIN jobs j ON j.id = s.job LEFT JOIN ofu_job_state st ON st.job = j.id");
   struct Ordered {
-    int64_t start_ms;
+    int part;
+    int64_t hour;
     FleetPiece piece;
   };
-  std::vector<Ordered> ordered;
-  auto add_windows = [&](int64_t from, int64_t to) -> absl::Status {
-    if (from >= to) return absl::OkStatus();
-    absl::StatusOr<std::vector<std::pair<JobRow, StoredWindow>>> windows = FleetWindows(from, to);
-    if (!windows.ok()) return windows.status();
-    for (const auto& [job, w] : *windows) {
-      ordered.push_back({w.result.start_ms, FleetPieceOf(job, w, low_efficiency_threshold)});
-    }
-    return absl::OkStatus();
-  };
-  if (!rolled_up) {
-    if (absl::Status s = add_windows(from_ms, to_ms); !s.ok()) return s;
-  } else {
-    if (absl::Status s = add_windows(from_ms, first_hour * kHourMs); !s.ok()) return s;
-    if (absl::Status s = add_windows(end_hour * kHourMs, to_ms); !s.ok()) return s;
-    std::string decile_sums, decile_columns;
-    for (int d = 1; d <= 10; ++d) {
-      absl::StrAppend(&decile_sums, ", sum(gpu_hours_by_ofu_decile[", d, "] ORDER BY hour) AS d",
-                      d);
-      absl::StrAppend(&decile_columns, ", h.d", d);
-    }
-    const std::string sql = absl::StrCat(
-        "SELECT ", kJobColumns,
-        ", h.gpu_model, h.gpu_hours, h.effective_gpu_hours, h.idle_gpu_hours, "
-        "h.low_efficiency_gpu_hours",
-        decile_columns,
-        " FROM (SELECT job, gpu_model, sum(gpu_hours ORDER BY hour) AS gpu_hours, "
-        "sum(effective_gpu_hours ORDER BY hour) AS effective_gpu_hours, "
-        "sum(idle_gpu_hours ORDER BY hour) AS idle_gpu_hours, "
-        "sum(low_efficiency_gpu_hours ORDER BY hour) AS low_efficiency_gpu_hours",
-        decile_sums,
-        " FROM ofu_fleet_hours WHERE hour >= $1 AND hour < $2 GROUP BY job, gpu_model) h "
-        "JOIN jobs j ON j.id = h.job LEFT JOIN ofu_job_state st ON st.job = j.id");
-    absl::Status read = pool_->RunTransaction([&](pqxx::work& txn) -> absl::Status {
-      for (const pqxx::row& r : txn.exec_params(sql, first_hour, end_hour)) {
-        FleetPiece p{.job = ParseJob(r), .gpu_model = r[15].as<std::string>()};
-        p.gpu_hours = r[16].as<double>();
-        p.effective_gpu_hours = r[17].as<double>();
-        p.idle_gpu_hours = r[18].as<double>();
-        p.low_efficiency_gpu_hours = r[19].as<double>();
-        for (int d = 0; d < 10; ++d) p.gpu_hours_by_ofu_decile[d] = r[20 + d].as<double>();
-        ordered.push_back({first_hour * kHourMs, std::move(p)});
-      }
-      return absl::OkStatus();
-    });
-    if (!read.ok()) return read;
-  }
-  // Sums in one order whatever the database returned rows in: by job, then time, then model.
-  std::sort(ordered.begin(), ordered.end(), [](const Ordered& a, const Ordered& b) {
-    return std::tie(a.piece.job.cluster, a.piece.job.job_id, a.start_ms, a.piece.gpu_model) <
-           std::tie(b.piece.job.cluster, b.piece.job.job_id, b.start_ms, b.piece.gpu_model);
+  absl::StatusOr<std::vector<Ordered>> ordered = pool_->RunTransactionFor<std::vector<Ordered>>(
+      [&](pqxx::work& txn) -> absl::StatusOr<std::vector<Ordered>> {
+        std::vector<Ordered> out;
+        for (const pqxx::row& r : txn.exec_params(sql, low_efficiency_threshold)) {
+          Ordered o{.part = r[15].as<int>(),
+                    .hour = r[16].as<int64_t>(),
+                    .piece = {.job = ParseJob(r), .gpu_model = r[17].as<std::string>()}};
+          FleetPiece& p = o.piece;
+          p.gpu_hours = r[18].as<double>();
+          p.effective_gpu_hours = r[19].as<double>();
+          p.idle_gpu_hours = r[20].as<double>();
+          p.low_efficiency_gpu_hours = r[21].as<double>();
+          for (int d = 0; d < 10; ++d) p.gpu_hours_by_ofu_decile[d] = r[22 + d].as<double>();
+          out.push_back(std::move(o));
+        }
+        return out;
+      });
+  if (!ordered.ok()) return ordered.status();
+  // Summed in one order whatever order the database returned rows in.
+  std::sort(ordered->begin(), ordered->end(), [](const Ordered& a, const Ordered& b) {
+    return std::tie(a.piece.job.cluster, a.piece.job.job_id, a.part, a.hour, a.piece.gpu_model) <
+           std::tie(b.piece.job.cluster, b.piece.job.job_id, b.part, b.hour, b.piece.gpu_model);
   });
   std::vector<FleetPiece> out;
-  out.reserve(ordered.size());
-  for (Ordered& o : ordered) out.push_back(std::move(o.piece));
+  out.reserve(ordered->size());
+  for (Ordered& o : *ordered) out.push_back(std::move(o.piece));
   return out;
 }
 

@@ -112,9 +112,10 @@ class OfuStore {
   absl::StatusOr<std::vector<std::pair<JobRow, StoredWindow>>> FleetWindows(int64_t from_ms,
                                                                             int64_t to_ms);
   // The fleet's job-level windows with start in [from, to) as pieces for SummarizeFleet, in
-  // a fixed order (job, then time): at kFleetHoursLowEfficiencyOfu, the whole UTC hours inside
-  // the range come from ofu_fleet_hours (one piece per job and GPU model) and only the partial
-  // hours at its ends are read window by window; at any other threshold, every window.
+  // a fixed order (job, then time), each summed in PostgreSQL per job and GPU model: at
+  // kFleetHoursLowEfficiencyOfu, the whole UTC hours inside the range from ofu_fleet_hours and
+  // the partial hours at its ends from their windows; at any other threshold, the whole range
+  // from its windows.
   absl::StatusOr<std::vector<FleetPiece>> FleetPieces(int64_t from_ms, int64_t to_ms,
                                                       double low_efficiency_threshold);
 
