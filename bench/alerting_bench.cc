@@ -44,7 +44,9 @@ struct Spread {
 Spread SpreadOf(std::vector<double> v) {
   if (v.empty()) return {};
   std::sort(v.begin(), v.end());
-  auto at = [&](double q) { return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5)]; };
+  auto at = [&](double q) {
+    return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5)];
+  };
   return {at(0.1), at(0.5), at(0.9)};
 }
 double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
@@ -180,8 +182,9 @@ int main(int argc, char** argv) {
     double restart_ms = 0;
     double reread_ms = 0;
   };
-  std::vector<Job> jobs = {{"job-1h", 60, {}, 0, 0},
-                           {absl::StrCat("job-", long_days, "d"), int64_t{long_days} * 1440, {}, 0, 0}};
+  std::vector<Job> jobs = {
+      {"job-1h", 60, {}, 0, 0},
+      {absl::StrCat("job-", long_days, "d"), int64_t{long_days} * 1440, {}, 0, 0}};
   for (Job& j : jobs) {
     std::fprintf(stderr, "loading %lld windows of %s", static_cast<long long>(j.history),
                  j.id.c_str());
@@ -210,8 +213,8 @@ int main(int argc, char** argv) {
       "goodput-alerting: cost of one window pushed live, %d-GPU jobs (one window per push, %d "
       "pushes each)\n\n",
       kGpus, measure);
-  std::printf("%-10s %10s | %10s %16s | %18s | %22s\n", "job", "windows", "push p50",
-              "p10..p90", "first after restart", "baseline: re-read job");
+  std::printf("%-10s %10s | %10s %16s | %18s | %22s\n", "job", "windows", "push p50", "p10..p90",
+              "first after restart", "baseline: re-read job");
   std::printf("%-10s %10s | %10s %16s | %18s | %22s\n", "", "before", "ms", "ms", "ms",
               "ms (old cost per push)");
   for (const Job& j : jobs) {

@@ -18,11 +18,11 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "bench/bench_flags.h"
 #include "services/ofu/ofu_queries.h"
 #include "services/ofu/ofu_store.h"
 #include "services/platform/migrations.h"
@@ -61,7 +61,9 @@ int Run(const Params& p) {
   const std::string dsn = (*pg)->Dsn("goodput");
   auto migrated = platform::ApplyMigrations(dsn, std::string(GOODPUT_SOURCE_DIR) + "/migrations");
   if (!migrated.ok()) return Fail(migrated.status());
-  auto pool = platform::PgPool::Create({.dsn = dsn, .max_connections = 4});
+  auto pool = platform::PgPool::Create(
+      // No statement timeout: the baseline can take longer than the services' 60 s.
+      {.dsn = dsn, .max_connections = 4, .statement_timeout = absl::ZeroDuration()});
   if (!pool.ok()) return Fail(pool.status());
 
   constexpr int64_t kHourMs = 3'600'000;
@@ -70,26 +72,22 @@ int Run(const Params& p) {
   std::cerr << "writing " << p.jobs << " jobs of 8 GPUs with " << windows_per_job
             << " windows each (" << p.jobs * windows_per_job << " windows)...\n";
   const auto seeded = std::chrono::steady_clock::now();
-  {
-    pqxx::connection c(dsn);
-    pqxx::work txn(c);
-    txn.exec_params(
-        "INSERT INTO jobs (cluster, job_id, scheduler, team, user_name, gpu_model, start_time) "
-        "SELECT 'bench', 'job-' || g, 'slurm', 'team-' || (g % 20), 'user-' || (g % 200), "
-        "'NVIDIA H100 80GB HBM3', timestamptz 'epoch' + $1 * interval '1 millisecond' "
-        "FROM generate_series(1, $2) g",
-        start_ms, p.jobs);
-    txn.commit();
-  }
-  // One transaction per 100 jobs, so that progress shows and no transaction is huge.
   std::vector<int64_t> ids;
   {
     pqxx::connection c(dsn);
     pqxx::work txn(c);
-    for (const pqxx::row& r : txn.exec("SELECT id FROM jobs ORDER BY id")) {
+    for (const pqxx::row& r : txn.exec_params(
+             "INSERT INTO jobs (cluster, job_id, scheduler, team, user_name, gpu_model, "
+             "start_time) SELECT 'bench', 'job-' || g, 'slurm', 'team-' || (g % 20), 'user-' || "
+             "(g % 200), 'NVIDIA H100 80GB HBM3', timestamptz 'epoch' + $1 * interval '1 "
+             "millisecond' FROM generate_series(1, $2) g RETURNING id",
+             start_ms, p.jobs)) {
       ids.push_back(r[0].as<int64_t>());
     }
+    txn.commit();
   }
+  std::sort(ids.begin(), ids.end());
+  // One transaction per 100 jobs, so that progress shows and no transaction is huge.
   for (size_t i = 0; i < ids.size(); i += 100) {
     pqxx::connection c(dsn);
     pqxx::work txn(c);
@@ -221,26 +219,12 @@ int Run(const Params& p) {
 
 int main(int argc, char** argv) {
   goodput::Params p;
-  for (int i = 1; i < argc; i += 2) {
-    const std::string flag = argv[i];
-    int value = 0;
-    if (i + 1 >= argc || !absl::SimpleAtoi(argv[i + 1], &value) || value <= 0) {
-      std::cerr << flag << ": \"" << (i + 1 < argc ? argv[i + 1] : "")
-                << "\" is not a positive integer\n";
-      return 2;
-    }
-    if (flag == "--jobs")
-      p.jobs = value;
-    else if (flag == "--hours")
-      p.hours = value;
-    else if (flag == "--window-s")
-      p.window_s = value;
-    else if (flag == "--rounds")
-      p.rounds = value;
-    else {
-      std::cerr << "unknown flag " << flag << "\n";
-      return 2;
-    }
+  if (!goodput::bench::ParsePositiveIntFlags(argc, argv,
+                                             {{"--jobs", &p.jobs},
+                                              {"--hours", &p.hours},
+                                              {"--window-s", &p.window_s},
+                                              {"--rounds", &p.rounds}})) {
+    return 2;
   }
   return goodput::Run(p);
 }

@@ -18,10 +18,10 @@
 #include <thread>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "bench/bench_flags.h"
 #include "goodput/v1/ingest.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "services/core/gpu_catalog.h"
@@ -252,25 +252,12 @@ int Run(const Params& p) {
 
 int main(int argc, char** argv) {
   goodput::Params p;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string flag = argv[i];
-    int value = 0;
-    if (!absl::SimpleAtoi(argv[i + 1], &value) || value <= 0) {
-      std::cerr << flag << ": \"" << argv[i + 1] << "\" is not a positive integer\n";
-      return 2;
-    }
-    if (flag == "--samples")
-      p.samples = value;
-    else if (flag == "--batch")
-      p.batch = value;
-    else if (flag == "--streams")
-      p.streams = value;
-    else if (flag == "--rounds")
-      p.rounds = value;
-    else {
-      std::cerr << "unknown flag " << flag << "\n";
-      return 2;
-    }
+  if (!goodput::bench::ParsePositiveIntFlags(argc, argv,
+                                             {{"--samples", &p.samples},
+                                              {"--batch", &p.batch},
+                                              {"--streams", &p.streams},
+                                              {"--rounds", &p.rounds}})) {
+    return 2;
   }
   return goodput::Run(p);
 }

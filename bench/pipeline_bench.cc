@@ -317,8 +317,9 @@ void RegisterFleet(pqxx::connection& c, const Fleet& fleet, int64_t start_ms) {
                "($1, $2, 'slurm', $3, $4, $5, $5, $6, 'running', "
                "to_timestamp($7::bigint / 1000.0), $8) RETURNING id",
                fleet.cluster, job.job_id, absl::StrCat("user-", j % 40),
-               absl::StrCat("team-", j % 7), absl::StrCat("workload-", j % 24, "-", job.gpus.size()),
-               job.gpu_model, start_ms, static_cast<int>(job.gpus.size()))[0][0]
+               absl::StrCat("team-", j % 7),
+               absl::StrCat("workload-", j % 24, "-", job.gpus.size()), job.gpu_model, start_ms,
+               static_cast<int>(job.gpus.size()))[0][0]
             .as<int64_t>();
     std::string hosts = "{", indexes = "{";
     for (size_t g = 0; g < job.gpus.size(); ++g) {
@@ -386,9 +387,9 @@ DriveResult Drive(v1::IngestService::Stub* stub, const Fleet& fleet, const Param
         const size_t k = static_cast<size_t>(i % static_cast<int64_t>(per_tick));
         const int64_t tick_ms = first_tick_ms + tick * p.scrape_s * 1000;
         if (paced) {
-          const absl::Time due = start + absl::Seconds(tick * p.scrape_s) +
-                                 absl::Seconds(p.scrape_s) * static_cast<double>(k) /
-                                     static_cast<double>(per_tick);
+          const absl::Time due =
+              start + absl::Seconds(tick * p.scrape_s) +
+              absl::Seconds(p.scrape_s) * static_cast<double>(k) / static_cast<double>(per_tick);
           if (due >= end) return;
           absl::SleepFor(due - absl::Now());
         } else if (absl::Now() >= end) {
@@ -444,11 +445,17 @@ std::string Real(double v) { return Num(static_cast<float>(v)); }
 double RawCopy(const std::string& dsn, const Fleet& fleet, const Params& p, int connections,
                int64_t samples, int64_t first_tick_ms,
                const absl::flat_hash_map<std::string, int64_t>& job_of_gpu, int64_t* copied) {
-  static const std::vector<std::string> kColumns = {
-      "sample_time", "batch_id", "cluster", "host", "gpu_index", "gpu_uuid", "gpu_model", "job",
-      "tensor_active", "sm_clock_mhz", "sm_active", "sm_occupancy", "dram_active",
-      "fp16_active", "fp32_active", "fp64_active", "gr_engine_active", "fb_used_mib",
-      "power_w", "energy_mj", "temperature_c", "clock_throttle_reasons"};
+  static const std::vector<std::string> kColumns = {"sample_time",      "batch_id",
+                                                    "cluster",          "host",
+                                                    "gpu_index",        "gpu_uuid",
+                                                    "gpu_model",        "job",
+                                                    "tensor_active",    "sm_clock_mhz",
+                                                    "sm_active",        "sm_occupancy",
+                                                    "dram_active",      "fp16_active",
+                                                    "fp32_active",      "fp64_active",
+                                                    "gr_engine_active", "fb_used_mib",
+                                                    "power_w",          "energy_mj",
+                                                    "temperature_c",    "clock_throttle_reasons"};
   const int64_t per_tick = static_cast<int64_t>(fleet.batches.size());
   const int64_t batches = (samples + p.batch - 1) / p.batch;
   // Requests built before timing, as the service's are built by its senders.
@@ -524,17 +531,17 @@ struct PgWrites {
 PgWrites ReadPgWrites(pqxx::connection& c) {
   PgWrites w;
   pqxx::nontransaction txn(c);
-  for (const auto& r : txn.exec(
-           "SELECT coalesce(i.inhparent::regclass::text, s.relname), "
-           "n_tup_ins + n_tup_upd + n_tup_del, pg_total_relation_size(s.relid) "
-           "FROM pg_stat_user_tables s LEFT JOIN pg_inherits i ON i.inhrelid = s.relid")) {
+  for (const auto& r :
+       txn.exec("SELECT coalesce(i.inhparent::regclass::text, s.relname), "
+                "n_tup_ins + n_tup_upd + n_tup_del, pg_total_relation_size(s.relid) "
+                "FROM pg_stat_user_tables s LEFT JOIN pg_inherits i ON i.inhrelid = s.relid")) {
     const int64_t rows = r[1].as<int64_t>();
     w.rows += rows;
     w.bytes += r[2].as<int64_t>();
     w.rows_by_table[r[0].as<std::string>()] += rows;
   }
-  w.wal_lsn = txn.exec("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint")[0][0]
-                  .as<int64_t>();
+  w.wal_lsn =
+      txn.exec("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint")[0][0].as<int64_t>();
   return w;
 }
 
@@ -731,7 +738,7 @@ struct Notifications {
   std::vector<std::string> jobs = {};
   std::vector<double> recorded_s = {};
   std::vector<double> notified_s = {};
-  std::vector<double> onset_error_s = {};  // onset the detector found minus the planted one
+  std::vector<double> onset_error_s = {};        // onset the detector found minus the planted one
   std::map<std::string, int> other_alerts = {};  // kind -> alerts on jobs not planted
   std::string watch_error = {};
 };
@@ -776,8 +783,8 @@ std::map<std::string, double> CpuNow(const Processes& procs) {
   std::map<std::string, double> cpu;
   for (const auto& [name, pid] : procs.roots) {
     // The bench's own threads only: the servers are its children.
-    cpu[name] = pid == getpid() ? ReadProcStat(pid).value_or(ProcStat{}).self_s
-                                : TreeCpuSeconds(pid);
+    cpu[name] =
+        pid == getpid() ? ReadProcStat(pid).value_or(ProcStat{}).self_s : TreeCpuSeconds(pid);
   }
   return cpu;
 }
@@ -850,8 +857,8 @@ int Run(const Params& p) {
   auto common_yaml = [&](const std::string& name) {
     return absl::StrCat("service:\n  name: goodput-", name, "\ngrpc:\n  host: 127.0.0.1\n",
                         "http:\n  host: 127.0.0.1\npostgres:\n  dsn: \"", dsn,
-                        "\"\n  pool_size: 4\nredis:\n  host: 127.0.0.1\n  port: ",
-                        (*redis)->port(), "\nlog:\n  level: warn\n  format: json\n");
+                        "\"\n  pool_size: 4\nredis:\n  host: 127.0.0.1\n  port: ", (*redis)->port(),
+                        "\nlog:\n  level: warn\n  format: json\n");
   };
   std::fprintf(stderr, "pipeline bench: starting goodput-ingest\n");
   auto ingest = ServiceProcess::Start({.binary = Service("ingest"),
@@ -944,8 +951,8 @@ int Run(const Params& p) {
     }
   }
   absl::StrAppend(&alerting_yaml, delivery_yaml, "  targets:\n", target_yaml);
-  auto alerting = ServiceProcess::Start({.binary = Service("alerting"),
-                                         .config_yaml = common_yaml("alerting") + alerting_yaml});
+  auto alerting = ServiceProcess::Start(
+      {.binary = Service("alerting"), .config_yaml = common_yaml("alerting") + alerting_yaml});
   if (!alerting.ok()) {
     std::cerr << alerting.status() << "\n";
     return 1;
@@ -960,12 +967,11 @@ int Run(const Params& p) {
   }
   auto ofu = ServiceProcess::Start(
       {.binary = Service("ofu"),
-       .config_yaml =
-           common_yaml("ofu") +
-           absl::StrCat("ofu:\n  window_s: ", p.window_s, "\n  allowed_lateness_s: ",
-                        2 * p.window_s, "\n  idle_flush_s: ", 5 * p.window_s,
-                        "\n  forward:\n    mfu_address: ", (*mfu)->grpc_address(),
-                        "\n    alerting_address: ", (*alerting)->grpc_address(), "\n")});
+       .config_yaml = common_yaml("ofu") +
+                      absl::StrCat("ofu:\n  window_s: ", p.window_s, "\n  allowed_lateness_s: ",
+                                   2 * p.window_s, "\n  idle_flush_s: ", 5 * p.window_s,
+                                   "\n  forward:\n    mfu_address: ", (*mfu)->grpc_address(),
+                                   "\n    alerting_address: ", (*alerting)->grpc_address(), "\n")});
   if (!ofu.ok()) {
     std::cerr << ofu.status() << "\n";
     return 1;
@@ -991,8 +997,8 @@ int Run(const Params& p) {
         MakeFleet(bank, absl::StrCat("r", rate), int64_t{rate} * p.scrape_s, p.batch);
     step.gpus = fleet.gpus;
     step.jobs = static_cast<int64_t>(fleet.jobs.size());
-    std::fprintf(stderr, "pipeline bench: %d samples/s: registering %zu jobs of %" PRId64
-                         " GPUs\n", rate, fleet.jobs.size(), fleet.gpus);
+    std::fprintf(stderr, "pipeline bench: %d samples/s: registering %zu jobs of %" PRId64 " GPUs\n",
+                 rate, fleet.jobs.size(), fleet.gpus);
     const int64_t start_ms = NowMs();
     RegisterFleet(admin, fleet, start_ms - 600'000);
     step.writes_before = SettledPgWrites(admin);
@@ -1012,10 +1018,9 @@ int Run(const Params& p) {
     notes.onset_ms = plant.onset_ms;
     notes.onset_into_step_s = (plant.onset_ms - drive_start_ms) / 1000.0;
     // Data through the confirming windows and the settle time after them.
-    notes.step_long_enough =
-        drive_start_ms + int64_t{p.step_s} * 1000 >=
-        plant.onset_ms + kConfirmWindows * window_ms +
-            ScaledSeconds("settle_s", p.window_s) * 1000 + window_ms;
+    notes.step_long_enough = drive_start_ms + int64_t{p.step_s} * 1000 >=
+                             plant.onset_ms + kConfirmWindows * window_ms +
+                                 ScaledSeconds("settle_s", p.window_s) * 1000 + window_ms;
     std::fprintf(stderr,
                  "pipeline bench: %d samples/s for %d s; OFU of %zu jobs falls %.1fx %.0f s "
                  "into the step%s\n",
@@ -1106,12 +1111,11 @@ int Run(const Params& p) {
               1000 * ingest_only_cpu / std::max<int64_t>(1, ingest_only.acked),
               1000 * ingest_only_pg_cpu / std::max<int64_t>(1, ingest_only.acked));
 
-  std::printf("\n%8s %8s %6s %9s %8s %8s %13s %13s %13s %8s %9s %13s %11s\n", "offered",
-              "GPUs", "jobs", "acked/s", "jobwin/s", "gpuwin/s", "ofu lag", "mfu lag",
-              "alerting lag", "catchup", "sustained", "notify", "notify");
-  std::printf("%8s %8s %6s %9s %8s %8s %13s %13s %13s %8s %9s %13s %11s\n", "/s", "", "", "",
-              "", "", "p50/p99 s", "p50/p99 s", "p50/p99 s", "s", "", "p50/max s",
-              "p50/max win");
+  std::printf("\n%8s %8s %6s %9s %8s %8s %13s %13s %13s %8s %9s %13s %11s\n", "offered", "GPUs",
+              "jobs", "acked/s", "jobwin/s", "gpuwin/s", "ofu lag", "mfu lag", "alerting lag",
+              "catchup", "sustained", "notify", "notify");
+  std::printf("%8s %8s %6s %9s %8s %8s %13s %13s %13s %8s %9s %13s %11s\n", "/s", "", "", "", "",
+              "", "p50/p99 s", "p50/p99 s", "p50/p99 s", "s", "", "p50/max s", "p50/max win");
   // A regression never notified counts as infinitely late: '-'.
   auto figure = [](double v, const char* format) {
     return std::isfinite(v) ? absl::StrFormat(format, v) : std::string("-");
@@ -1128,10 +1132,9 @@ int Run(const Params& p) {
     std::printf(
         "%8d %8" PRId64 " %6" PRId64 " %9.0f %8.1f %8.0f %13s %13s %13s %7.1f%s %9s %13s %11s\n",
         s.rate, s.gpus, s.jobs, static_cast<double>(s.drive.acked) / s.drive.seconds,
-        s.job_windows_per_s, s.gpu_windows_per_s, lag(s.lags.ofu).c_str(),
-        lag(s.lags.mfu).c_str(), lag(s.lags.alerting).c_str(), s.catch_up_s,
-        s.caught_up ? " " : "+", s.sustained ? "yes" : "no",
-        p50_max(s.notifications.notified_s, 1, "%.1f").c_str(),
+        s.job_windows_per_s, s.gpu_windows_per_s, lag(s.lags.ofu).c_str(), lag(s.lags.mfu).c_str(),
+        lag(s.lags.alerting).c_str(), s.catch_up_s, s.caught_up ? " " : "+",
+        s.sustained ? "yes" : "no", p50_max(s.notifications.notified_s, 1, "%.1f").c_str(),
         p50_max(s.notifications.notified_s, p.window_s, "%.1f").c_str());
   }
 
@@ -1151,8 +1154,8 @@ int Run(const Params& p) {
   std::printf("\n%8s %8s %9s %13s %13s %13s %12s %12s   %s\n", "offered", "onset", "notified",
               "recorded", "notify", "delivery", "onset found", "ingest late",
               "other alerts (jobs not planted)");
-  std::printf("%8s %8s %9s %13s %13s %13s %12s %12s\n", "/s", "s in", "", "p50/max s",
-              "p50/max s", "p50/max s", "p50 s", "max s");
+  std::printf("%8s %8s %9s %13s %13s %13s %12s %12s\n", "/s", "s in", "", "p50/max s", "p50/max s",
+              "p50/max s", "p50 s", "max s");
   for (const StepResult& s : steps) {
     const Notifications& n = s.notifications;
     int notified = 0;
@@ -1174,24 +1177,26 @@ int Run(const Params& p) {
                 figure(Percentile(n.onset_error_s, 0.5), "%+.0f").c_str(), s.drive.max_ack_late_s,
                 others.empty() ? "none" : others.c_str());
     if (!n.step_long_enough) {
-      std::printf("%8s the step ends before the detector can confirm the drop: it needs data "
-                  "until %d windows after the onset plus settle_s (--step-s %.0f or more)\n",
-                  "", kConfirmWindows,
-                  n.onset_into_step_s + (kConfirmWindows + 1) * p.window_s + settle_s);
+      std::printf(
+          "%8s the step ends before the detector can confirm the drop: it needs data "
+          "until %d windows after the onset plus settle_s (--step-s %.0f or more)\n",
+          "", kConfirmWindows, n.onset_into_step_s + (kConfirmWindows + 1) * p.window_s + settle_s);
     }
     if (n.onset_into_step_s >= s.drive.seconds) {
       std::printf("%8s no regression was planted: the step ended before its onset\n", "");
     } else if (notified < static_cast<int>(n.jobs.size())) {
-      std::printf("%8s %d planted regression(s) not in Alertmanager by the end of the catch-up "
-                  "(%d s after the step)%s%s\n",
-                  "", static_cast<int>(n.jobs.size()) - notified, p.max_catch_up_s,
-                  n.watch_error.empty() ? "" : "; ", n.watch_error.c_str());
+      std::printf(
+          "%8s %d planted regression(s) not in Alertmanager by the end of the catch-up "
+          "(%d s after the step)%s%s\n",
+          "", static_cast<int>(n.jobs.size()) - notified, p.max_catch_up_s,
+          n.watch_error.empty() ? "" : "; ", n.watch_error.c_str());
     }
   }
   std::printf(
       "what the delay is made of: the detector confirms a drop once 8 of its 10 test windows "
       "are low at two windows in a row, at the end of the 9th low window (%d s); alerting "
-      "evaluates a running job's window once a window ending settle_s (%" PRId64 " s) later "
+      "evaluates a running job's window once a window ending settle_s (%" PRId64
+      " s) later "
       "arrived; then ofu's lateness in closing and forwarding windows (the alerting lag "
       "column), and delivery (outbox to Alertmanager: 'delivery'). When ingest falls behind "
       "the offered rate, samples are acknowledged long after their data time ('ingest late') "
@@ -1245,11 +1250,11 @@ int Run(const Params& p) {
                 p.pg_statements);
     std::printf("%10s %10s %12s %9s  %s\n", "total s", "calls", "rows", "mean ms", "statement");
     pqxx::nontransaction txn(admin);
-    for (const auto& r : txn.exec_params(
-             "SELECT total_exec_time / 1000, calls, rows, mean_exec_time, "
-             "regexp_replace(query, '\\s+', ' ', 'g') FROM pg_stat_statements "
-             "ORDER BY total_exec_time DESC LIMIT $1",
-             p.pg_statements)) {
+    for (const auto& r :
+         txn.exec_params("SELECT total_exec_time / 1000, calls, rows, mean_exec_time, "
+                         "regexp_replace(query, '\\s+', ' ', 'g') FROM pg_stat_statements "
+                         "ORDER BY total_exec_time DESC LIMIT $1",
+                         p.pg_statements)) {
       std::string query = r[4].as<std::string>();
       if (query.size() > 110) query = query.substr(0, 107) + "...";
       std::printf("%10.1f %10" PRId64 " %12" PRId64 " %9.2f  %s\n", r[0].as<double>(),
