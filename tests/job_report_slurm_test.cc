@@ -138,6 +138,11 @@ class JobReportSlurmTest : public ::testing::Test {
     return RunProgram(std::move(args));
   }
 
+  // A final report with OFU whose AdminComment was written: what WaitForReport usually awaits.
+  static bool FinalAndWritten(const v1::JobReport& r) {
+    return r.final() && r.summary().has_ofu() && r.admin_comment_status() == "written";
+  }
+
   // Polls GetJobReport until `done` holds for the job's report; the last report in `out`.
   void WaitForReport(ServiceProcess& ofu, const std::string& job_id,
                      const std::function<bool(const v1::JobReport&)>& done, v1::JobReport* out) {
@@ -200,12 +205,7 @@ TEST_F(JobReportSlurmTest, EndedJobCarriesItsReportInAdminCommentAndGoodputctlDe
   ASSERT_TRUE(ofu.ok()) << ofu.status();
   ASSERT_NO_FATAL_FAILURE(StoreJobAndTelemetry(*job));
   v1::JobReport report;
-  ASSERT_NO_FATAL_FAILURE(WaitForReport(
-      **ofu, *job,
-      [](const v1::JobReport& r) {
-        return r.final() && r.summary().has_ofu() && r.admin_comment_status() == "written";
-      },
-      &report));
+  ASSERT_NO_FATAL_FAILURE(WaitForReport(**ofu, *job, FinalAndWritten, &report));
 
   // The report composes the job summary and the registry, with advice from its figures.
   const v1::ReportSummary& s = report.summary();
@@ -353,12 +353,7 @@ TEST_F(JobReportSlurmdbdTest, FinishedJobGetsItsReportThroughSacctmgrAndSacctRea
   ASSERT_TRUE(ofu.ok()) << ofu.status();
   ASSERT_NO_FATAL_FAILURE(StoreJobAndTelemetry(job));
   v1::JobReport report;
-  ASSERT_NO_FATAL_FAILURE(WaitForReport(
-      **ofu, job,
-      [](const v1::JobReport& r) {
-        return r.final() && r.summary().has_ofu() && r.admin_comment_status() == "written";
-      },
-      &report));
+  ASSERT_NO_FATAL_FAILURE(WaitForReport(**ofu, job, FinalAndWritten, &report));
   const v1::ReportSummary& s = report.summary();
   EXPECT_EQ(s.user(), "alice");
   EXPECT_EQ(s.gpus_allocated(), kGpus);
