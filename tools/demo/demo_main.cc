@@ -571,6 +571,9 @@ void PrintSummary(const Options& options, const sim::FleetSimulator& fleet, Plat
 
   if (alerts.ok()) {
     std::map<std::string, std::map<std::string, int>> by_target;  // target -> state -> count
+    // The epilogs resolve alerts of jobs that ended: wait for those (and their deliveries) to
+    // settle too, so that the resolved notifications are counted.
+    (void)SettledAlerts(options, absl::Seconds(60));
     int delivered = DeliveryTally(options, *alerts, absl::Seconds(30), &by_target);
     std::printf("  notifications   %d delivered for %zu alerts", delivered, alerts->size());
     if (by_target.empty() && !alerts->empty()) std::printf(" (no delivery targets configured)");
