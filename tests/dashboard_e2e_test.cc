@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "goodput/v1/alert.grpc.pb.h"
@@ -37,6 +38,7 @@
 #include "tests/support/temp_dir.h"
 #include "tools/fleetsim/fleet_proto.h"
 #include "tools/fleetsim/fleet_sim.h"
+#include "tools/fleetsim/platform_sink.h"
 
 namespace goodput::testing {
 namespace {
@@ -58,12 +60,6 @@ std::unique_ptr<grpc::ClientContext> Ctx(int seconds = 30) {
   auto ctx = std::make_unique<grpc::ClientContext>();
   ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(seconds));
   return ctx;
-}
-
-google::protobuf::Timestamp At(int64_t unix_s) {
-  google::protobuf::Timestamp t;
-  t.set_seconds(unix_s);
-  return t;
 }
 
 // Two one-hour jobs of 8 GPUs, no other phenomena than warm-up and checkpoints; the seed is
@@ -124,112 +120,6 @@ absl::StatusOr<PlannedFleet> PlanFleet(int64_t end_unix_s) {
   }
   return absl::NotFoundError("no seed below 500 gives one regressing and one steady job");
 }
-
-// Sends the fleet through the platform's APIs as goodput-demo does.
-class PlatformSink : public sim::FleetSink {
- public:
-  // `still_running`: a job whose end is not reported (it is still running when the page is
-  // looked at, as a regression one wants to act on is; alerts of ended jobs resolve).
-  PlatformSink(std::shared_ptr<grpc::Channel> ingest, std::string mfu_address,
-               std::string still_running)
-      : jobs_(v1::JobService::NewStub(ingest)),
-        ingest_(v1::IngestService::NewStub(ingest)),
-        mfu_address_(std::move(mfu_address)),
-        still_running_(std::move(still_running)) {}
-
-  void OnSamples(const sim::JobTruth& job, int64_t, int64_t,
-                 const std::vector<sim::GpuSample>& samples) override {
-    if (!registered_.contains(job.job_id)) Register(job, samples);
-    for (const sim::GpuSample& s : samples)
-      sim::SampleToProto(s, job.gpu_model, batch_.add_samples());
-    pushed_[job.job_id] += static_cast<int64_t>(samples.size());
-    if (batch_.samples_size() >= 4000) Flush();
-  }
-
-  void OnMfuReport(const sim::JobTruth& job, const sim::MfuReport& report) override {
-    auto it = reporters_.find(job.job_id);
-    if (it == reporters_.end()) {
-      absl::StatusOr<std::unique_ptr<sdk::Reporter>> reporter =
-          sdk::Reporter::Create({.endpoint = mfu_address_,
-                                 .cluster = kCluster,
-                                 .job_id = job.job_id,
-                                 .framework = kMarkupFramework,
-                                 .flops_formula = "6N + attention"});
-      if (!reporter.ok()) {
-        ADD_FAILURE() << reporter.status();
-        return;
-      }
-      it = reporters_.emplace(job.job_id, *std::move(reporter)).first;
-    }
-    sdk::MfuFigure figure;
-    figure.mfu = report.mfu;
-    figure.precision_mix = {{v1::PRECISION_BF16, 1 - report.fp8_share}};
-    if (report.fp8_share > 0) figure.precision_mix.push_back({v1::PRECISION_FP8, report.fp8_share});
-    figure.interval_s = static_cast<double>(report.end_s - report.start_s);
-    figure.end_time = absl::FromUnixSeconds(report.end_s);
-    it->second->Report(figure);
-  }
-
-  void OnJobEnd(const sim::JobTruth& job) override {
-    Flush();
-    if (auto it = reporters_.find(job.job_id); it != reporters_.end()) {
-      EXPECT_TRUE(it->second->Close(absl::Seconds(20))) << "MFU reports of " << job.job_id;
-      reporters_.erase(it);
-    }
-    if (job.job_id == still_running_) return;
-    v1::EndJobRequest request;
-    request.mutable_key()->set_cluster(kCluster);
-    request.mutable_key()->set_job_id(job.job_id);
-    *request.mutable_end_time() = At(job.end_s);
-    request.set_final_state(v1::JOB_STATE_COMPLETED);
-    v1::EndJobResponse response;
-    grpc::Status status = jobs_->EndJob(Ctx().get(), request, &response);
-    EXPECT_TRUE(status.ok()) << "EndJob " << job.job_id << ": " << status.error_message();
-  }
-
-  void Flush() {
-    if (batch_.samples_size() == 0) return;
-    batch_.set_batch_id(absl::StrCat("e2e-", batch_seq_++));
-    batch_.set_cluster(kCluster);
-    batch_.set_source("dashboard-e2e");
-    v1::PushSamplesResponse response;
-    auto ctx = Ctx();
-    auto writer = ingest_->PushSamples(ctx.get(), &response);
-    writer->Write(batch_);
-    writer->WritesDone();
-    grpc::Status status = writer->Finish();
-    EXPECT_TRUE(status.ok()) << status.error_message();
-    EXPECT_EQ(response.refused_count(), 0) << response.ShortDebugString().substr(0, 2000);
-    batch_.clear_samples();
-  }
-
-  const std::map<std::string, int64_t>& pushed() const { return pushed_; }
-
- private:
-  void Register(const sim::JobTruth& job, const std::vector<sim::GpuSample>& samples) {
-    v1::RegisterJobRequest request = sim::RegisterJobRequestFor(kCluster, job, samples);
-    if (job.job_id == still_running_) {
-      request.mutable_job()->set_name(kMarkupName);
-      request.mutable_job()->set_user(kMarkupUser);
-      request.mutable_job()->set_team(kMarkupTeam);
-      request.mutable_job()->set_workload_fingerprint(kMarkupWorkload);
-    }
-    v1::RegisterJobResponse response;
-    grpc::Status status = jobs_->RegisterJob(Ctx().get(), request, &response);
-    EXPECT_TRUE(status.ok()) << "RegisterJob " << job.job_id << ": " << status.error_message();
-    registered_.insert(job.job_id);
-  }
-
-  std::unique_ptr<v1::JobService::Stub> jobs_;
-  std::unique_ptr<v1::IngestService::Stub> ingest_;
-  std::string mfu_address_;
-  std::string still_running_;
-  std::set<std::string> registered_;
-  std::map<std::string, std::unique_ptr<sdk::Reporter>> reporters_;
-  std::map<std::string, int64_t> pushed_;
-  v1::PushSamplesRequest batch_;
-  int batch_seq_ = 0;
-};
 
 std::string ReadFile(const std::filesystem::path& path) {
   std::ifstream in(path);
@@ -313,17 +203,43 @@ TEST(DashboardE2E, TheFleetAndARegressingJobShowInHeadlessChromium) {
   for (const sim::JobTruth& job : (*fleet)->jobs()) {
     EXPECT_EQ(job.drops.size(), job.job_id == plan->regressed_job ? 1u : 0u) << job.job_id;
   }
-  PlatformSink sink((*ingest)->Channel(), (*mfu)->grpc_address(), plan->regressed_job);
+  // The fleet through the platform's APIs as goodput-demo sends it, except that jobs end as the
+  // simulator ends them, and the regressing job never does (it is still running when the page
+  // is looked at, as a regression one wants to act on is; alerts of ended jobs resolve). Its
+  // registration carries markup in every free-text field.
+  const std::string still_running = plan->regressed_job;
+  sim::PlatformSink sink({.cluster = kCluster,
+                          .ingest = {(*ingest)->Channel()},
+                          .mfu_endpoints = {(*mfu)->grpc_address()},
+                          .source = "dashboard-e2e",
+                          .batch_id_prefix = "e2e-",
+                          .batch_samples = 4000,
+                          .mfu_as_reported = false,
+                          .framework = kMarkupFramework,
+                          .reporter_close_timeout = absl::Seconds(20),
+                          .end_at_job_end = true,
+                          .still_running = {still_running},
+                          .customize_registration =
+                              [&](v1::RegisterJobRequest& request) {
+                                if (request.job().key().job_id() != still_running) return;
+                                request.mutable_job()->set_name(kMarkupName);
+                                request.mutable_job()->set_user(kMarkupUser);
+                                request.mutable_job()->set_team(kMarkupTeam);
+                                request.mutable_job()->set_workload_fingerprint(kMarkupWorkload);
+                              },
+                          .on_error = [](const std::string& error) { ADD_FAILURE() << error; }});
   while ((*fleet)->Step(sink)) {
   }
   sink.Flush();
+  EXPECT_EQ(sink.refused(), 0) << absl::StrJoin(sink.refusal_examples(), "\n");
+  EXPECT_EQ(sink.mfu_error(), "");
   ASSERT_FALSE(::testing::Test::HasFailure()) << "the fleet was not delivered";
 
   // goodput-ofu has turned every sample into windows.
   auto ofu_stub = v1::OfuService::NewStub((*ofu)->Channel());
   ASSERT_TRUE(PollUntil(
       [&] {
-        for (const auto& [job_id, pushed] : sink.pushed()) {
+        for (const auto& [job_id, pushed] : sink.pushed_per_job()) {
           v1::GetJobSummaryRequest request;
           request.mutable_job()->set_cluster(kCluster);
           request.mutable_job()->set_job_id(job_id);
@@ -379,7 +295,8 @@ TEST(DashboardE2E, TheFleetAndARegressingJobShowInHeadlessChromium) {
                response.report().final();
       },
       absl::Seconds(90), absl::Milliseconds(500)))
-      << "no job-end report for " << plan->steady_job << ":\n" << (*ofu)->process().LogTail();
+      << "no job-end report for " << plan->steady_job << ":\n"
+      << (*ofu)->process().LogTail();
   // The regressing job is registered under the user with markup.
   const std::string regressed_user = kMarkupUser;
   std::cout << "regressing job " << plan->regressed_job << ", steady job " << plan->steady_job

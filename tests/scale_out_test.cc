@@ -46,7 +46,7 @@
 #include "tests/support/webhook_receiver.h"
 #include "tools/fleetsim/fleet_proto.h"
 #include "tools/fleetsim/fleet_sim.h"
-#include "tools/fleetsim/sdk_figure.h"
+#include "tools/fleetsim/platform_sink.h"
 
 namespace goodput::testing {
 namespace {
@@ -107,7 +107,6 @@ absl::StatusOr<sim::FleetConfig> PlanFleet(int64_t end_unix_s) {
   return absl::NotFoundError("no seed below 500 gives two drops and two miscounts");
 }
 
-
 // What a run leaves, in terms that do not depend on how many replicas made it.
 struct Outcome {
   // "job start" -> job-level OFU of the window (all digits), its samples and GPUs.
@@ -154,10 +153,10 @@ class Platform {
 
   // Service `s` (index into kServices), replica `r`.
   void StartReplica(int s, int r) {
-    StartService({.binary = BuiltBinary(absl::StrCat("services/", kServices[s], "/goodput-",
-                                                     kServices[s])),
-                  .config_yaml = ConfigOf(s, r)},
-                 &processes_[s][r]);
+    StartService(
+        {.binary = BuiltBinary(absl::StrCat("services/", kServices[s], "/goodput-", kServices[s])),
+         .config_yaml = ConfigOf(s, r)},
+        &processes_[s][r]);
   }
 
   void Kill(int s, int r) {
@@ -234,144 +233,26 @@ class Platform {
   std::vector<std::vector<std::unique_ptr<ServiceProcess>>> processes_;
 };
 
-// Sends the fleet through the platform's APIs as goodput-demo does: jobs registered when they
-// start, samples in batches (batch k to ingest client k mod replicas, a failed push retried,
-// as a node agent behind a load balancer does), MFU through the C++ SDK (job i's reporter
-// on client i mod replicas). EndJob is sent by EndJobs, once the platform has caught up.
-class PlatformSink : public sim::FleetSink {
- public:
-  explicit PlatformSink(Platform* platform) {
-    for (int r = 0; r < platform->replicas(); ++r) {
-      jobs_.push_back(v1::JobService::NewStub(platform->Channel(0, r)));
-      ingest_.push_back(v1::IngestService::NewStub(platform->Channel(0, r)));
-      mfu_.push_back(platform->Channel(2, r));
-      mfu_targets_.push_back(platform->Target(2, r));
-    }
+// The fleet through the platform's APIs as goodput-demo sends it (sim::PlatformSink): batch k
+// (and the calls after it) to ingest client k mod replicas, a call refused while a replica is
+// down retried, as a node agent behind a load balancer does; job i's MFU reporter on mfu
+// client i mod replicas. EndJob is sent by EndJobs, once the platform has caught up.
+sim::PlatformSinkOptions SinkOptions(Platform* platform) {
+  sim::PlatformSinkOptions sink{.cluster = kCluster,
+                                .source = "scale-out-test",
+                                .batch_id_prefix = "scale-",
+                                .reporter_max_backoff = absl::Seconds(1),
+                                .reporter_close_timeout = absl::Seconds(60),
+                                .retries = 100,
+                                .retry_pause = absl::Milliseconds(200),
+                                .on_error = [](const std::string& e) { ADD_FAILURE() << e; }};
+  for (int r = 0; r < platform->replicas(); ++r) {
+    sink.ingest.push_back(platform->Channel(0, r));
+    sink.mfu_endpoints.push_back(platform->Target(2, r));
+    sink.mfu_channels.push_back(platform->Channel(2, r));
   }
-
-  void OnSamples(const sim::JobTruth& job, int64_t, int64_t,
-                 const std::vector<sim::GpuSample>& samples) override {
-    if (!registered_.contains(job.job_id)) Register(job, samples);
-    for (const sim::GpuSample& s : samples)
-      sim::SampleToProto(s, job.gpu_model, batch_.add_samples());
-    pushed_[job.job_id] += static_cast<int64_t>(samples.size());
-    if (batch_.samples_size() >= 2000) Flush();
-  }
-
-  void OnMfuReport(const sim::JobTruth& job, const sim::MfuReport& report) override {
-    auto it = reporters_.find(job.job_id);
-    if (it == reporters_.end()) {
-      absl::StatusOr<std::unique_ptr<sdk::Reporter>> reporter = sdk::Reporter::Create(
-          {.endpoint = mfu_targets_[job.index % mfu_targets_.size()],
-           .cluster = kCluster,
-           .job_id = job.job_id,
-           .framework = "megatron-lm",
-           .flops_formula = "6N + attention",
-           .initial_backoff = absl::Milliseconds(100),
-           .max_backoff = absl::Seconds(1)},
-          mfu_[job.index % mfu_.size()]);
-      if (!reporter.ok()) {
-        ADD_FAILURE() << reporter.status();
-        return;
-      }
-      it = reporters_.emplace(job.job_id, *std::move(reporter)).first;
-    }
-    it->second->Report(sim::SdkFigure(report));
-  }
-
-  void OnJobEnd(const sim::JobTruth& job) override {
-    Flush();
-    if (auto it = reporters_.find(job.job_id); it != reporters_.end()) {
-      EXPECT_TRUE(it->second->Close(absl::Seconds(60))) << "MFU reports of " << job.job_id;
-      const sdk::ReporterStats stats = it->second->Stats();
-      EXPECT_EQ(stats.refused + stats.failed + stats.abandoned + stats.dropped, 0)
-          << "MFU reports of " << job.job_id;
-      reporters_.erase(it);
-    }
-    ended_.emplace_back(job.job_id, job.end_s);
-  }
-
-  void EndJobs() {
-    for (const auto& [job_id, end_s] : ended_) {
-      v1::EndJobRequest request;
-      request.mutable_key()->set_cluster(kCluster);
-      request.mutable_key()->set_job_id(job_id);
-      *request.mutable_end_time() = At(end_s);
-      request.set_final_state(v1::JOB_STATE_COMPLETED);
-      grpc::Status status = Retry([&](int client) {
-        v1::EndJobResponse response;
-        return jobs_[client]->EndJob(Ctx().get(), request, &response);
-      });
-      EXPECT_TRUE(status.ok()) << "EndJob " << job_id << ": " << status.error_message();
-    }
-  }
-
-  void Flush() {
-    if (batch_.samples_size() == 0) return;
-    batch_.set_batch_id(absl::StrCat("scale-", batch_seq_));
-    batch_.set_cluster(kCluster);
-    batch_.set_source("scale-out-test");
-    grpc::Status status = Retry([&](int client) {
-      v1::PushSamplesResponse response;
-      auto ctx = Ctx();
-      auto writer = ingest_[client]->PushSamples(ctx.get(), &response);
-      writer->Write(batch_);
-      writer->WritesDone();
-      grpc::Status s = writer->Finish();
-      if (s.ok()) {
-        EXPECT_EQ(response.refused_count(), 0) << response.ShortDebugString().substr(0, 2000);
-      }
-      return s;
-    });
-    EXPECT_TRUE(status.ok()) << "PushSamples: " << status.error_message();
-    ++batch_seq_;
-    batch_.clear_samples();
-    if (after_batch_) after_batch_(batch_seq_);
-  }
-
-  // Called after each batch is stored, with the number of batches so far.
-  void set_after_batch(std::function<void(int)> f) { after_batch_ = std::move(f); }
-  const std::map<std::string, int64_t>& pushed() const { return pushed_; }
-
- private:
-  // `call` on client batch mod replicas; UNAVAILABLE (a replica just killed, the channel
-  // moving to another) is retried, as the batch id and the job key make retries safe.
-  grpc::Status Retry(const std::function<grpc::Status(int)>& call) {
-    const int client = static_cast<int>(batch_seq_ % static_cast<int64_t>(ingest_.size()));
-    grpc::Status status;
-    for (int attempt = 0; attempt < 100; ++attempt) {
-      status = call(client);
-      if (status.error_code() != grpc::StatusCode::UNAVAILABLE &&
-          status.error_code() != grpc::StatusCode::RESOURCE_EXHAUSTED) {
-        return status;
-      }
-      absl::SleepFor(absl::Milliseconds(200));
-    }
-    return status;
-  }
-
-  void Register(const sim::JobTruth& job, const std::vector<sim::GpuSample>& samples) {
-    v1::RegisterJobRequest request = sim::RegisterJobRequestFor(kCluster, job, samples);
-    grpc::Status status = Retry([&](int client) {
-      v1::RegisterJobResponse response;
-      return jobs_[client]->RegisterJob(Ctx().get(), request, &response);
-    });
-    EXPECT_TRUE(status.ok()) << "RegisterJob " << job.job_id << ": " << status.error_message();
-    registered_.insert(job.job_id);
-  }
-
-  std::vector<std::unique_ptr<v1::JobService::Stub>> jobs_;
-  std::vector<std::unique_ptr<v1::IngestService::Stub>> ingest_;
-  std::vector<std::shared_ptr<grpc::Channel>> mfu_;
-  std::vector<std::string> mfu_targets_;
-  std::set<std::string> registered_;
-  std::map<std::string, std::unique_ptr<sdk::Reporter>> reporters_;
-  std::map<std::string, int64_t> pushed_;
-  std::vector<std::pair<std::string, int64_t>> ended_;
-  v1::PushSamplesRequest batch_;
-  int64_t batch_seq_ = 0;
-  std::function<void(int)> after_batch_;
-};
+  return sink;
+}
 
 // Reads what the platform made of the fleet, through the APIs of replica 0 of each service
 // (every replica answers from PostgreSQL) and the webhook's log.
@@ -451,8 +332,9 @@ class Reader {
                                   "extract(epoch FROM start_time)::bigint || ' ' || revision, "
                                   "'|' ORDER BY 1), '') FROM ",
                                   table, " WHERE cluster = '", kCluster, "'"));
-      std::vector<std::string> rows = received.ok() ? absl::StrSplit(*received, '|', absl::SkipEmpty())
-                                                    : std::vector<std::string>{};
+      std::vector<std::string> rows = received.ok()
+                                          ? absl::StrSplit(*received, '|', absl::SkipEmpty())
+                                          : std::vector<std::string>{};
       if (std::set<std::string>(rows.begin(), rows.end()) != ofu_windows) {
         *why = absl::StrCat(table, " differs from ofu's windows (", rows.size(), " vs ",
                             ofu_windows.size(), ")");
@@ -520,9 +402,8 @@ class Reader {
     }
     for (const auto& [job_id, count] : pushed) {
       for (const auto& [start, w] : Windows(job_id)) {
-        out.windows[absl::StrCat(job_id, " ", start)] =
-            absl::StrFormat("ofu=%.17g samples=%d gpus=%d", w.ofu(), w.sample_count(),
-                            w.gpus_reporting());
+        out.windows[absl::StrCat(job_id, " ", start)] = absl::StrFormat(
+            "ofu=%.17g samples=%d gpus=%d", w.ofu(), w.sample_count(), w.gpus_reporting());
       }
       v1::GetJobSummaryRequest summary_request;
       summary_request.mutable_job()->set_cluster(kCluster);
@@ -541,11 +422,10 @@ class Reader {
     }
     std::map<std::string, std::string> alert_names;  // alert id -> "kind job onset"
     for (const v1::Alert& a : Alerts()) {
-      const std::string name =
-          absl::StrCat(v1::AlertKind_Name(a.kind()), " ", a.job().job_id(), " ",
-                       a.evidence().onset_time().seconds(),
-                       a.gpus().empty() ? "" : absl::StrCat(" ", a.gpus(0).host(), "/",
-                                                            a.gpus(0).gpu_index()));
+      const std::string name = absl::StrCat(
+          v1::AlertKind_Name(a.kind()), " ", a.job().job_id(), " ",
+          a.evidence().onset_time().seconds(),
+          a.gpus().empty() ? "" : absl::StrCat(" ", a.gpus(0).host(), "/", a.gpus(0).gpu_index()));
       alert_names[a.alert_id()] = name;
       out.alerts.push_back(absl::StrCat(name, " ", v1::AlertState_Name(a.state()),
                                         a.found_after_job_end() ? " after-end" : ""));
@@ -588,7 +468,7 @@ void RunFleet(const sim::FleetConfig& config, RunOptions options, Outcome* outco
   ASSERT_NO_FATAL_FAILURE(platform.Start());
   absl::StatusOr<std::unique_ptr<sim::FleetSimulator>> fleet = sim::FleetSimulator::Create(config);
   ASSERT_TRUE(fleet.ok()) << fleet.status();
-  PlatformSink sink(&platform);
+  sim::PlatformSinkOptions sink_options = SinkOptions(&platform);
   bool restarted = false;
   if (options.kill_midway) {
     // About how many batches the fleet makes (8 GPUs a sample every sample_interval_s).
@@ -597,7 +477,7 @@ void RunFleet(const sim::FleetConfig& config, RunOptions options, Outcome* outco
       samples += int64_t{job.gpu_count} * (job.end_s - job.start_s) / config.sample_interval_s;
     }
     const int batches = static_cast<int>(samples / 2000);
-    sink.set_after_batch([&platform, &restarted, batches](int done) {
+    sink_options.after_batch = [&platform, &restarted, batches](int64_t done) {
       // Not the same replica index everywhere: ingest 0, ofu shard 1, mfu 0, alerting 1.
       if (done == batches / 3) {
         for (int s = 0; s < 4; ++s) ASSERT_NO_FATAL_FAILURE(platform.Kill(s, s % 2));
@@ -605,33 +485,38 @@ void RunFleet(const sim::FleetConfig& config, RunOptions options, Outcome* outco
         for (int s = 0; s < 4; ++s) ASSERT_NO_FATAL_FAILURE(platform.StartReplica(s, s % 2));
         restarted = true;
       }
-    });
+    };
   }
+  sim::PlatformSink sink(std::move(sink_options));
   while ((*fleet)->Step(sink)) {
   }
   sink.Flush();
+  EXPECT_EQ(sink.refused(), 0) << absl::StrJoin(sink.refusal_examples(), "\n");
+  EXPECT_EQ(sink.mfu_not_taken(), 0) << sink.mfu_error();
+  EXPECT_EQ(sink.mfu_error(), "");
   ASSERT_EQ(restarted, options.kill_midway);
   ASSERT_FALSE(!failed_before && ::testing::Test::HasFailure()) << platform.LogTails();
 
   Reader reader(&platform);
   std::string why;
-  ASSERT_TRUE(PollUntil([&] { return reader.CaughtUp(sink.pushed(), false, &why); },
+  ASSERT_TRUE(PollUntil([&] { return reader.CaughtUp(sink.pushed_per_job(), false, &why); },
                         kSettleTimeout))
       << why << "\n"
       << platform.LogTails();
   // Every shard consumed its part of the sample stream.
   EXPECT_EQ(reader.Value(absl::StrCat("SELECT count(*) FROM ofu_consumer_state WHERE "
-                                      "shard_count = ", options.replicas, " AND samples_consumed > 0")),
+                                      "shard_count = ",
+                                      options.replicas, " AND samples_consumed > 0")),
             options.replicas);
   sink.EndJobs();
-  ASSERT_TRUE(PollUntil([&] { return reader.CaughtUp(sink.pushed(), true, &why); },
-                        kSettleTimeout))
+  ASSERT_TRUE(
+      PollUntil([&] { return reader.CaughtUp(sink.pushed_per_job(), true, &why); }, kSettleTimeout))
       << why << "\n"
       << platform.LogTails();
   v1::TimeRange span;
   *span.mutable_start_time() = At(config.start_unix_s);
   *span.mutable_end_time() = At((*fleet)->end_s() + 3600);
-  *outcome = reader.Read(sink.pushed(), span);
+  *outcome = reader.Read(sink.pushed_per_job(), span);
 }
 
 // The differences between two outcomes, one line each (empty when they agree).

@@ -51,7 +51,7 @@
 #include "sdk/cpp/reporter.h"
 #include "tools/fleetsim/fleet_proto.h"
 #include "tools/fleetsim/fleet_sim.h"
-#include "tools/fleetsim/sdk_figure.h"
+#include "tools/fleetsim/platform_sink.h"
 #include "tools/goodputctl/format.h"
 
 namespace goodput::demo {
@@ -73,11 +73,6 @@ struct Options {
   int batch_samples = 5000;
   bool report_mfu = true;
 };
-
-void SetTimestamp(int64_t unix_s, google::protobuf::Timestamp* ts) {
-  ts->set_seconds(unix_s);
-  ts->set_nanos(0);
-}
 
 std::unique_ptr<grpc::ClientContext> Context(const Options& options, int timeout_s = 60) {
   auto ctx = std::make_unique<grpc::ClientContext>();
@@ -103,171 +98,30 @@ class Progress {
   int64_t start_s_, end_s_;
 };
 
-// Streams the simulated fleet into the platform.
-class PlatformSink : public sim::FleetSink {
- public:
-  explicit PlatformSink(const Options& options) : options_(options) {
-    jobs_ = v1::JobService::NewStub(Channel(options.ingest));
-    ingest_ = v1::IngestService::NewStub(Channel(options.ingest));
-    mfu_channel_ = Channel(options.mfu);
+// Streams the simulated fleet into the platform; the epilogs' EndJob waits for EndJobs(), once
+// the platform has caught up with the replayed fleet.
+sim::PlatformSinkOptions SinkOptions(const Options& options) {
+  auto channel = [](const std::string& address) {
+    return grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+  };
+  sim::PlatformSinkOptions sink{
+      .cluster = options.cluster,
+      .ingest = {channel(options.ingest)},
+      .token = options.token,
+      .source = "goodput-demo",
+      .batch_id_prefix = absl::StrCat(options.cluster, "/", options.seed, "/"),
+      .batch_samples = options.batch_samples,
+      .rpc_timeout = absl::Seconds(60)};
+  if (options.report_mfu) {
+    sink.mfu_endpoints = {options.mfu};
+    sink.mfu_channels = {channel(options.mfu)};
   }
-
-  void OnJobStart(const sim::JobTruth& job) override {
-    ++jobs_started_;
-    (void)job;
-  }
-
-  void OnSamples(const sim::JobTruth& job, int64_t window_start_s, int64_t window_end_s,
-                 const std::vector<sim::GpuSample>& samples) override {
-    if (!registered_.contains(job.job_id)) Register(job, samples);
-    for (const sim::GpuSample& s : samples)
-      sim::SampleToProto(s, job.gpu_model, batch_.add_samples());
-    last_window_end_s_ = window_end_s;
-    pushed_per_job_[job.job_id] += static_cast<int64_t>(samples.size());
-    (void)window_start_s;
-    if (batch_.samples_size() >= options_.batch_samples) Flush();
-  }
-
-  void OnMfuReport(const sim::JobTruth& job, const sim::MfuReport& report) override {
-    if (!options_.report_mfu) return;
-    sdk::Reporter* reporter = ReporterFor(job);
-    if (reporter == nullptr) return;
-    reporter->Report(sim::SdkFigure(report));
-    ++mfu_reports_;
-  }
-
-  void OnJobEnd(const sim::JobTruth& job) override {
-    Flush();
-    if (auto it = reporters_.find(job.job_id); it != reporters_.end()) {
-      it->second->Close(absl::Seconds(10));
-      sdk::ReporterStats stats = it->second->Stats();
-      mfu_refused_ += stats.refused + stats.failed + stats.abandoned + stats.dropped;
-      if (stats.failed > 0 && mfu_error_.empty()) {
-        mfu_error_ = "the MFU service did not take the reports (see its log)";
-      }
-      reporters_.erase(it);
-    }
-    if (!registered_.contains(job.job_id)) return;
-    // Hours of simulated time pass in seconds here, so the pipeline (ofu, then mfu and
-    // alerting) reaches a job's windows well after the simulator has finished it. Alerting
-    // only opens alerts for running jobs, as it should live: the epilog's EndJob is sent
-    // once the platform has caught up (EndJobs), with the job's true end time.
-    ended_.emplace_back(job.job_id, job.end_s);
-  }
-
-  // Sends the EndJob of every finished job (see OnJobEnd).
-  void EndJobs() {
-    for (const auto& [job_id, end_s] : ended_) {
-      v1::EndJobRequest request;
-      request.mutable_key()->set_cluster(options_.cluster);
-      request.mutable_key()->set_job_id(job_id);
-      SetTimestamp(end_s, request.mutable_end_time());
-      request.set_final_state(v1::JOB_STATE_COMPLETED);
-      v1::EndJobResponse response;
-      grpc::Status status = jobs_->EndJob(Context(options_).get(), request, &response);
-      if (!status.ok()) Error("EndJob " + job_id, status);
-    }
-    ended_.clear();
-  }
-
-  void Flush() {
-    if (batch_.samples_size() == 0) return;
-    batch_.set_batch_id(absl::StrCat(options_.cluster, "/", options_.seed, "/", batch_seq_++));
-    batch_.set_cluster(options_.cluster);
-    batch_.set_source("goodput-demo");
-    // Retry on backpressure or an outage: the batch id makes a retry safe.
-    for (int attempt = 0;; ++attempt) {
-      v1::PushSamplesResponse response;
-      auto ctx = Context(options_);
-      auto writer = ingest_->PushSamples(ctx.get(), &response);
-      writer->Write(batch_);
-      writer->WritesDone();
-      grpc::Status status = writer->Finish();
-      if (status.ok()) {
-        stored_ += response.stored_count();
-        refused_ += response.refused_count();
-        for (const v1::Refusal& r : response.refusals()) {
-          if (refusal_examples_.size() < 3) refusal_examples_.push_back(r.ShortDebugString());
-        }
-        break;
-      }
-      bool retryable = status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED ||
-                       status.error_code() == grpc::StatusCode::UNAVAILABLE;
-      if (!retryable || attempt >= 20) {
-        Error("PushSamples", status);
-        lost_ += batch_.samples_size();
-        break;
-      }
-      absl::SleepFor(absl::Milliseconds(100 * (attempt + 1)));
-    }
-    batch_.clear_samples();
-  }
-
-  int64_t stored() const { return stored_; }
-  int64_t refused() const { return refused_; }
-  int64_t lost() const { return lost_; }
-  int64_t jobs_started() const { return jobs_started_; }
-  int64_t mfu_reports() const { return mfu_reports_; }
-  int64_t mfu_refused() const { return mfu_refused_; }
-  int64_t errors() const { return errors_; }
-  const std::string& mfu_error() const { return mfu_error_; }
-  const std::vector<std::string>& refusal_examples() const { return refusal_examples_; }
-  const std::map<std::string, int64_t>& pushed_per_job() const { return pushed_per_job_; }
-
- private:
-  static std::shared_ptr<grpc::Channel> Channel(const std::string& addr) {
-    return grpc::CreateChannel(addr, grpc::InsecureChannelCredentials());
-  }
-
-  void Register(const sim::JobTruth& job, const std::vector<sim::GpuSample>& samples) {
-    v1::RegisterJobRequest request = sim::RegisterJobRequestFor(options_.cluster, job, samples);
-    v1::RegisterJobResponse response;
-    grpc::Status status = jobs_->RegisterJob(Context(options_).get(), request, &response);
-    if (!status.ok()) Error("RegisterJob " + job.job_id, status);
-    registered_.insert(job.job_id);
-  }
-
-  sdk::Reporter* ReporterFor(const sim::JobTruth& job) {
-    if (auto it = reporters_.find(job.job_id); it != reporters_.end()) return it->second.get();
-    absl::StatusOr<std::unique_ptr<sdk::Reporter>> reporter =
-        sdk::Reporter::Create({.endpoint = options_.mfu,
-                               .token = options_.token,
-                               .cluster = options_.cluster,
-                               .job_id = job.job_id,
-                               .framework = "megatron-lm",
-                               .flops_formula = "6N + attention"},
-                              mfu_channel_);
-    if (!reporter.ok()) {
-      if (mfu_error_.empty()) mfu_error_ = std::string(reporter.status().message());
-      return nullptr;
-    }
-    return reporters_.emplace(job.job_id, *std::move(reporter)).first->second.get();
-  }
-
-  void Error(const std::string& what, const grpc::Status& status) {
-    ++errors_;
-    if (errors_ <= 5) {
-      std::fprintf(stderr, "\ngoodput-demo: %s: %s\n", what.c_str(),
-                   status.error_message().c_str());
-    }
-  }
-
-  const Options& options_;
-  std::unique_ptr<v1::JobService::Stub> jobs_;
-  std::unique_ptr<v1::IngestService::Stub> ingest_;
-  std::shared_ptr<grpc::Channel> mfu_channel_;
-  std::set<std::string> registered_;
-  std::map<std::string, std::unique_ptr<sdk::Reporter>> reporters_;
-  v1::PushSamplesRequest batch_;
-  int64_t batch_seq_ = 0;
-  int64_t last_window_end_s_ = 0;
-  int64_t stored_ = 0, refused_ = 0, lost_ = 0, jobs_started_ = 0, mfu_reports_ = 0,
-          mfu_refused_ = 0, errors_ = 0;
-  std::string mfu_error_;
-  std::vector<std::string> refusal_examples_;
-  std::map<std::string, int64_t> pushed_per_job_;
-  std::vector<std::pair<std::string, int64_t>> ended_;  // job id, end (s)
-};
+  sink.on_error = [errors = 0](const std::string& message) mutable {
+    if (++errors <= 5) std::fprintf(stderr, "\ngoodput-demo: %s\n", message.c_str());
+  };
+  return sink;
+}
+using sim::PlatformSink;
 
 // Waits until goodput-ofu has turned every pushed sample into windows (its job summaries
 // count them all), showing progress; gives up after `timeout`. False on time-out.
@@ -650,7 +504,7 @@ int Run(const Options& options) {
   if (!run.report_mfu) {
     std::printf("goodput-mfu at %s is not serving: MFU reports are skipped\n", options.mfu.c_str());
   }
-  PlatformSink sink(run);
+  PlatformSink sink(SinkOptions(run));
   Progress progress(config.start_unix_s, (*fleet)->end_s());
   int steps = 0;
   while ((*fleet)->Step(sink)) {
