@@ -108,7 +108,8 @@ class OfuStore {
   // order (then GPU); at most `limit` rows when limit > 0.
   absl::StatusOr<std::vector<StoredWindow>> Windows(int64_t job, bool per_gpu, int64_t from_ms,
                                                     int64_t to_ms, int limit);
-  // Job-level windows of all jobs with start in [from, to), with their job rows.
+  // Job-level windows of all jobs with start in [from, to), with their job rows: the
+  // window-by-window reference FleetPieces is checked and measured against.
   absl::StatusOr<std::vector<std::pair<JobRow, StoredWindow>>> FleetWindows(int64_t from_ms,
                                                                             int64_t to_ms);
   // The fleet's job-level windows with start in [from, to) as pieces for SummarizeFleet, in
