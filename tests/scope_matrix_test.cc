@@ -557,7 +557,7 @@ TEST_F(ScopeMatrix, EveryMethodHoldsEveryScopeKindToItsDeclaredScope) {
 TEST_F(ScopeMatrix, AUserTokenNeverTouchesAnotherUsersJobs) {
   auto jobs = Jobs();
   // Updating bob's job, including handing it to alice: refused, the job unchanged.
-  for (const std::string& path : {"name", "user"}) {
+  for (const char* path : {"name", "user"}) {
     v1::UpdateJobRequest update;
     v1::Job* job = update.mutable_job();
     job->mutable_key()->set_cluster("a");

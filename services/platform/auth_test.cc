@@ -237,7 +237,7 @@ TEST(AuthPolicy, RefusesScopedTokensTheMethodsTheirScopeCannotReach) {
             "op operator\n");
   AuthConfig config;
   config.enabled = true;
-  config.files.push_back({.path = path});
+  config.files.push_back({.path = path, .role = ""});
   absl::StatusOr<std::unique_ptr<AuthPolicy>> policy = AuthPolicy::Create(config);
   ASSERT_TRUE(policy.ok()) << policy.status();
   (*policy)->AllowMethod("/x.S/Push", {Role::kTelemetry}, ScopeKind::kCluster);
