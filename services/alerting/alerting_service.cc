@@ -6,6 +6,7 @@
 
 #include "services/api/alert_checks.h"
 #include "services/platform/grpc_reactors.h"
+#include "services/platform/scope.h"
 
 namespace goodput::alerting {
 namespace {
@@ -54,14 +55,29 @@ grpc::ServerUnaryReactor* AlertServiceImpl::ListAlerts(grpc::CallbackServerConte
   if (absl::Status s = api::CheckMatchers(request->matchers(), "matchers"); !s.ok()) {
     return FinishUnary(context, s);
   }
-  return FinishUnary(context, Assign(engine_->ListAlerts(*request),
+  // A scoped token lists the alerts of its cluster, or of one of its jobs.
+  v1::ListAlertsRequest scoped = *request;
+  if (absl::Status s = platform::CallScope::Of(context).NarrowToJob(
+          "ListAlerts", scoped.mutable_cluster(), scoped.job().cluster(), scoped.job().job_id());
+      !s.ok()) {
+    return FinishUnary(context, s);
+  }
+  return FinishUnary(context, Assign(engine_->ListAlerts(scoped),
                                      [&](v1::ListAlertsResponse r) { *response = std::move(r); }));
 }
 
 grpc::ServerUnaryReactor* AlertServiceImpl::GetAlert(grpc::CallbackServerContext* context,
                                                      const v1::GetAlertRequest* request,
                                                      v1::GetAlertResponse* response) {
-  return FinishUnary(context, Assign(engine_->GetAlert(request->alert_id()), [&](v1::Alert a) {
+  absl::StatusOr<v1::Alert> alert = engine_->GetAlert(request->alert_id());
+  if (alert.ok()) {
+    if (absl::Status s = platform::CallScope::Of(context).CheckJob(alert->job().cluster(),
+                                                                   alert->job().job_id());
+        !s.ok()) {
+      return FinishUnary(context, s);
+    }
+  }
+  return FinishUnary(context, Assign(std::move(alert), [&](v1::Alert a) {
                        *response->mutable_alert() = std::move(a);
                      }));
 }
@@ -70,6 +86,14 @@ grpc::ServerUnaryReactor* AlertServiceImpl::AckAlert(grpc::CallbackServerContext
                                                      const v1::AckAlertRequest* request,
                                                      v1::AckAlertResponse* response) {
   if (absl::Status s = api::CheckAckRequest(*request); !s.ok()) return FinishUnary(context, s);
+  // A scoped token acknowledges the alerts of its own jobs only.
+  if (const platform::CallScope scope = platform::CallScope::Of(context); scope.restricted()) {
+    absl::StatusOr<v1::Alert> alert = engine_->GetAlert(request->alert_id());
+    if (!alert.ok()) return FinishUnary(context, alert.status());
+    if (absl::Status s = scope.CheckJob(alert->job().cluster(), alert->job().job_id()); !s.ok()) {
+      return FinishUnary(context, s);
+    }
+  }
   return FinishUnary(context, Assign(engine_->AckAlert(*request), [&](v1::Alert a) {
                        *response->mutable_alert() = std::move(a);
                      }));
@@ -103,9 +127,17 @@ grpc::ServerUnaryReactor* AlertServiceImpl::ListSilences(grpc::CallbackServerCon
 }
 
 grpc::ServerWriteReactor<v1::SubscribeAlertsResponse>* AlertServiceImpl::SubscribeAlerts(
-    grpc::CallbackServerContext* /*context*/, const v1::SubscribeAlertsRequest* request) {
+    grpc::CallbackServerContext* context, const v1::SubscribeAlertsRequest* request) {
   const auto failed = platform::FailedStream<v1::SubscribeAlertsResponse>;
-  absl::StatusOr<AlertFilter> filter = FilterFromRequest(*request);
+  // A scoped token follows the alerts of its cluster, or of one of its jobs.
+  v1::SubscribeAlertsRequest scoped = *request;
+  if (absl::Status s = platform::CallScope::Of(context).NarrowToJob(
+          "SubscribeAlerts", scoped.mutable_cluster(), scoped.job().cluster(),
+          scoped.job().job_id());
+      !s.ok()) {
+    return failed(s);
+  }
+  absl::StatusOr<AlertFilter> filter = FilterFromRequest(scoped);
   if (!filter.ok()) return failed(filter.status());
   AlertStream::Snapshot snapshot;
   if (request->include_open()) {

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "services/ingest/job_checks.h"
 #include "services/platform/auth.h"
+#include "services/platform/scope.h"
 #include "services/platform/status_convert.h"
 
 namespace goodput::ingest {
@@ -22,23 +23,58 @@ v1::Job JobServiceImpl::CanonicalHosts(const v1::Job& job) const {
 
 namespace {
 
-// OK when the caller may see `job`: a token limited to a user sees only that user's jobs.
-// In-process callers (jobs_http.h) pass no context, or one without a caller: they check the
-// caller's scope themselves.
-absl::Status CheckCluster(const grpc::ServerContextBase* context, const std::string& cluster) {
-  return context == nullptr ? absl::OkStatus() : platform::CheckCallCluster(*context, cluster);
+// A user- or team-limited caller registers jobs of its own user and team only: an empty
+// owner field takes the caller's, another is refused naming the scope.
+absl::Status OwnJob(const platform::CallScope& scope, v1::Job* job) {
+  if (!scope.owner_scoped()) return absl::OkStatus();
+  const platform::Identity& caller = *scope.caller();
+  auto own = [&](const std::optional<std::string>& mine, std::string* field,
+                 absl::string_view name) -> absl::Status {
+    if (!mine.has_value()) return absl::OkStatus();
+    if (field->empty()) *field = *mine;
+    if (*field == *mine) return absl::OkStatus();
+    return absl::PermissionDeniedError(
+        absl::StrCat(caller.Describe(), " registers jobs of its own ", name, " only; job.", name,
+                     "=\"", *field, "\" is outside its scope"));
+  };
+  if (absl::Status s = own(caller.UserScope(), job->mutable_user(), "user"); !s.ok()) return s;
+  return own(caller.TeamScope(), job->mutable_team(), "team");
 }
 
-absl::Status CheckUserScope(const grpc::ServerContextBase* context, const v1::Job& job) {
-  if (context == nullptr) return absl::OkStatus();
-  std::optional<platform::Identity> caller = platform::CallIdentity(*context);
-  if (!caller.has_value()) return absl::OkStatus();
-  std::optional<std::string> user = caller->UserScope();
-  if (!user.has_value() || job.user() == *user) return absl::OkStatus();
-  return absl::PermissionDeniedError(
-      absl::StrCat("the ", platform::RoleName(caller->role), " token of user ", *user,
-                   " sees only that user's jobs; job ", job.key().cluster(), "/",
-                   job.key().job_id(), " is outside its scope"));
+// A user- or team-limited caller may not give a job away: an update of `user` or `team` must
+// keep the value the job is registered with.
+absl::Status KeepsOwner(const platform::CallScope& scope, const v1::Job& job,
+                        const std::vector<std::string>& paths) {
+  if (!scope.owner_scoped()) return absl::OkStatus();
+  bool touches_owner = false;
+  for (const std::string& path : paths) touches_owner |= path == "user" || path == "team";
+  if (!touches_owner) return absl::OkStatus();
+  std::shared_ptr<platform::JobOwners> owners = platform::GetJobOwners();
+  if (owners == nullptr) return absl::FailedPreconditionError("no job registry to check owners");
+  // Read afresh: the owner decides.
+  owners->Forget(job.key().cluster(), job.key().job_id());
+  absl::StatusOr<std::optional<platform::JobOwner>> owner =
+      owners->Find(job.key().cluster(), job.key().job_id());
+  if (!owner.ok()) return owner.status();
+  if (!owner->has_value()) return absl::OkStatus();  // the store answers NOT_FOUND
+  for (const std::string& path : paths) {
+    const bool user = path == "user";
+    if (!user && path != "team") continue;
+    const std::string& now = user ? (*owner)->user : (*owner)->team;
+    const std::string& wanted = user ? job.user() : job.team();
+    if (wanted == now) continue;
+    return absl::PermissionDeniedError(
+        absl::StrCat(scope.caller()->Describe(), " may not change the owner of job ",
+                     job.key().cluster(), "/", job.key().job_id(), ": update_mask path \"", path,
+                     "\" would set ", path, " to \"", wanted, "\""));
+  }
+  return absl::OkStatus();
+}
+
+void ForgetOwner(const v1::JobKey& key) {
+  if (std::shared_ptr<platform::JobOwners> owners = platform::GetJobOwners()) {
+    owners->Forget(key.cluster(), key.job_id());
+  }
 }
 
 }  // namespace
@@ -50,12 +86,15 @@ grpc::Status JobServiceImpl::DoRegisterJob(grpc::ServerContextBase* context,
     return ToGrpcStatus(s);
   }
   if (absl::Status s = CheckJob(request->job(), catalog_, limits_); !s.ok()) return ToGrpcStatus(s);
-  if (absl::Status s = CheckCluster(context, request->job().key().cluster());
-      !s.ok()) {
+  const platform::CallScope scope = platform::CallScope::Of(context);
+  const v1::JobKey& key = request->job().key();
+  if (absl::Status s = scope.CheckJob(key.cluster(), key.job_id()); !s.ok()) {
     return ToGrpcStatus(s);
   }
-  absl::StatusOr<RegisterJobResult> result =
-      store_->Register(CanonicalHosts(request->job()), now_unix_ms_());
+  v1::Job job = CanonicalHosts(request->job());
+  if (absl::Status s = OwnJob(scope, &job); !s.ok()) return ToGrpcStatus(s);
+  absl::StatusOr<RegisterJobResult> result = store_->Register(job, now_unix_ms_());
+  ForgetOwner(key);
   if (!result.ok()) return ToGrpcStatus(result.status());
   *response->mutable_job() = std::move(result->job);
   response->set_created(result->created);
@@ -72,12 +111,15 @@ grpc::Status JobServiceImpl::DoUpdateJob(grpc::ServerContextBase* context,
     return ToGrpcStatus(s);
   }
   if (absl::Status s = CheckJob(request->job(), catalog_, limits_); !s.ok()) return ToGrpcStatus(s);
-  if (absl::Status s = CheckCluster(context, request->job().key().cluster());
-      !s.ok()) {
+  const platform::CallScope scope = platform::CallScope::Of(context);
+  const v1::JobKey& key = request->job().key();
+  if (absl::Status s = scope.CheckJob(key.cluster(), key.job_id()); !s.ok()) {
     return ToGrpcStatus(s);
   }
+  if (absl::Status s = KeepsOwner(scope, request->job(), paths); !s.ok()) return ToGrpcStatus(s);
   absl::StatusOr<v1::Job> job =
       store_->Update(CanonicalHosts(request->job()), paths, now_unix_ms_());
+  ForgetOwner(key);
   if (!job.ok()) return ToGrpcStatus(job.status());
   *response->mutable_job() = *std::move(job);
   return grpc::Status::OK;
@@ -86,7 +128,9 @@ grpc::Status JobServiceImpl::DoUpdateJob(grpc::ServerContextBase* context,
 grpc::Status JobServiceImpl::DoEndJob(grpc::ServerContextBase* context, const v1::EndJobRequest* request,
                                     v1::EndJobResponse* response) {
   if (absl::Status s = CheckJobEnd(*request); !s.ok()) return ToGrpcStatus(s);
-  if (absl::Status s = CheckCluster(context, request->key().cluster()); !s.ok()) {
+  if (absl::Status s = platform::CallScope::Of(context).CheckJob(request->key().cluster(),
+                                                                 request->key().job_id());
+      !s.ok()) {
     return ToGrpcStatus(s);
   }
   std::optional<int64_t> end_ms;
@@ -103,9 +147,20 @@ grpc::Status JobServiceImpl::DoEndJob(grpc::ServerContextBase* context, const v1
 grpc::Status JobServiceImpl::DoGetJob(grpc::ServerContextBase* context, const v1::GetJobRequest* request,
                                     v1::GetJobResponse* response) {
   if (absl::Status s = CheckJobKey(request->key(), "key"); !s.ok()) return ToGrpcStatus(s);
+  const platform::CallScope scope = platform::CallScope::Of(context);
+  if (absl::Status s = scope.CheckCluster(request->key().cluster()); !s.ok()) {
+    return ToGrpcStatus(s);
+  }
   absl::StatusOr<v1::Job> job = store_->Get(request->key());
   if (!job.ok()) return ToGrpcStatus(job.status());
-  if (absl::Status s = CheckUserScope(context, *job); !s.ok()) return ToGrpcStatus(s);
+  // The job just read decides (no cached owner).
+  if (scope.caller().has_value()) {
+    if (absl::Status s = scope.caller()->CheckJob(job->key().cluster(), job->key().job_id(),
+                                                  job->user(), job->team());
+        !s.ok()) {
+      return ToGrpcStatus(s);
+    }
+  }
   *response->mutable_job() = *std::move(job);
   return grpc::Status::OK;
 }
@@ -113,18 +168,12 @@ grpc::Status JobServiceImpl::DoGetJob(grpc::ServerContextBase* context, const v1
 grpc::Status JobServiceImpl::DoListJobs(grpc::ServerContextBase* context,
                                       const v1::ListJobsRequest* request,
                                       v1::ListJobsResponse* response) {
-  // A token limited to a user lists that user's jobs only.
+  // A scoped token lists the jobs of its cluster, user and team only.
   v1::ListJobsRequest scoped = *request;
-  if (std::optional<platform::Identity> caller =
-          context == nullptr ? std::nullopt : platform::CallIdentity(*context)) {
-    if (std::optional<std::string> user = caller->UserScope()) {
-      if (!scoped.user().empty() && scoped.user() != *user) {
-        return ToGrpcStatus(absl::PermissionDeniedError(absl::StrCat(
-            "the ", platform::RoleName(caller->role), " token of user ", *user,
-            " lists only that user's jobs; user \"", scoped.user(), "\" is outside its scope")));
-      }
-      scoped.set_user(*user);
-    }
+  if (absl::Status s = platform::CallScope::Of(context).NarrowFilters(
+          "ListJobs", scoped.mutable_cluster(), scoped.mutable_user(), scoped.mutable_team());
+      !s.ok()) {
+    return ToGrpcStatus(s);
   }
   absl::StatusOr<ListJobsResult> result = store_->List(scoped);
   if (!result.ok()) return ToGrpcStatus(result.status());

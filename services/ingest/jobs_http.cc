@@ -94,24 +94,23 @@ JsonHttpReply JobsHttp::Handle(Method method, absl::string_view authorization,
     }
     caller = *std::move(identity);
   }
-  // A token limited to clusters registers and ends jobs of those clusters only.
-  auto in_scope = [&caller, route](const std::string& cluster) -> std::optional<grpc::Status> {
-    absl::Status s = caller.CheckCluster(cluster);
-    if (s.ok()) return std::nullopt;
-    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
-                        absl::StrCat("POST ", route, ": ", s.message()));
+  // The service holds the caller to its scope (cluster, user, team) exactly as over gRPC:
+  // the in-process call carries the caller this request's token names.
+  const platform::ScopedCaller in_process_caller(std::move(caller));
+  const auto refused_in_scope = [route](grpc::Status status) {
+    if (status.error_code() != grpc::StatusCode::PERMISSION_DENIED) return status;
+    return grpc::Status(status.error_code(),
+                        absl::StrCat("POST ", route, ": ", status.error_message()));
   };
   if (is_register) {
     return Run<v1::RegisterJobRequest, v1::RegisterJobResponse>(
-        route, body, [this, &in_scope](grpc::ServerContext* c, auto* req, auto* res) {
-          if (auto refused = in_scope(req->job().key().cluster())) return *refused;
-          return service_->RegisterJob(c, req, res);
+        route, body, [this, &refused_in_scope](grpc::ServerContext* c, auto* req, auto* res) {
+          return refused_in_scope(service_->RegisterJob(c, req, res));
         });
   }
   return Run<v1::EndJobRequest, v1::EndJobResponse>(
-      route, body, [this, &in_scope](grpc::ServerContext* c, auto* req, auto* res) {
-        if (auto refused = in_scope(req->key().cluster())) return *refused;
-        return service_->EndJob(c, req, res);
+      route, body, [this, &refused_in_scope](grpc::ServerContext* c, auto* req, auto* res) {
+        return refused_in_scope(service_->EndJob(c, req, res));
       });
 }
 

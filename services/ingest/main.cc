@@ -81,6 +81,7 @@
 #include "services/ingest/scraper.h"
 #include "services/platform/gpu_catalog_config.h"
 #include "services/platform/grpc_limits.h"
+#include "services/platform/scope.h"
 #include "services/platform/service_main.h"
 #include "services/platform/tls.h"
 
@@ -280,7 +281,10 @@ absl::StatusOr<std::shared_ptr<void>> Setup(platform::ServiceContext& ctx) {
   // PushSamples does. Prometheus sends it with `authorization: {credentials_file: ...}`.
   constexpr absl::string_view kRemoteWriteRoute = "POST /api/v1/write";
   const platform::AuthPolicy* auth = ctx.auth;
-  if (ctx.auth != nullptr) ctx.auth->AllowMethod(kRemoteWriteRoute, {platform::Role::kTelemetry});
+  if (ctx.auth != nullptr) {
+    ctx.auth->AllowMethod(kRemoteWriteRoute, {platform::Role::kTelemetry},
+                          platform::DeclaredScope(kRemoteWriteRoute));
+  }
   auto handle_remote_write = [receiver, auth, kRemoteWriteRoute](const httplib::Request& req,
                                                                  httplib::Response& res) {
     std::optional<platform::Identity> caller;

@@ -8,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "services/platform/scope.h"
 #include "services/platform/status_convert.h"
 
 namespace goodput::mfu {
@@ -31,8 +32,12 @@ void FillResponse(const v1::MfuReport& report, const StoreOutcome& outcome,
 class ReportReader : public grpc::ServerReadReactor<v1::StreamMfuReportsRequest> {
  public:
   ReportReader(MfuStore* store, Reconciler* reconciler, platform::Logger logger,
-               v1::StreamMfuReportsResponse* response)
-      : store_(store), reconciler_(reconciler), logger_(std::move(logger)), response_(response) {
+               v1::StreamMfuReportsResponse* response, platform::CallScope scope)
+      : store_(store),
+        reconciler_(reconciler),
+        logger_(std::move(logger)),
+        response_(response),
+        scope_(std::move(scope)) {
     StartRead(&batch_);
   }
 
@@ -60,6 +65,17 @@ class ReportReader : public grpc::ServerReadReactor<v1::StreamMfuReportsRequest>
                           absl::StrCat("batch \"", batch_.batch_id().substr(0, 200), "\" holds ",
                                        batch_.reports_size(), " reports; the limit is ",
                                        kMaxReportsPerBatch, " per message"));
+    }
+    // A scoped token reports on the jobs of its scope only; one report outside it ends the
+    // stream (nothing of this batch is stored).
+    if (scope_.restricted()) {
+      for (const v1::MfuReport& report : batch_.reports()) {
+        if (absl::Status s = scope_.CheckJob(report.job().cluster(), report.job().job_id(),
+                                             /*unregistered_ok=*/false);
+            !s.ok()) {
+          return platform::ToGrpcStatus(s);
+        }
+      }
     }
     std::vector<v1::MfuReport> good;
     good.reserve(batch_.reports_size());
@@ -104,6 +120,7 @@ class ReportReader : public grpc::ServerReadReactor<v1::StreamMfuReportsRequest>
   Reconciler* reconciler_;
   platform::Logger logger_;
   v1::StreamMfuReportsResponse* response_;
+  platform::CallScope scope_;
   v1::StreamMfuReportsRequest batch_;
 };
 
@@ -113,6 +130,15 @@ grpc::ServerUnaryReactor* MfuServiceImpl::ReportMfu(grpc::CallbackServerContext*
                                                     const v1::ReportMfuRequest* request,
                                                     v1::ReportMfuResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  // A scoped token reports on the jobs of its scope only (a user- or team-limited one on its
+  // own registered jobs).
+  if (absl::Status s = platform::CallScope::Of(context).CheckJob(request->report().job().cluster(),
+                                                                 request->report().job().job_id(),
+                                                                 /*unregistered_ok=*/false);
+      !s.ok()) {
+    reactor->Finish(platform::ToGrpcStatus(s));
+    return reactor;
+  }
   if (std::optional<v1::Refusal> refusal = CheckReport(request->report())) {
     reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, refusal->message()));
     return reactor;
@@ -131,14 +157,21 @@ grpc::ServerUnaryReactor* MfuServiceImpl::ReportMfu(grpc::CallbackServerContext*
 }
 
 grpc::ServerReadReactor<v1::StreamMfuReportsRequest>* MfuServiceImpl::StreamMfuReports(
-    grpc::CallbackServerContext* /*context*/, v1::StreamMfuReportsResponse* response) {
-  return new ReportReader(store_, reconciler_, logger_, response);
+    grpc::CallbackServerContext* context, v1::StreamMfuReportsResponse* response) {
+  return new ReportReader(store_, reconciler_, logger_, response, platform::CallScope::Of(context));
 }
 
 grpc::ServerUnaryReactor* MfuServiceImpl::ListMfuReports(grpc::CallbackServerContext* context,
                                                          const v1::ListMfuReportsRequest* request,
                                                          v1::ListMfuReportsResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  // The request filters by job only: a scoped token names one of its jobs.
+  if (absl::Status s = platform::CallScope::Of(context).NarrowToJob(
+          "ListMfuReports", nullptr, request->job().cluster(), request->job().job_id());
+      !s.ok()) {
+    reactor->Finish(platform::ToGrpcStatus(s));
+    return reactor;
+  }
   absl::StatusOr<v1::ListMfuReportsResponse> page = store_->List(*request);
   if (page.ok()) *response = *std::move(page);
   reactor->Finish(platform::ToGrpcStatus(page.status()));
@@ -149,6 +182,12 @@ grpc::ServerUnaryReactor* MfuServiceImpl::GetReconciliation(
     grpc::CallbackServerContext* context, const v1::GetReconciliationRequest* request,
     v1::GetReconciliationResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (absl::Status s = platform::CallScope::Of(context).CheckJob(request->job().cluster(),
+                                                                 request->job().job_id());
+      !s.ok()) {
+    reactor->Finish(platform::ToGrpcStatus(s));
+    return reactor;
+  }
   // Answer with the data already acknowledged to writers, not the last background pass.
   if (!request->job().cluster().empty() && !request->job().job_id().empty()) {
     if (absl::Status s =

@@ -11,6 +11,7 @@
 #include "services/core/tile_quantization.h"
 #include "services/ofu/proto_convert.h"
 #include "services/platform/grpc_reactors.h"
+#include "services/platform/scope.h"
 #include "services/platform/status_convert.h"
 
 namespace goodput::ofu {
@@ -462,13 +463,23 @@ absl::Status OfuServiceImpl::DoEstimateGemmOverhead(const v1::EstimateGemmOverhe
 grpc::ServerUnaryReactor* OfuServiceImpl::GetJobOfu(grpc::CallbackServerContext* context,
                                                     const v1::GetJobOfuRequest* request,
                                                     v1::GetJobOfuResponse* response) {
+  if (absl::Status s = platform::CallScope::Of(context).CheckJob(request->job().cluster(),
+                                                                 request->job().job_id());
+      !s.ok()) {
+    return FinishUnary(context, s);
+  }
   return FinishUnary(context, DoGetJobOfu(*request, response));
 }
 
 grpc::ServerWriteReactor<v1::StreamJobOfuResponse>* OfuServiceImpl::StreamJobOfu(
-    grpc::CallbackServerContext* /*context*/, const v1::StreamJobOfuRequest* request) {
+    grpc::CallbackServerContext* context, const v1::StreamJobOfuRequest* request) {
   const auto failed = platform::FailedStream<v1::StreamJobOfuResponse>;
   if (absl::Status s = CheckJobKey(request->job(), "job"); !s.ok()) return failed(s);
+  if (absl::Status s = platform::CallScope::Of(context).CheckJob(request->job().cluster(),
+                                                                 request->job().job_id());
+      !s.ok()) {
+    return failed(s);
+  }
   absl::StatusOr<JobRow> job = store_->FindJob(request->job().cluster(), request->job().job_id());
   if (!job.ok()) return failed(job.status());
   // Replay: windows from replay_from, or the latest one.
@@ -508,19 +519,38 @@ grpc::ServerWriteReactor<v1::StreamJobOfuResponse>* OfuServiceImpl::StreamJobOfu
 grpc::ServerUnaryReactor* OfuServiceImpl::GetLatestOfu(grpc::CallbackServerContext* context,
                                                        const v1::GetLatestOfuRequest* request,
                                                        v1::GetLatestOfuResponse* response) {
+  const platform::CallScope scope = platform::CallScope::Of(context);
+  for (const v1::JobKey& key : request->jobs()) {
+    if (absl::Status s = scope.CheckJob(key.cluster(), key.job_id()); !s.ok()) {
+      return FinishUnary(context, s);
+    }
+  }
   return FinishUnary(context, DoGetLatestOfu(*request, response));
 }
 
 grpc::ServerUnaryReactor* OfuServiceImpl::GetJobSummary(grpc::CallbackServerContext* context,
                                                         const v1::GetJobSummaryRequest* request,
                                                         v1::GetJobSummaryResponse* response) {
+  if (absl::Status s = platform::CallScope::Of(context).CheckJob(request->job().cluster(),
+                                                                 request->job().job_id());
+      !s.ok()) {
+    return FinishUnary(context, s);
+  }
   return FinishUnary(context, DoGetJobSummary(*request, response));
 }
 
 grpc::ServerUnaryReactor* OfuServiceImpl::GetFleetSummary(grpc::CallbackServerContext* context,
                                                           const v1::GetFleetSummaryRequest* request,
                                                           v1::GetFleetSummaryResponse* response) {
-  return FinishUnary(context, DoGetFleetSummary(*request, response));
+  // A scoped token sums the jobs of its cluster, user and team only.
+  v1::GetFleetSummaryRequest scoped = *request;
+  if (absl::Status s = platform::CallScope::Of(context).NarrowFilters(
+          "GetFleetSummary", scoped.mutable_cluster(), scoped.mutable_user(),
+          scoped.mutable_team());
+      !s.ok()) {
+    return FinishUnary(context, s);
+  }
+  return FinishUnary(context, DoGetFleetSummary(scoped, response));
 }
 
 grpc::ServerUnaryReactor* OfuServiceImpl::ListGpuSpecs(grpc::CallbackServerContext* context,

@@ -8,6 +8,7 @@
 #include "absl/strings/str_split.h"
 #include "services/api/api_convert.h"
 #include "services/platform/grpc_reactors.h"
+#include "services/platform/scope.h"
 
 namespace goodput::ofu {
 
@@ -74,13 +75,24 @@ absl::Status ReportServiceImpl::DoListJobReports(const v1::ListJobReportsRequest
 grpc::ServerUnaryReactor* ReportServiceImpl::GetJobReport(grpc::CallbackServerContext* context,
                                                           const v1::GetJobReportRequest* request,
                                                           v1::GetJobReportResponse* response) {
+  if (absl::Status s = platform::CallScope::Of(context).CheckJob(request->job().cluster(),
+                                                                 request->job().job_id());
+      !s.ok()) {
+    return platform::FinishUnary(context, s);
+  }
   return platform::FinishUnary(context, DoGetJobReport(*request, response));
 }
 
 grpc::ServerUnaryReactor* ReportServiceImpl::ListJobReports(
     grpc::CallbackServerContext* context, const v1::ListJobReportsRequest* request,
     v1::ListJobReportsResponse* response) {
-  return platform::FinishUnary(context, DoListJobReports(*request, response));
+  v1::ListJobReportsRequest scoped = *request;
+  if (absl::Status s = platform::CallScope::Of(context).NarrowFilters(
+          "ListJobReports", scoped.mutable_cluster(), scoped.mutable_user(), scoped.mutable_team());
+      !s.ok()) {
+    return platform::FinishUnary(context, s);
+  }
+  return platform::FinishUnary(context, DoListJobReports(scoped, response));
 }
 
 }  // namespace goodput::ofu

@@ -26,6 +26,9 @@ namespace {
 absl::Mutex g_call_policy_mu(absl::kConstInit);
 std::shared_ptr<const AuthPolicy>* g_call_policy ABSL_GUARDED_BY(g_call_policy_mu) = nullptr;
 
+// The caller of the in-process calls this thread makes (ScopedCaller).
+thread_local std::optional<Identity> t_in_process_caller;
+
 constexpr absl::string_view kOpenServices[] = {
     "/grpc.health.v1.Health/",
     "/grpc.reflection.v1alpha.ServerReflection/",
@@ -152,6 +155,68 @@ std::optional<std::string> Identity::UserScope() const {
   return user;
 }
 
+std::optional<std::string> Identity::TeamScope() const {
+  if (role == Role::kOperator || team.empty()) return std::nullopt;
+  return team;
+}
+
+std::string Identity::Describe() const {
+  std::vector<std::string> parts;
+  if (!clusters.empty()) {
+    parts.push_back(
+        absl::StrCat("cluster", clusters.size() > 1 ? "s " : " ", absl::StrJoin(clusters, ", ")));
+  }
+  if (std::optional<std::string> u = UserScope()) parts.push_back(absl::StrCat("user ", *u));
+  if (std::optional<std::string> t = TeamScope()) parts.push_back(absl::StrCat("team ", *t));
+  if (parts.empty()) return absl::StrCat("the ", RoleName(role), " token");
+  return absl::StrCat("the ", RoleName(role), " token limited to ", absl::StrJoin(parts, ", "));
+}
+
+absl::Status Identity::CheckJob(absl::string_view cluster, absl::string_view job_id,
+                                absl::string_view job_user, absl::string_view job_team) const {
+  if (absl::Status s = CheckCluster(cluster); !s.ok()) return s;
+  std::optional<std::string> u = UserScope();
+  std::optional<std::string> t = TeamScope();
+  if ((!u.has_value() || *u == job_user) && (!t.has_value() || *t == job_team)) {
+    return absl::OkStatus();
+  }
+  return absl::PermissionDeniedError(
+      absl::StrCat(Describe(), " acts on ", u.has_value() ? "that user's" : "that team's",
+                   " jobs only; job ", cluster, "/", job_id, " is outside its scope"));
+}
+
+absl::Status Identity::NarrowFilters(absl::string_view what, std::string* cluster,
+                                     std::string* user, std::string* team) const {
+  if (!clusters.empty()) {
+    if (cluster == nullptr) {
+      return absl::PermissionDeniedError(
+          absl::StrCat(what, " reads every cluster; ", Describe(), " cannot"));
+    }
+    if (cluster->empty()) {
+      if (clusters.size() > 1) {
+        return absl::PermissionDeniedError(absl::StrCat(
+            what, ": ", Describe(), " names one of its clusters (cluster=", clusters.front(), ")"));
+      }
+      *cluster = clusters.front();
+    }
+    if (absl::Status s = CheckCluster(*cluster); !s.ok()) return s;
+  }
+  auto narrow = [&](const std::optional<std::string>& scope, std::string* filter,
+                    absl::string_view kind) -> absl::Status {
+    if (!scope.has_value()) return absl::OkStatus();
+    if (filter == nullptr) {
+      return absl::PermissionDeniedError(absl::StrCat(what, " reads figures of every ", kind, "; ",
+                                                      Describe(), " reads its own jobs only"));
+    }
+    if (filter->empty()) *filter = *scope;
+    if (*filter == *scope) return absl::OkStatus();
+    return absl::PermissionDeniedError(absl::StrCat(what, ": ", Describe(), "; ", kind, " \"",
+                                                    *filter, "\" is outside its scope"));
+  };
+  if (absl::Status s = narrow(UserScope(), user, "user"); !s.ok()) return s;
+  return narrow(TeamScope(), team, "team");
+}
+
 absl::StatusOr<std::vector<TokenGrant>> ReadTokenFile(const std::string& path,
                                                       std::optional<Role> role) {
   std::ifstream in(path);
@@ -177,7 +242,9 @@ absl::StatusOr<std::vector<TokenGrant>> ReadTokenFile(const std::string& path,
       grants.push_back(std::move(grant));
       continue;
     }
-    if (fields.size() < 2) return bad("names no role (TOKEN ROLE [clusters=A,B] [user=NAME])");
+    if (fields.size() < 2) {
+      return bad("names no role (TOKEN ROLE [clusters=A,B] [user=NAME] [team=NAME])");
+    }
     absl::StatusOr<Role> parsed = ParseRole(fields[1]);
     if (!parsed.ok()) return bad(parsed.status().message());
     grant.identity.role = *parsed;
@@ -191,11 +258,20 @@ absl::StatusOr<std::vector<TokenGrant>> ReadTokenFile(const std::string& path,
       } else if (absl::ConsumePrefix(&field, "user=")) {
         if (field.empty()) return bad("user= names no user");
         grant.identity.user = std::string(field);
+      } else if (absl::ConsumePrefix(&field, "team=")) {
+        if (field.empty()) return bad("team= names no team");
+        grant.identity.team = std::string(field);
       } else {
         return bad(absl::StrCat("\"", fields[i],
-                                "\" is not clusters=A,B or user=NAME (TOKEN ROLE [clusters=A,B] "
-                                "[user=NAME])"));
+                                "\" is not clusters=A,B, user=NAME or team=NAME (TOKEN ROLE "
+                                "[clusters=A,B] [user=NAME] [team=NAME])"));
       }
+    }
+    if (grant.identity.role == Role::kOperator &&
+        (!grant.identity.user.empty() || !grant.identity.team.empty())) {
+      return bad(
+          "an operator token administers every job: user= and team= do not apply to it (give "
+          "a token limited to a user or team another role)");
     }
     grants.push_back(std::move(grant));
   }
@@ -281,9 +357,15 @@ void AuthPolicy::MaybeReload() const {
   }
 }
 
-void AuthPolicy::AllowMethod(absl::string_view method, std::vector<Role> roles) {
+void AuthPolicy::AllowMethod(absl::string_view method, std::vector<Role> roles, ScopeKind scope) {
   auto& allowed = method_roles_[std::string(method)];
   allowed.insert(allowed.end(), roles.begin(), roles.end());
+  if (scope != ScopeKind::kUndeclared) method_scopes_[std::string(method)] = scope;
+}
+
+ScopeKind AuthPolicy::MethodScope(absl::string_view method) const {
+  auto it = method_scopes_.find(method);
+  return it == method_scopes_.end() ? ScopeKind::kUndeclared : it->second;
 }
 
 void AuthPolicy::AllowService(absl::string_view service, std::vector<Role> roles) {
@@ -341,16 +423,39 @@ absl::StatusOr<Identity> AuthPolicy::Check(
     return absl::UnauthenticatedError(
         absl::StrCat(method, ": the bearer token is not a known token"));
   }
-  if (identity->role == Role::kOperator) return *identity;
-  std::vector<Role> allowed;
-  if (auto it = method_roles_.find(method); it != method_roles_.end()) allowed = it->second;
-  if (auto it = service_roles_.find(ServiceOf(method)); it != service_roles_.end()) {
-    allowed.insert(allowed.end(), it->second.begin(), it->second.end());
+  if (identity->role != Role::kOperator) {
+    std::vector<Role> allowed;
+    if (auto it = method_roles_.find(method); it != method_roles_.end()) allowed = it->second;
+    if (auto it = service_roles_.find(ServiceOf(method)); it != service_roles_.end()) {
+      allowed.insert(allowed.end(), it->second.begin(), it->second.end());
+    }
+    if (std::find(allowed.begin(), allowed.end(), identity->role) == allowed.end()) {
+      return absl::PermissionDeniedError(absl::StrCat(method, " is not allowed for role ",
+                                                      RoleName(identity->role),
+                                                      " (allowed: ", RoleList(allowed), ")"));
+    }
   }
-  if (std::find(allowed.begin(), allowed.end(), identity->role) != allowed.end()) return *identity;
-  return absl::PermissionDeniedError(absl::StrCat(method, " is not allowed for role ",
-                                                  RoleName(identity->role),
-                                                  " (allowed: ", RoleList(allowed), ")"));
+  if (!identity->Restricted()) return *identity;
+  // A scoped token: what the method's request can name decides whether it may call at all;
+  // the service checks the request itself against the scope (scope.h).
+  switch (MethodScope(method)) {
+    case ScopeKind::kNone:
+    case ScopeKind::kJob:
+    case ScopeKind::kFiltered:
+      return *identity;
+    case ScopeKind::kCluster:
+      if (!identity->OwnerScoped()) return *identity;
+      return absl::PermissionDeniedError(
+          absl::StrCat(method, " writes a cluster's telemetry, which names GPUs rather than jobs; ",
+                       identity->Describe(), " cannot call it"));
+    case ScopeKind::kFleet:
+      return absl::PermissionDeniedError(absl::StrCat(method, " reaches the whole fleet; ",
+                                                      identity->Describe(), " cannot call it"));
+    case ScopeKind::kUndeclared:
+      break;
+  }
+  return absl::PermissionDeniedError(absl::StrCat(
+      method, " declares no scope, so no scoped token may call it; ", identity->Describe()));
 }
 
 absl::Status AuthPolicy::Authorize(absl::string_view method,
@@ -358,18 +463,41 @@ absl::Status AuthPolicy::Authorize(absl::string_view method,
   return Check(method, authorization_value).status();
 }
 
-std::optional<Identity> CallIdentity(const grpc::ServerContextBase& context) {
+CallCaller LookupCallCaller(const grpc::ServerContextBase& context) {
   std::shared_ptr<const AuthPolicy> policy;
   {
     absl::MutexLock lock(&g_call_policy_mu);
     if (g_call_policy != nullptr) policy = *g_call_policy;
   }
-  if (policy == nullptr) return std::nullopt;
+  CallCaller caller;
   const auto& metadata = context.client_metadata();
   auto it = metadata.find("authorization");
-  if (it == metadata.end()) return std::nullopt;
-  return policy->Identify(absl::string_view(it->second.data(), it->second.size()));
+  if (policy != nullptr && it != metadata.end()) {
+    caller.auth_on = true;
+    caller.has_token = true;
+    caller.identity = policy->Identify(absl::string_view(it->second.data(), it->second.size()));
+    return caller;
+  }
+  if (t_in_process_caller.has_value()) {
+    // An in-process call on behalf of a caller the HTTP route identified.
+    caller.auth_on = true;
+    caller.has_token = true;
+    caller.identity = t_in_process_caller;
+    return caller;
+  }
+  caller.auth_on = policy != nullptr;
+  return caller;
 }
+
+std::optional<Identity> CallIdentity(const grpc::ServerContextBase& context) {
+  return LookupCallCaller(context).identity;
+}
+
+ScopedCaller::ScopedCaller(Identity caller) : previous_(std::move(t_in_process_caller)) {
+  t_in_process_caller = std::move(caller);
+}
+
+ScopedCaller::~ScopedCaller() { t_in_process_caller = std::move(previous_); }
 
 absl::Status CheckCallCluster(const grpc::ServerContextBase& context, absl::string_view cluster) {
   std::optional<Identity> identity = CallIdentity(context);

@@ -163,3 +163,101 @@ TEST(Roles, ParseAndName) {
 
 }  // namespace
 }  // namespace goodput::platform
+
+namespace goodput::platform {
+namespace {
+
+TEST(TokenFile, ReadsTeamScopesAndRefusesAnOperatorLimitedToAUser) {
+  const std::string path = ::testing::TempDir() + "/team.tokens";
+  WriteFile(path, "ml-token sdk clusters=a team=ml\n");
+  absl::StatusOr<std::vector<TokenGrant>> grants = ReadTokenFile(path, std::nullopt);
+  ASSERT_TRUE(grants.ok()) << grants.status();
+  EXPECT_EQ((*grants)[0].identity.TeamScope(), "ml");
+  EXPECT_TRUE((*grants)[0].identity.OwnerScoped());
+  EXPECT_EQ((*grants)[0].identity.Describe(), "the sdk token limited to cluster a, team ml");
+  for (const char* line : {"secret-op operator user=alice\n", "secret-op operator team=ml\n",
+                           "secret-op sdk team=\n"}) {
+    WriteFile(path, line);
+    grants = ReadTokenFile(path, std::nullopt);
+    ASSERT_FALSE(grants.ok()) << line;
+    EXPECT_THAT(grants.status().message(), ::testing::HasSubstr("line 1"));
+    EXPECT_THAT(grants.status().message(), ::testing::Not(::testing::HasSubstr("secret-op")));
+  }
+  std::remove(path.c_str());
+}
+
+TEST(Identity, ChecksAJobsClusterAndOwner) {
+  const Identity alice{.role = Role::kScheduler, .clusters = {"a"}, .user = "alice"};
+  EXPECT_TRUE(alice.CheckJob("a", "1", "alice", "ml").ok());
+  absl::Status other_user = alice.CheckJob("a", "2", "bob", "ml");
+  EXPECT_EQ(other_user.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(other_user.message(), ::testing::HasSubstr("limited to cluster a, user alice"));
+  EXPECT_THAT(other_user.message(), ::testing::HasSubstr("job a/2"));
+  EXPECT_EQ(alice.CheckJob("b", "1", "alice", "ml").code(), absl::StatusCode::kPermissionDenied);
+  const Identity ml{.role = Role::kSdk, .team = "ml"};
+  EXPECT_TRUE(ml.CheckJob("z", "1", "anyone", "ml").ok());
+  EXPECT_FALSE(ml.CheckJob("z", "1", "anyone", "other").ok());
+  // An operator is limited by clusters only.
+  const Identity op{.role = Role::kOperator, .user = "root"};
+  EXPECT_TRUE(op.CheckJob("z", "1", "bob", "other").ok());
+  EXPECT_FALSE(op.Restricted());
+}
+
+TEST(Identity, NarrowsListFiltersToItsScope) {
+  const Identity alice{.role = Role::kScheduler, .clusters = {"a"}, .user = "alice"};
+  std::string cluster, user, team;
+  ASSERT_TRUE(alice.NarrowFilters("ListJobs", &cluster, &user, &team).ok());
+  EXPECT_EQ(cluster, "a");
+  EXPECT_EQ(user, "alice");
+  EXPECT_EQ(team, "");
+  user = "bob";
+  absl::Status refused = alice.NarrowFilters("ListJobs", &cluster, &user, &team);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(refused.message(), ::testing::HasSubstr("user \"bob\" is outside its scope"));
+  // A filter the request does not have cannot hold the scope.
+  user.clear();
+  EXPECT_EQ(alice.NarrowFilters("GetFleetReport", &cluster, nullptr, nullptr).code(),
+            absl::StatusCode::kPermissionDenied);
+  // Several clusters: the request names one.
+  const Identity two{.role = Role::kScheduler, .clusters = {"a", "b"}};
+  std::string none;
+  refused = two.NarrowFilters("ListJobs", &none, nullptr, nullptr);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(refused.message(), ::testing::HasSubstr("names one of its clusters"));
+  std::string b = "b";
+  EXPECT_TRUE(two.NarrowFilters("ListJobs", &b, nullptr, nullptr).ok());
+}
+
+TEST(AuthPolicy, RefusesScopedTokensTheMethodsTheirScopeCannotReach) {
+  const std::string path = ::testing::TempDir() + "/scoped-policy.tokens";
+  WriteFile(path,
+            "tele-a telemetry clusters=a\n"
+            "tele-alice telemetry user=alice\n"
+            "op-a operator clusters=a\n"
+            "op operator\n");
+  AuthConfig config;
+  config.enabled = true;
+  config.files.push_back({.path = path, .role = ""});
+  absl::StatusOr<std::unique_ptr<AuthPolicy>> policy = AuthPolicy::Create(config);
+  ASSERT_TRUE(policy.ok()) << policy.status();
+  (*policy)->AllowMethod("/x.S/Push", {Role::kTelemetry}, ScopeKind::kCluster);
+  (*policy)->AllowMethod("/x.S/Fleet", {Role::kTelemetry}, ScopeKind::kFleet);
+  (*policy)->AllowMethod("/x.S/Undeclared", {Role::kTelemetry});
+  EXPECT_TRUE((*policy)->Authorize("/x.S/Push", "Bearer tele-a").ok());
+  absl::Status owner = (*policy)->Authorize("/x.S/Push", "Bearer tele-alice");
+  EXPECT_EQ(owner.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(owner.message(), ::testing::HasSubstr("limited to user alice"));
+  EXPECT_THAT(owner.message(), ::testing::Not(::testing::HasSubstr("tele-alice")));
+  EXPECT_EQ((*policy)->Authorize("/x.S/Fleet", "Bearer tele-a").code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ((*policy)->Authorize("/x.S/Fleet", "Bearer op-a").code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_TRUE((*policy)->Authorize("/x.S/Fleet", "Bearer op").ok());
+  absl::Status undeclared = (*policy)->Authorize("/x.S/Undeclared", "Bearer tele-a");
+  EXPECT_EQ(undeclared.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(undeclared.message(), ::testing::HasSubstr("declares no scope"));
+  std::remove(path.c_str());
+}
+
+}  // namespace
+}  // namespace goodput::platform

@@ -107,7 +107,7 @@ struct LogConfig {
 // Bearer tokens per role. Roles are scheduler, telemetry, sdk, operator, service (auth.h).
 struct AuthConfig {
   // A token file, re-read when it changes: one token per line of `role`, or, with `role`
-  // empty, `TOKEN ROLE [clusters=A,B] [user=NAME]` lines (auth.h, ReadTokenFile).
+  // empty, `TOKEN ROLE [clusters=A,B] [user=NAME] [team=NAME]` lines (auth.h, ReadTokenFile).
   struct TokenFile {
     std::string path;
     std::string role;

@@ -19,6 +19,7 @@
 #include "services/platform/auth.h"
 #include "services/platform/install_paths.h"
 #include "services/platform/migrations.h"
+#include "services/platform/scope.h"
 #include "services/platform/tls.h"
 
 namespace goodput::platform {
@@ -92,9 +93,10 @@ absl::Status WriteFileAtomically(const std::string& path, const std::string& tex
 }
 
 // Applies the roles every RPC declares with the `goodput.v1.allowed_roles` method option
-// (see proto/goodput/v1/common.proto) to `policy`. Reading the option through the descriptor
-// pool keeps one table of who may call what: the API definition. A method that declares no
-// roles is left to the operator role alone.
+// (see proto/goodput/v1/common.proto) and the scope platform's table gives it (scope.h,
+// kScopeTable) to `policy`. Reading the option through the descriptor pool keeps one table
+// of who may call what: the API definition. A method that declares no roles is left to the
+// operator role alone; one without a scope refuses every scoped token.
 absl::Status ApplyDeclaredRoles(const std::vector<std::string>& service_names,
                                 AuthPolicy& policy) {
   namespace pb = google::protobuf;
@@ -120,7 +122,8 @@ absl::Status ApplyDeclaredRoles(const std::vector<std::string>& service_names,
           if (role.ok()) roles.push_back(*role);
         }
       }
-      policy.AllowMethod(absl::StrCat("/", name, "/", method->name()), std::move(roles));
+      const std::string full_name = absl::StrCat("/", name, "/", method->name());
+      policy.AllowMethod(full_name, std::move(roles), DeclaredScope(full_name));
     }
   }
   return absl::OkStatus();
@@ -249,6 +252,8 @@ int RunServiceMain(int argc, char** argv, const ServiceSpec& spec) {
     if (absl::Status s = ApplyDeclaredRoles(server.service_names(), *auth); !s.ok()) {
       return Fail(spec, 1, s.message());
     }
+    // Tokens limited to a user or team reach only the jobs they own (scope.h).
+    if (pg) SetJobOwners(std::make_shared<JobOwners>(pg.get()));
   }
 
   if (absl::Status s = server.Start(); !s.ok()) return Fail(spec, 1, s.message());
@@ -272,6 +277,7 @@ int RunServiceMain(int argc, char** argv, const ServiceSpec& spec) {
   for (auto& hook : on_shutdown) hook();
   http.Stop();
   owner->reset();
+  SetJobOwners(nullptr);
   logger->Info("stopped");
   logger->Flush();
   return 0;

@@ -396,7 +396,8 @@ class DashboardSignIn : public ::testing::Test {
   void SetUp() override {
     tokens_ = ::testing::TempDir() + "/dashboard.tokens";
     operators_ = ::testing::TempDir() + "/operator.tokens";
-    std::ofstream(tokens_) << "alice-token scheduler user=alice\nsched-token scheduler\n";
+    std::ofstream(tokens_)
+        << "alice-token scheduler user=alice\nsched-token scheduler\nml-token sdk team=ml\n";
     std::ofstream(operators_) << "op-token\n";
     absl::StatusOr<std::unique_ptr<SignIn>> signin =
         SignIn::Create({.token_file = tokens_ + ",operator:" + operators_,
@@ -408,7 +409,9 @@ class DashboardSignIn : public ::testing::Test {
         platform::HttpServerOptions{.host = "127.0.0.1", .port = 0}, nullptr, nullptr);
     signin_->Install(*http_);
     http_->Get("/api/scope", [](const httplib::Request&, httplib::Response& res) {
-      res.set_content(ViewerUserScope().value_or("*"), "text/plain");
+      std::optional<platform::Identity> scope = ViewerScope();
+      const std::string team = scope && scope->TeamScope() ? "team " + *scope->TeamScope() : "*";
+      res.set_content(ViewerUserScope().value_or(team), "text/plain");
     });
     ASSERT_TRUE(http_->Start().ok());
   }
@@ -465,6 +468,11 @@ TEST_F(DashboardSignIn, ATokenEnteredOnceGivesAStrictHttpOnlySessionCookie) {
   httplib::Result op = Get("/api/scope", {{"Authorization", "Bearer op-token"}});
   ASSERT_TRUE(op);
   EXPECT_EQ(op->body, "*");
+  // A team's token signs in too (it sees that team's jobs).
+  httplib::Result team = Get("/api/scope", {{"Authorization", "Bearer ml-token"}});
+  ASSERT_TRUE(team);
+  EXPECT_EQ(team->status, 200);
+  EXPECT_EQ(team->body, "team ml");
   // Signing out ends the session.
   ASSERT_TRUE(client.Post("/logout", {{"Cookie", session}}, "", "text/plain"));
   EXPECT_EQ(Get("/api/scope", {{"Cookie", session}})->status, 401);

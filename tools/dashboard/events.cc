@@ -188,7 +188,7 @@ void EventHub::PollFleet() {
       mu_.AwaitWithTimeout(absl::Condition(&stopping), options_.fleet_poll);
       if (stopping_) return;
       bool watched = false;
-      for (const auto& [s, client] : sessions_) watched = watched || s->fleet_page();
+      for (const auto& [s, client] : sessions_) watched = watched || s->fleet_totals();
       if (!watched) continue;  // no fleet page open: nothing to ask
     }
     const absl::Time now = absl::Now();
@@ -204,7 +204,7 @@ void EventHub::PollFleet() {
         "fleet", Json{{"gpu_hours", total.gpu_hours()}, {"job_count", total.job_count()}});
     absl::MutexLock lock(&mu_);
     for (const auto& [s, client] : sessions_) {
-      if (s->fleet_page()) s->Push(message);
+      if (s->fleet_totals()) s->Push(message);
     }
   }
 }

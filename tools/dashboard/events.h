@@ -32,6 +32,9 @@ namespace goodput::dashboard {
 struct EventFilter {
   std::string cluster = {};  // empty: the whole fleet
   std::string job_id = {};   // set (with cluster): a job page
+  // The page may get the whole fleet's totals ("fleet" messages): false for a viewer limited
+  // to clusters, a user or a team.
+  bool fleet_totals = true;
 };
 
 struct EventOptions {
@@ -59,6 +62,8 @@ class EventSession {
   bool stopped();
   // A fleet page (no job).
   bool fleet_page() const { return filter_.job_id.empty(); }
+  // A fleet page that gets the whole fleet's totals.
+  bool fleet_totals() const { return fleet_page() && filter_.fleet_totals; }
   // Queues a message for the page (the oldest goes when max_queued are waiting).
   void Push(std::string message);
 

@@ -32,8 +32,8 @@ Serves goodput's web dashboard and its JSON API, reading the four services over 
                        serve HTTPS with this certificate and key, re-read when they change
                        [$GOODPUT_DASHBOARD_TLS_CERT, $GOODPUT_DASHBOARD_TLS_KEY]
   --token-file FILE[,ROLE:FILE...]
-                       require sign-in with the tokens of FILE (TOKEN ROLE [user=NAME]
-                       lines; operators see everything, a user token its own jobs) and of
+                       require sign-in with the tokens of FILE (TOKEN ROLE [clusters=A,B]
+                       [user=NAME] [team=NAME] lines; each viewer sees its token's scope) and of
                        ROLE:FILE (one token a line) [$GOODPUT_DASHBOARD_TOKEN_FILE]
   --trusted-proxy ADDR requests from ADDR are signed in as the user its user header names
                        (SSO behind an OAuth2 proxy) [$GOODPUT_DASHBOARD_TRUSTED_PROXY]

@@ -15,7 +15,7 @@
 //   --tls-cert FILE, --tls-key FILE  $GOODPUT_DASHBOARD_TLS_CERT, $GOODPUT_DASHBOARD_TLS_KEY
 //                        serve HTTPS (re-read when the files change)
 //   --token-file FILE    $GOODPUT_DASHBOARD_TOKEN_FILE   sign-in required (signin.h): tokens
-//                        as `TOKEN ROLE [user=NAME]` lines, re-read when the file changes
+//                        as `TOKEN ROLE [clusters=..] [user=..] [team=..]` lines, re-read when the file changes
 //   --trusted-proxy ADDR $GOODPUT_DASHBOARD_TRUSTED_PROXY  a proxy address whose user header
 //                        signs requests in (SSO behind an OAuth2 proxy)
 //   --proxy-user-header NAME  $GOODPUT_DASHBOARD_PROXY_USER_HEADER  [X-Forwarded-User]

@@ -85,15 +85,23 @@ std::string PercentEncode(const std::string& text) {
   return out;
 }
 
-// OK when the current viewer may see the job page `job`: operators every job, a user its own.
+// OK when the current viewer may see the job page `job`: the viewer's scope (clusters, user,
+// team) checked as the services check a token's (Identity::CheckJob).
 absl::Status CheckOwnJob(const Json& job) {
-  std::optional<std::string> user = ViewerUserScope();
-  if (!user.has_value()) return absl::OkStatus();
+  std::optional<platform::Identity> scope = ViewerScope();
+  if (!scope.has_value()) return absl::OkStatus();
   const Json& row = job.contains("job") ? job["job"] : Json::object();
-  if (row.value("user", "") == *user) return absl::OkStatus();
-  return absl::PermissionDeniedError(
-      absl::StrCat("user ", *user, " sees its own jobs only; job ", row.value("cluster", ""), "/",
-                   row.value("job_id", ""), " is outside that scope"));
+  return scope->CheckJob(row.value("cluster", ""), row.value("job_id", ""), row.value("user", ""),
+                         row.value("team", ""));
+}
+
+// The cluster, user and team filters of a page narrowed to the viewer's scope as the services
+// narrow a token's list requests (Identity::NarrowFilters).
+absl::Status NarrowToViewer(absl::string_view what, std::string* cluster, std::string* user,
+                            std::string* team) {
+  std::optional<platform::Identity> scope = ViewerScope();
+  if (!scope.has_value()) return absl::OkStatus();
+  return scope->NarrowFilters(what, cluster, user, team);
 }
 
 }  // namespace
@@ -117,19 +125,20 @@ void RegisterRoutes(httplib::Server& server, Gateway* gateway, EventHub* hub,
   SetSecurityHeaders(server);
   auto now = options.now;
   server.Get("/api/fleet", [gateway, now](const httplib::Request& req, httplib::Response& res) {
-    if (std::optional<std::string> user = ViewerUserScope()) {
-      return SendError(
-          res, absl::PermissionDeniedError(absl::StrCat("the fleet view is for operators; user ",
-                                                        *user, " sees its own jobs (/api/jobs)")));
-    }
     absl::StatusOr<std::pair<absl::Time, absl::Time>> range = RangeParams(req, now());
     if (!range.ok()) return SendError(res, range.status());
-    SendJson(res, gateway->Fleet(FleetQuery{.start = range->first,
-                                            .end = range->second,
-                                            .cluster = req.get_param_value("cluster"),
-                                            .user = req.get_param_value("user"),
-                                            .team = req.get_param_value("team"),
-                                            .gpu_model = req.get_param_value("gpu_model")}));
+    // A scoped viewer sees the figures of its own jobs, as GetFleetSummary gives its token.
+    FleetQuery query{.start = range->first,
+                     .end = range->second,
+                     .cluster = req.get_param_value("cluster"),
+                     .user = req.get_param_value("user"),
+                     .team = req.get_param_value("team"),
+                     .gpu_model = req.get_param_value("gpu_model")};
+    if (absl::Status s = NarrowToViewer("the fleet view", &query.cluster, &query.user, &query.team);
+        !s.ok()) {
+      return SendError(res, s);
+    }
+    SendJson(res, gateway->Fleet(query));
   });
 
   server.Get("/api/jobs", [gateway, now](const httplib::Request& req, httplib::Response& res) {
@@ -137,11 +146,15 @@ void RegisterRoutes(httplib::Server& server, Gateway* gateway, EventHub* hub,
     if (!range.ok()) return SendError(res, range.status());
     absl::StatusOr<int> limit = IntParam(req, "limit", 100, 1, 1000);
     if (!limit.ok()) return SendError(res, limit.status());
-    absl::StatusOr<Json> jobs = gateway->Jobs({.cluster = req.get_param_value("cluster"),
-                                               // A signed-in user sees its own jobs only.
-                                               .user = ViewerUserScope().value_or(
-                                                   req.get_param_value("user")),
-                                               .team = req.get_param_value("team"),
+    // A signed-in viewer sees the jobs of its scope only.
+    std::string cluster = req.get_param_value("cluster"), user = req.get_param_value("user"),
+                team = req.get_param_value("team");
+    if (absl::Status s = NarrowToViewer("the job list", &cluster, &user, &team); !s.ok()) {
+      return SendError(res, s);
+    }
+    absl::StatusOr<Json> jobs = gateway->Jobs({.cluster = cluster,
+                                               .user = user,
+                                               .team = team,
                                                .gpu_model = req.get_param_value("gpu_model"),
                                                .active_from = range->first,
                                                .active_to = range->second,
@@ -170,11 +183,16 @@ void RegisterRoutes(httplib::Server& server, Gateway* gateway, EventHub* hub,
   server.Get("/api/alerts", [gateway, now](const httplib::Request& req, httplib::Response& res) {
     absl::StatusOr<std::pair<absl::Time, absl::Time>> range = RangeParams(req, now());
     if (!range.ok()) return SendError(res, range.status());
-    Json alerts = gateway->Alerts(req.get_param_value("cluster"), range->first, range->second);
-    if (std::optional<std::string> user = ViewerUserScope()) {
-      // A user sees the alerts of its own jobs: those its job listing holds.
-      absl::StatusOr<Json> jobs = gateway->Jobs({.cluster = req.get_param_value("cluster"),
-                                                 .user = *user,
+    std::string cluster = req.get_param_value("cluster"), user, team;
+    if (absl::Status s = NarrowToViewer("the alert list", &cluster, &user, &team); !s.ok()) {
+      return SendError(res, s);
+    }
+    Json alerts = gateway->Alerts(cluster, range->first, range->second);
+    if (std::optional<platform::Identity> scope = ViewerScope(); scope && scope->OwnerScoped()) {
+      // A user or team sees the alerts of its own jobs: those its job listing holds.
+      absl::StatusOr<Json> jobs = gateway->Jobs({.cluster = cluster,
+                                                 .user = user,
+                                                 .team = team,
                                                  .active_from = range->first,
                                                  .active_to = range->second,
                                                  .limit = 1000});
@@ -201,17 +219,23 @@ void RegisterRoutes(httplib::Server& server, Gateway* gateway, EventHub* hub,
       return SendError(res, absl::InvalidArgumentError("job=" + filter.job_id +
                                                        " needs its cluster (cluster=...)"));
     }
-    if (std::optional<std::string> user = ViewerUserScope()) {
-      // A user follows its own jobs only, one stream a job.
-      if (filter.job_id.empty()) {
+    if (std::optional<platform::Identity> scope = ViewerScope(); scope && scope->Restricted()) {
+      filter.fleet_totals = false;  // the whole fleet's figures are outside its scope
+      if (!filter.job_id.empty()) {
+        absl::StatusOr<Json> job = gateway->Job(filter.cluster, filter.job_id);
+        if (!job.ok()) return SendError(res, job.status());
+        if (absl::Status s = CheckOwnJob(*job); !s.ok()) return SendError(res, s);
+      } else if (scope->OwnerScoped()) {
+        // A user or team follows its own jobs only, one stream a job.
         return SendError(res,
                          absl::PermissionDeniedError(absl::StrCat(
-                             "user ", *user,
+                             scope->Describe(),
                              " follows live updates of its own jobs only (cluster=...&job=...)")));
+      } else if (absl::Status s =
+                     scope->NarrowFilters("live updates", &filter.cluster, nullptr, nullptr);
+                 !s.ok()) {
+        return SendError(res, s);
       }
-      absl::StatusOr<Json> job = gateway->Job(filter.cluster, filter.job_id);
-      if (!job.ok()) return SendError(res, job.status());
-      if (absl::Status s = CheckOwnJob(*job); !s.ok()) return SendError(res, s);
     }
     absl::StatusOr<std::shared_ptr<EventSession>> opened =
         hub->Open(std::move(filter), req.remote_addr);

@@ -122,12 +122,14 @@ std::optional<Viewer> SignIn::Identify(const httplib::Request& request, std::str
   if (!enabled()) return Viewer{.is_operator = true};
   auto from_identity = [&](const platform::Identity& identity) -> std::optional<Viewer> {
     if (identity.role == platform::Role::kOperator) {
-      return Viewer{.user = identity.user, .is_operator = true};
+      return Viewer{.user = identity.user, .is_operator = true, .scope = identity};
     }
-    if (!identity.user.empty()) return Viewer{.user = identity.user, .is_operator = false};
+    if (identity.OwnerScoped()) {
+      return Viewer{.user = identity.user, .is_operator = false, .scope = identity};
+    }
     *refusal = absl::StrCat("a ", platform::RoleName(identity.role),
-                            " token without a user cannot sign in to the dashboard (an operator "
-                            "token, or a token limited to a user, can)");
+                            " token without a user or team cannot sign in to the dashboard (an "
+                            "operator token, or a token limited to a user or team, can)");
     return std::nullopt;
   };
   const std::string authorization = request.get_header_value("Authorization");
@@ -150,7 +152,10 @@ std::optional<Viewer> SignIn::Identify(const httplib::Request& request, std::str
       const bool is_operator =
           std::find(options_.operator_users.begin(), options_.operator_users.end(), user) !=
           options_.operator_users.end();
-      return Viewer{.user = user, .is_operator = is_operator};
+      platform::Identity scope;  // an operator's
+      if (!is_operator)
+        scope = platform::Identity{.role = platform::Role::kScheduler, .user = user};
+      return Viewer{.user = user, .is_operator = is_operator, .scope = std::move(scope)};
     }
   }
   *refusal = "sign in first: POST /login with a token, or send \"Authorization: Bearer <token>\"";
@@ -188,11 +193,11 @@ void SignIn::Login(const httplib::Request& request, httplib::Response& response)
   std::optional<Viewer> viewer;
   if (identity.has_value()) {
     if (identity->role == platform::Role::kOperator) {
-      viewer = Viewer{.user = identity->user, .is_operator = true};
-    } else if (!identity->user.empty()) {
-      viewer = Viewer{.user = identity->user, .is_operator = false};
+      viewer = Viewer{.user = identity->user, .is_operator = true, .scope = *identity};
+    } else if (identity->OwnerScoped()) {
+      viewer = Viewer{.user = identity->user, .is_operator = false, .scope = *identity};
     } else {
-      refusal = "this token has no user and is not an operator's: it cannot sign in";
+      refusal = "this token has no user or team and is not an operator's: it cannot sign in";
     }
   }
   if (!viewer.has_value()) {
@@ -249,8 +254,13 @@ std::optional<Viewer> SignIn::Session(const std::string& id) {
 std::optional<Viewer> CurrentViewer() { return t_viewer; }
 
 std::optional<std::string> ViewerUserScope() {
-  if (!t_viewer.has_value() || t_viewer->is_operator) return std::nullopt;
-  return t_viewer->user;
+  if (!t_viewer.has_value()) return std::nullopt;
+  return t_viewer->scope.UserScope();
+}
+
+std::optional<platform::Identity> ViewerScope() {
+  if (!t_viewer.has_value()) return std::nullopt;
+  return t_viewer->scope;
 }
 
 }  // namespace goodput::dashboard

@@ -5,9 +5,12 @@
 //   - or, only from the trusted proxy's address, the proxy's user header (X-Forwarded-User
 //     by default): an OAuth2 proxy in front of the dashboard doing single sign-on.
 // Tokens are read from a token file in the services' form (`TOKEN ROLE [clusters=..]
-// [user=NAME]`, auth.h), re-read when it changes. An operator token sees everything; a token
-// limited to a user sees that user's jobs only; other tokens cannot sign in. A proxy user
-// sees its own jobs unless it is one of the operator users.
+// [user=NAME] [team=NAME]`, auth.h), re-read when it changes. A viewer sees what its token
+// would reach through the services' own scope rules (scope.h; the dashboard calls them with
+// its own token and filters for the viewer with the same Identity checks): an operator token
+// everything (of its clusters), a token limited to a user or team that user's or team's jobs;
+// other tokens cannot sign in. A proxy user sees its own jobs unless it is one of the
+// operator users.
 //
 // Everything but /login, /logout and /healthz needs a signed-in viewer: the API and the
 // event stream answer 401 (JSON), pages redirect to /login. Tokens are never logged or
@@ -15,7 +18,7 @@
 //
 //   SignIn signin({.token_file = "/etc/goodput/dashboard.tokens"});
 //   signin.Install(http);                 // routes and the guard
-//   ... in a route: if (auto user = ViewerUserScope()) { ...only *user's jobs... }
+//   ... in a route: if (auto scope = ViewerScope()) { scope->NarrowFilters(...) ... }
 #pragma once
 
 #include <memory>
@@ -56,6 +59,9 @@ struct SignInOptions {
 struct Viewer {
   std::string user = {};  // empty for an operator token without a user
   bool is_operator = false;
+  // What the viewer may see: its token's identity (clusters, user, team), an operator's for
+  // a proxy operator user, a user's for another proxy user.
+  platform::Identity scope = {};
 };
 
 class SignIn {
@@ -97,5 +103,7 @@ class SignIn {
 std::optional<Viewer> CurrentViewer();
 // The user whose jobs alone the current viewer may see; nullopt: every job.
 std::optional<std::string> ViewerUserScope();
+// The scope of the current viewer; nullopt when sign-in is off (everything).
+std::optional<platform::Identity> ViewerScope();
 
 }  // namespace goodput::dashboard
