@@ -97,9 +97,10 @@ double RegisterMs(v1::JobService::Stub* stub, const v1::Job& job) {
 double InsertMs(const std::string& dsn, const v1::Job& job, int64_t start_ms) {
   pqxx::connection conn(dsn);
   pqxx::work txn(conn);
-  const int64_t id = txn.exec_params("INSERT INTO jobs (cluster, job_id, state, start_time) "
-                                     "VALUES ($1, $2, 'running', now()) RETURNING id",
-                                     job.key().cluster(), job.key().job_id())[0][0]
+  const int64_t id = txn.exec_params(
+                            "INSERT INTO jobs (cluster, job_id, state, start_time) "
+                            "VALUES ($1, $2, 'running', now()) RETURNING id",
+                            job.key().cluster(), job.key().job_id())[0][0]
                          .as<int64_t>();
   std::string hosts = "{", indexes = "{", uuids = "{";
   for (int i = 0; i < job.allocations_size(); ++i) {
@@ -170,9 +171,9 @@ PushFigures PushUnderLoad(const testing::ServiceProcess& ingest, int seconds, in
     threads.emplace_back([&, t] {
       auto stub = v1::JobService::NewStub(ingest.Channel());
       for (int n = 0; !stop.load(); ++n) {
-        const double ms = RegisterMs(
-            stub.get(), MakeJob(absl::StrCat(tag, "-", t, "-", n), allocations,
-                                absl::ToUnixMillis(absl::Now())));
+        const double ms =
+            RegisterMs(stub.get(), MakeJob(absl::StrCat(tag, "-", t, "-", n), allocations,
+                                           absl::ToUnixMillis(absl::Now())));
         if (ms < 0) {
           failed_registrations.fetch_add(1);
         } else {
@@ -236,9 +237,8 @@ int Run(const Params& p) {
       const double ms = RegisterMs(
           jobs.get(), MakeJob(absl::StrCat("r", allocations, "-", round), allocations, now_ms));
       if (ms >= 0) reg.push_back(ms);
-      ins.push_back(
-          InsertMs(dsn, MakeJob(absl::StrCat("b", allocations, "-", round), allocations, now_ms),
-                   now_ms));
+      ins.push_back(InsertMs(
+          dsn, MakeJob(absl::StrCat("b", allocations, "-", round), allocations, now_ms), now_ms));
     }
     const double r = Median(reg), b = Median(ins);
     std::printf("%-12d %14.1f %16.0f %20.2f %9.1fx\n", allocations, r, r * 1000 / allocations, b,
@@ -261,9 +261,9 @@ int Run(const Params& p) {
   if (loaded.register_failed > 0) {
     std::printf("(%d registrations failed, see stderr)\n", loaded.register_failed);
   }
-  std::printf("p99 ratio to the baseline: %.1fx\n",
-              Quantile(alone.ms, 0.99) > 0 ? Quantile(loaded.ms, 0.99) / Quantile(alone.ms, 0.99)
-                                           : 0);
+  std::printf(
+      "p99 ratio to the baseline: %.1fx\n",
+      Quantile(alone.ms, 0.99) > 0 ? Quantile(loaded.ms, 0.99) / Quantile(alone.ms, 0.99) : 0);
   return 0;
 }
 
