@@ -67,18 +67,22 @@ constexpr char kInsertJob[] =
   "ELSE int4range(r.mig, r.mig + 1) END AS slots "                                            \
   "FROM unnest($3::int[], $4::text[], $5::int[], $6::text[], $7::bigint[], $8::bigint[], "    \
   "$9::int[], $10::text[]) AS r(ord, host, gpu_index, gpu_uuid, start_ms, end_ms, mig, profile))"
-// The same GPU, named by host and index in the cluster or by UUID ($2: the cluster).
-#define GOODPUT_SAME_GPU(g, r)                                                \
-  "((" g ".cluster = $2 AND " g ".host = " r ".host AND " g ".gpu_index = " r \
-  ".gpu_index) "                                                              \
-  "OR " g ".gpu_uuid = " r ".gpu_uuid) AND " g ".slots && " r ".slots"
+// The allocations of requested allocation `r`'s GPU (`g`: row, job, slots, valid), named by
+// host and index in the cluster ($2) or by UUID: one index probe each. Written as one join
+// on `(host and index) OR uuid`, PostgreSQL scanned every allocation once per requested one
+// (6 s for 1,000 against 8,000 stored).
+#define GOODPUT_ALLOCATIONS_OF_GPU                                                      \
+  "CROSS JOIN LATERAL (SELECT a.ctid AS row, a.job, a.slots, a.valid FROM job_gpus a "  \
+  "WHERE a.cluster = $2 AND a.host = r.host AND a.gpu_index = r.gpu_index "             \
+  "UNION ALL SELECT a.ctid, a.job, a.slots, a.valid FROM job_gpus a "                   \
+  "WHERE a.gpu_uuid = r.gpu_uuid) g"
 
 // The first requested allocation (in request order) that overlaps another job's.
 constexpr char kOtherJobOverlaps[] =
     "WITH " GOODPUT_REQUESTED_ALLOCATIONS " "
-    "SELECT r.ord, j.job_id FROM req r JOIN job_gpus g ON " GOODPUT_SAME_GPU("g", "r") " "
-    "AND g.valid && r.valid JOIN jobs j ON j.id = g.job WHERE g.job <> $1 "
-    "ORDER BY r.ord LIMIT 1";
+    "SELECT r.ord, j.job_id FROM req r " GOODPUT_ALLOCATIONS_OF_GPU " "
+    "JOIN jobs j ON j.id = g.job WHERE g.job <> $1 AND g.slots && r.slots "
+    "AND g.valid && r.valid ORDER BY r.ord LIMIT 1";
 
 // A job whose epilog never came (node rebooted, slurmctld lost it) still holds its GPUs
 // open-ended. The next job registered on one of them closes that allocation where the new
@@ -90,10 +94,10 @@ constexpr char kOtherJobOverlaps[] =
 // order) that takes its GPU; returns the old job and that allocation's `ord`.
 constexpr char kCloseStaleAllocations[] =
     "WITH " GOODPUT_REQUESTED_ALLOCATIONS ", "
-    "stale AS (SELECT DISTINCT ON (g.ctid) g.ctid AS row, r.ord, lower(r.valid) AS new_end "
-    "FROM req r JOIN job_gpus g ON " GOODPUT_SAME_GPU("g", "r") " "
-    "WHERE g.job <> $1 AND upper_inf(g.valid) AND lower(g.valid) < lower(r.valid) "
-    "ORDER BY g.ctid, r.ord) "
+    "stale AS (SELECT DISTINCT ON (g.row) g.row, r.ord, lower(r.valid) AS new_end "
+    "FROM req r " GOODPUT_ALLOCATIONS_OF_GPU " "
+    "WHERE g.job <> $1 AND g.slots && r.slots AND upper_inf(g.valid) "
+    "AND lower(g.valid) < lower(r.valid) ORDER BY g.row, r.ord) "
     "UPDATE job_gpus g SET valid = tstzrange(lower(g.valid), s.new_end, '[)') "
     "FROM stale s WHERE g.ctid = s.row RETURNING g.job, s.ord";
 
