@@ -791,6 +791,67 @@ TEST_F(IngestServiceIntegration, LateRegistrationAttachesEarlierSamples) {
   EXPECT_EQ(Query("SELECT count(*) FROM samples WHERE job IS NULL"), "2");
 }
 
+// A job of 1,000 GPUs (125 nodes of 8) registered in one request: each GPU's samples from the
+// job's start on are attached, a GPU listed twice is held once, the GPU of a job whose epilog
+// never came is taken over with its samples, a retry adds nothing, and a request whose third
+// allocation overlaps the big job is refused naming that GPU, storing none of it.
+TEST_F(IngestServiceIntegration, LargeRegistrationAttachesEachGpusSamplesAndARetryAddsNothing) {
+  const int64_t now = NowMs();
+  v1::RegisterJobResponse r;
+  ASSERT_TRUE(Register(SlurmJob("abandoned", "big-n7", {3}, now - 100'000), &r).ok());
+  v1::PushSamplesRequest batch;
+  batch.set_batch_id("before-big");
+  batch.set_cluster("eos");
+  for (int node = 0; node < 125; ++node) {
+    for (int gpu = 0; gpu < 8; ++gpu) {
+      const std::string host = absl::StrCat("big-n", node);
+      *batch.add_samples() = MakeSample(host, gpu, now - 60'000);  // before the job
+      *batch.add_samples() = MakeSample(host, gpu, now - 20'000);
+    }
+  }
+  v1::PushSamplesResponse pushed;
+  ASSERT_TRUE(Push({batch}, &pushed).ok());
+  EXPECT_EQ(pushed.unattributed_count(), 1998);  // big-n7 GPU 3 belongs to "abandoned"
+
+  std::vector<int> gpus = {0, 1, 2, 3, 4, 5, 6, 7};
+  v1::Job big = SlurmJob("big", "big-n0", gpus, now - 30'000);
+  for (int node = 1; node < 125; ++node) {
+    for (int gpu : gpus) {
+      auto* a = big.add_allocations();
+      a->mutable_gpu()->set_host(absl::StrCat("big-n", node));
+      a->mutable_gpu()->set_gpu_index(gpu);
+    }
+  }
+  *big.add_allocations() = big.allocations(5);  // listed twice
+  ASSERT_TRUE(Register(big, &r).ok());
+  EXPECT_TRUE(r.created());
+  EXPECT_EQ(r.job().gpu_count(), 1000);
+  EXPECT_EQ(r.attached_sample_count(), 1000);
+  EXPECT_EQ(Query("SELECT count(*) FROM job_gpus g JOIN jobs j ON j.id = g.job "
+                  "WHERE j.job_id = 'big'"),
+            "1000");
+  EXPECT_EQ(Query("SELECT count(*) FROM samples s JOIN jobs j ON j.id = s.job "
+                  "WHERE j.job_id = 'big'"),
+            "1000");
+  EXPECT_EQ(Query("SELECT state || ' ' || (labels ->> 'ended_by') FROM jobs "
+                  "WHERE job_id = 'abandoned'"),
+            "ended next_job");
+
+  ASSERT_TRUE(Register(big, &r).ok());  // a retry
+  EXPECT_FALSE(r.created());
+  EXPECT_EQ(r.attached_sample_count(), 0);
+  EXPECT_EQ(r.job().allocations_size(), 1000);
+
+  v1::Job late = SlurmJob("late", "big-n200", {0, 1}, now - 40'000);
+  auto* taken = late.add_allocations();
+  taken->mutable_gpu()->set_host("big-n5");
+  taken->mutable_gpu()->set_gpu_index(2);
+  grpc::Status status = Register(late, &r);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(status.error_message(), HasSubstr("allocation of big-n5 GPU 2 overlaps job big"));
+  EXPECT_EQ(Query("SELECT count(*) FROM job_gpus WHERE host = 'big-n200'"), "0");
+}
+
 TEST_F(IngestServiceIntegration, OverlappingAllocationIsRefusedNamingBothJobs) {
   const int64_t now = NowMs();
   v1::RegisterJobResponse r;

@@ -6,6 +6,7 @@
 // as Prolog, Epilog and EpilogSlurmctld, each job ends in goodput in the state Slurm ended it
 // in, under the name it was submitted with.
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -60,7 +61,10 @@ std::vector<std::pair<std::string, std::string>> SlurmEnv(const std::string& ing
           {"SLURM_JOB_USER", "alice"},
           {"SLURM_JOB_UID", "1000"},
           {"SLURM_JOB_PARTITION", "gpu"},
-          {"SLURM_JOB_GPUS", "0,1,3"}};
+          {"SLURM_JOB_GPUS", "0,1,3"},
+          // The tests of delivery by the next run turn the node's retrier off; the retrier's
+          // own tests turn it on.
+          {"GOODPUT_RETRY", "0"}};
 }
 
 // The requests waiting in the spool.
@@ -110,6 +114,39 @@ absl::StatusOr<std::unique_ptr<ServiceProcess>> StartIngest(PostgresServer& pg) 
        .config_yaml = absl::StrCat("postgres:\n  dsn: \"", pg.Dsn("goodput"), "\"\n"),
        .extra_args = {"--migrate", "--migrations-dir", (SourceDir() / "migrations").string()}});
 }
+
+// goodput-ingest whose HTTP port is `http_port` (0: any), with `extra_yaml` added.
+absl::StatusOr<std::unique_ptr<ServiceProcess>> StartIngestOn(PostgresServer& pg, int http_port,
+                                                              const std::string& extra_yaml) {
+  return ServiceProcess::Start(
+      {.binary = BuiltBinary("services/ingest/goodput-ingest"),
+       .config_yaml = absl::StrCat("postgres:\n  dsn: \"", pg.Dsn("goodput"), "\"\n",
+                                   "http:\n  port: ", http_port, "\n", extra_yaml),
+       .extra_args = {"--migrate", "--migrations-dir", (SourceDir() / "migrations").string()}});
+}
+
+// The retriers running in the spool folders under `base` (their .retrier.pid files).
+std::vector<pid_t> Retriers(const fs::path& base) {
+  std::vector<pid_t> pids;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(base, ec);
+       it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (ec) break;
+    if (it->path().filename() != ".retrier.pid") continue;
+    pid_t pid = 0;
+    std::ifstream(it->path()) >> pid;
+    if (pid > 0 && kill(pid, 0) == 0) pids.push_back(pid);
+  }
+  return pids;
+}
+
+// Stops the retriers a test started that are still running when it ends (a failed test).
+struct RetrierReaper {
+  fs::path base;
+  ~RetrierReaper() {
+    for (pid_t pid : Retriers(base)) kill(pid, SIGTERM);
+  }
+};
 
 absl::StatusOr<goodput::v1::Job> GetJob(ServiceProcess& ingest,
                                         const std::string& cluster = "perlmutter",
@@ -380,6 +417,123 @@ TEST(SlurmScripts, PrologGivesUpOnAnIngestThatDoesNotAnswerAndBoundsTheSpool) {
   ASSERT_EQ(left.size(), 3u) << prolog->output;
   EXPECT_EQ(left[0].filename(), "1000000000000002.1.end.json");
   EXPECT_THAT(left[2].filename().string(), ::testing::EndsWith(".register.json"));
+}
+
+// Goodput down when the prolog runs: the prolog returns at once, leaving its request in the
+// spool, and the node's retrier (started detached by the prolog) delivers it once ingest is
+// up, with no other prolog or epilog on the node; then the retrier exits.
+TEST(SlurmScripts, RetrierEmptiesTheSpoolOnceGoodputIsBackWithoutAnotherRun) {
+  absl::StatusOr<int> port = FreePort();
+  ASSERT_TRUE(port.ok());
+  absl::StatusOr<TempDir> dir = TempDir::Create("goodput-slurm-node");
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  RetrierReaper reaper{dir->path()};
+  const fs::path spool = dir->path() / "spool";
+  std::vector<std::pair<std::string, std::string>> env =
+      SlurmEnv(absl::StrCat("http://127.0.0.1:", *port), spool);
+  env.emplace_back("GOODPUT_RETRY", "1");
+  env.emplace_back("GOODPUT_RETRY_MAX_DELAY_S", "2");
+  const auto started = std::chrono::steady_clock::now();
+  absl::StatusOr<ProgramResult> prolog =
+      RunProgram({(SourceDir() / "tools/slurm/goodput-prolog.sh").string()}, env);
+  const double prolog_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  ASSERT_TRUE(prolog.ok()) << prolog.status();
+  EXPECT_EQ(prolog->exit.exit_code, 0) << prolog->output;
+  std::cout << "prolog with goodput down, retrier started: " << prolog_s << " s\n";
+  EXPECT_EQ(Spooled(spool).size(), 1u) << prolog->output;
+  ASSERT_TRUE(PollUntil([&] { return !Retriers(dir->path()).empty(); }, absl::Seconds(20)))
+      << "no retrier running; the prolog said: " << prolog->output;
+
+  absl::StatusOr<std::unique_ptr<PostgresServer>> pg = PostgresServer::Create();
+  ASSERT_TRUE(pg.ok()) << pg.status();
+  ASSERT_TRUE((*pg)->CreateDatabase("goodput").ok());
+  absl::StatusOr<std::unique_ptr<ServiceProcess>> ingest = StartIngestOn(**pg, *port, "");
+  ASSERT_TRUE(ingest.ok()) << ingest.status();
+  const auto up = std::chrono::steady_clock::now();
+  EXPECT_TRUE(
+      PollUntil([&] { return GetJob(**ingest).ok(); }, absl::Seconds(60), absl::Milliseconds(200)))
+      << "the spooled registration was not delivered";
+  std::cout << "delivered by the retrier "
+            << std::chrono::duration<double>(std::chrono::steady_clock::now() - up).count()
+            << " s after ingest was up\n";
+  absl::StatusOr<goodput::v1::Job> job = GetJob(**ingest);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->allocations_size(), 3);
+  EXPECT_TRUE(PollUntil([&] { return Spooled(spool).empty() && Retriers(dir->path()).empty(); },
+                        absl::Seconds(30)))
+      << "the spool was not emptied or the retrier did not exit";
+}
+
+// 200 nodes start their jobs at once while goodput is down, then it comes back with a main
+// HTTP port far smaller than the burst (2 threads, 4 queued connections, so most are answered
+// 503 with Retry-After) and one PostgreSQL connection for JobService: every node's retrier
+// gets its registration in, with no other run on any node.
+TEST(SlurmScripts, ABurstOfPrologsIsRegisteredByTheNodesRetriers) {
+  constexpr int kNodes = 200;
+  absl::StatusOr<int> port = FreePort();
+  ASSERT_TRUE(port.ok());
+  absl::StatusOr<TempDir> dir = TempDir::Create("goodput-slurm-burst");
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  RetrierReaper reaper{dir->path()};
+  fs::create_directories(dir->path() / "bin");
+  WriteFakeScontrol(dir->path() / "bin");  // answers job 4242 only: one quick failure here
+  const fs::path burst = dir->path() / "burst.sh";
+  std::ofstream(burst) << "#!/usr/bin/env bash\n"
+                       << "for ((i = 0; i < " << kNodes << "; i++)); do\n"
+                       << "  HOSTNAME=burst-$i SLURM_JOB_ID=$((7000 + i)) "
+                       << "GOODPUT_SPOOL_DIR=\"$NODES/node-$i\" \"$PROLOG\" "
+                       << ">\"$NODES/prolog-$i.log\" 2>&1 &\n"
+                       << "done\nwait\n";
+  chmod(burst.c_str(), 0755);
+  std::vector<std::pair<std::string, std::string>> env =
+      SlurmEnv(absl::StrCat("http://127.0.0.1:", *port), dir->path() / "unused",
+               (dir->path() / "bin").string());
+  env.emplace_back("GOODPUT_RETRY", "1");
+  env.emplace_back("GOODPUT_RETRY_MAX_DELAY_S", "5");
+  env.emplace_back("SLURM_JOB_GPUS", "0-7");
+  env.emplace_back("NODES", dir->path().string());
+  env.emplace_back("PROLOG", (SourceDir() / "tools/slurm/goodput-prolog.sh").string());
+  absl::StatusOr<ProgramResult> prologs = RunProgram({burst.string()}, env, absl::Seconds(300));
+  ASSERT_TRUE(prologs.ok()) << prologs.status();
+  EXPECT_EQ(prologs->exit.exit_code, 0) << prologs->output;
+  int spooled = 0;
+  for (int i = 0; i < kNodes; ++i) {
+    spooled += static_cast<int>(Spooled(dir->path() / absl::StrCat("node-", i)).size());
+  }
+  EXPECT_EQ(spooled, kNodes);
+
+  absl::StatusOr<std::unique_ptr<PostgresServer>> pg = PostgresServer::Create();
+  ASSERT_TRUE(pg.ok()) << pg.status();
+  ASSERT_TRUE((*pg)->CreateDatabase("goodput").ok());
+  absl::StatusOr<std::unique_ptr<ServiceProcess>> ingest = StartIngestOn(
+      **pg, *port,
+      "  threads: 2\n  max_queued_connections: 4\ningest:\n  jobs:\n    pool_size: 1\n");
+  ASSERT_TRUE(ingest.ok()) << ingest.status();
+  const auto up = std::chrono::steady_clock::now();
+  auto stub = goodput::v1::JobService::NewStub((*ingest)->Channel());
+  int registered = 0;
+  auto count = [&] {
+    grpc::ClientContext ctx;
+    goodput::v1::ListJobsRequest request;
+    request.set_cluster("perlmutter");
+    request.set_page_size(1000);
+    goodput::v1::ListJobsResponse response;
+    if (stub->ListJobs(&ctx, request, &response).ok()) registered = response.jobs_size();
+    return registered == kNodes;
+  };
+  EXPECT_TRUE(PollUntil(count, absl::Seconds(180), absl::Milliseconds(500)))
+      << registered << " of " << kNodes << " jobs registered";
+  std::cout << registered << " of " << kNodes << " jobs registered "
+            << std::chrono::duration<double>(std::chrono::steady_clock::now() - up).count()
+            << " s after ingest was up\n";
+  EXPECT_TRUE(PollUntil([&] { return Retriers(dir->path()).empty(); }, absl::Seconds(60)))
+      << Retriers(dir->path()).size() << " retriers still running";
+  int left = 0;
+  for (int i = 0; i < kNodes; ++i) {
+    left += static_cast<int>(Spooled(dir->path() / absl::StrCat("node-", i)).size());
+  }
+  EXPECT_EQ(left, 0);
 }
 
 }  // namespace

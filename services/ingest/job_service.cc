@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "services/ingest/job_checks.h"
 #include "services/platform/auth.h"
 #include "services/platform/scope.h"
@@ -19,6 +20,47 @@ v1::Job JobServiceImpl::CanonicalHosts(const v1::Job& job) const {
     a.mutable_gpu()->set_host(CanonicalHost(a.gpu().host(), identity_));
   }
   return out;
+}
+
+namespace {
+
+grpc::Status Saturated(const JobWorkers& workers) {
+  return grpc::Status(
+      grpc::StatusCode::RESOURCE_EXHAUSTED,
+      absl::StrCat("JobService is busy: ", workers.max_pending(),
+                   " calls are queued or running (ingest.jobs.max_pending); retry with backoff"));
+}
+
+}  // namespace
+
+grpc::ServerUnaryReactor* JobServiceImpl::Offload(grpc::CallbackServerContext* context,
+                                                  std::function<grpc::Status()> call) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (workers_ == nullptr) {
+    reactor->Finish(call());
+  } else if (!workers_->TrySubmit([reactor, call = std::move(call)] { reactor->Finish(call()); })) {
+    reactor->Finish(Saturated(*workers_));
+  }
+  return reactor;
+}
+
+grpc::Status JobServiceImpl::RunAndWait(const std::function<grpc::Status()>& call) {
+  if (workers_ == nullptr) return call();
+  grpc::Status status;
+  absl::Notification done;
+  // The HTTP job endpoints name their caller on this thread (platform::ScopedCaller): the
+  // worker must check the call against the same caller.
+  std::optional<platform::Identity> caller = platform::ScopedCaller::Current();
+  if (!workers_->TrySubmit([&] {
+        std::optional<platform::ScopedCaller> scoped;
+        if (caller.has_value()) scoped.emplace(*caller);
+        status = call();
+        done.Notify();
+      })) {
+    return Saturated(*workers_);
+  }
+  done.WaitForNotification();
+  return status;
 }
 
 namespace {

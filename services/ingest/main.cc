@@ -21,6 +21,17 @@
 //   ingest.jobs.max_http_body_bytes [1048576]  body limit of the HTTP job endpoints (413 above)
 //   ingest.jobs.max_request_bytes [4194304]  a JobService request, gRPC or HTTP (refused
 //                                            RESOURCE_EXHAUSTED / 429 above)
+//   ingest.jobs.pool_size [2]                PostgreSQL connections of JobService (and the
+//                                            silent-job sweep), apart from postgres.pool_size,
+//                                            which sample ingest then has to itself: a burst
+//                                            of registrations never makes samples wait for a
+//                                            connection. Registrations beyond it wait up to
+//                                            5 s, then RESOURCE_EXHAUSTED (HTTP 429, Retry-After).
+//                                            JobService's calls run on as many threads of
+//                                            their own, never on gRPC's callback threads
+//                                            that PushSamples needs (job_workers.h)
+//   ingest.jobs.max_pending [64]             JobService calls queued or running at once;
+//                                            beyond, RESOURCE_EXHAUSTED at once (HTTP 429)
 //   ingest.jobs.silent_after_s [21600]       a running job whose GPUs sent no sample for this
 //                                            long (its epilog never came) is ended; 0: never
 //   ingest.remote_write.cluster [""]         cluster of remote_write series without a
@@ -92,6 +103,8 @@ int64_t NowUnixMs() { return absl::ToUnixMillis(absl::Now()); }
 
 // Everything the running service owns, destroyed after the server has stopped.
 struct IngestRuntime {
+  std::unique_ptr<platform::PgPool> jobs_pg;
+  std::unique_ptr<JobWorkers> job_workers;
   std::unique_ptr<core::GpuCatalog> catalog;
   std::unique_ptr<JobStore> job_store;
   std::unique_ptr<SampleStore> sample_store;
@@ -182,6 +195,12 @@ absl::StatusOr<std::shared_ptr<void>> Setup(platform::ServiceContext& ctx) {
       config.GetIntInRange("ingest.jobs.silent_after_s", 6 * 3600, 0, 365LL * 86'400);
   if (!silent_after.ok()) return silent_after.status();
   maintenance.silent_job_after_ms = *silent_after * 1000;
+  absl::StatusOr<int64_t> jobs_pool_size =
+      config.GetIntInRange("ingest.jobs.pool_size", 2, 1, 1024);
+  if (!jobs_pool_size.ok()) return jobs_pool_size.status();
+  absl::StatusOr<int64_t> jobs_max_pending =
+      config.GetIntInRange("ingest.jobs.max_pending", 64, 1, 1 << 20);
+  if (!jobs_max_pending.ok()) return jobs_max_pending.status();
   absl::StatusOr<int64_t> jobs_http_body = config.GetIntInRange(
       "ingest.jobs.max_http_body_bytes", kDefaultJobsHttpMaxBodyBytes, 1 << 10, 64 << 20);
   if (!jobs_http_body.ok()) return jobs_http_body.status();
@@ -234,7 +253,15 @@ absl::StatusOr<std::shared_ptr<void>> Setup(platform::ServiceContext& ctx) {
   }
 
   auto runtime = std::make_shared<IngestRuntime>();
-  runtime->job_store = std::make_unique<JobStore>(ctx.pg);
+  platform::PgPoolOptions jobs_pool = ctx.pg->options();
+  jobs_pool.max_connections = static_cast<int>(*jobs_pool_size);
+  jobs_pool.application_name += "-jobs";
+  absl::StatusOr<std::unique_ptr<platform::PgPool>> jobs_pg = platform::PgPool::Create(jobs_pool);
+  if (!jobs_pg.ok()) return jobs_pg.status();
+  runtime->jobs_pg = *std::move(jobs_pg);
+  runtime->job_store = std::make_unique<JobStore>(runtime->jobs_pg.get());
+  runtime->job_workers = std::make_unique<JobWorkers>(static_cast<int>(*jobs_pool_size),
+                                                      static_cast<int>(*jobs_max_pending));
   runtime->sample_store = std::make_unique<SampleStore>(ctx.pg);
   // The same catalog as goodput-ofu (built-in models plus gpu_catalog.overrides), so the SM
   // clock bound of an operator-added model is the one the operator configured.
@@ -252,8 +279,8 @@ absl::StatusOr<std::shared_ptr<void>> Setup(platform::ServiceContext& ctx) {
   runtime->ingest_service =
       std::make_unique<IngestServiceImpl>(runtime->pipeline.get(), runtime->push_streams.get());
   runtime->job_service = std::make_unique<JobServiceImpl>(
-      runtime->job_store.get(), NowUnixMs, runtime->catalog.get(), *std::move(identity),
-      job_limits);
+      runtime->job_store.get(), NowUnixMs, runtime->catalog.get(), *std::move(identity), job_limits,
+      runtime->job_workers.get());
   runtime->maintenance = std::make_unique<Maintenance>(
       runtime->sample_store.get(), runtime->job_store.get(), maintenance, NowUnixMs, ctx.logger);
 

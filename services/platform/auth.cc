@@ -493,6 +493,8 @@ std::optional<Identity> CallIdentity(const grpc::ServerContextBase& context) {
   return LookupCallCaller(context).identity;
 }
 
+std::optional<Identity> ScopedCaller::Current() { return t_in_process_caller; }
+
 ScopedCaller::ScopedCaller(Identity caller) : previous_(std::move(t_in_process_caller)) {
   t_in_process_caller = std::move(caller);
 }

@@ -199,6 +199,10 @@ CallCaller LookupCallCaller(const grpc::ServerContextBase& context);
 // CallIdentity and CallScope see `caller` for them, as if it had sent its token.
 class ScopedCaller {
  public:
+  // The caller a ScopedCaller names on the calling thread (nullopt: none). Work handed to
+  // another thread takes it along: `ScopedCaller` it again there.
+  static std::optional<Identity> Current();
+
   explicit ScopedCaller(Identity caller);
   ~ScopedCaller();
   ScopedCaller(const ScopedCaller&) = delete;

@@ -224,7 +224,8 @@ step_packages() {
   check_deb_holds "$ctl" /usr/bin/goodputctl
   check_deb_holds "$slurm" /usr/share/goodput/slurm/goodput-prolog.sh \
     /usr/share/goodput/slurm/goodput-epilog.sh /usr/share/goodput/slurm/goodput-slurm-lib.sh \
-    /etc/goodput/slurm.env
+    /usr/share/goodput/slurm/goodput-spool-retry.sh /usr/lib/systemd/system/goodput-slurm-spool.service \
+    /usr/lib/systemd/system/goodput-slurm-spool.timer /etc/goodput/slurm.env
   # dpkg-shlibdeps found the runtime libraries; adduser for the postinst.
   check_deb_field "$server" Depends 'libgrpc\+\+1\.51'
   check_deb_field "$server" Depends 'libpqxx-6\.4'

@@ -8,8 +8,8 @@
 # EpilogSlurmctld= as well if you like (the controller; README.md says what it can tell),
 # with goodput-slurm-lib.sh next to it. Same settings as the prolog (/etc/goodput/slurm.env).
 # Never fails the epilog and never holds it long: one bounded scontrol call, delivery
-# through the spool (goodput-slurm-lib.sh, which also sends what earlier runs spooled), a
-# failure logged, exit 0.
+# through the spool (goodput-slurm-lib.sh, which also sends what earlier runs spooled, and
+# leaves what it could not send to the node's retrier), a failure logged, exit 0.
 set -u
 GOODPUT_LOG_TAG=goodput-epilog
 # shellcheck source=goodput-slurm-lib.sh

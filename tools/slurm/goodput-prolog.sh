@@ -7,9 +7,9 @@
 # the job's first step), with goodput-slurm-lib.sh next to it. Needs bash, curl and, to send
 # GPU UUIDs, nvidia-smi. Settings: /etc/goodput/slurm.env (see goodput-slurm-lib.sh).
 #
-# A goodput outage must never stop a job from starting: requests go through a spool that
-# the next prolog or epilog sends (goodput-slurm-lib.sh), every call is bounded, and the
-# prolog exits 0.
+# A goodput outage must never stop a job from starting: requests go through a spool that the
+# node's retrier sends once goodput takes them (goodput-slurm-lib.sh; started detached, never
+# waited for), every call is bounded, and the prolog exits 0.
 set -u
 GOODPUT_LOG_TAG=goodput-prolog
 # shellcheck source=goodput-slurm-lib.sh
