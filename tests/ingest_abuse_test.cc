@@ -547,8 +547,9 @@ TEST_F(IngestAbuseWithAuth, SlowClientsLeaveRemoteWriteJobRegistrationAndTheProb
   std::cout << "[figures] " << 2 * kSlow << " slow clients on the HTTP port and 1000 on the "
             << "probe port: ingest's descriptors " << fds_before_ << " before, " << fds_held
             << " while held; threads " << threads_before_ << " before, "
-            << ProcStatus(pid_, "Threads") << " while held; remote_write, job registration "
-            << "and /healthz answered\n";
+            << ProcStatus(pid_, "Threads") << " while held; RSS " << rss_kb_before_
+            << " kB before, " << ProcStatus(pid_, "VmRSS") << " kB while held; remote_write, "
+            << "job registration and /healthz answered\n";
   // A descriptor per connection and no more (the evicted ones may still be draining).
   EXPECT_LE(fds_held, fds_before_ + 2 * kSlow + 1000 + 16);
   // No thread per slow client: the HTTP pool is fixed; memory grows by buffers only.
