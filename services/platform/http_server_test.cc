@@ -607,6 +607,41 @@ TEST(HttpServer, AThousandSlowClientsDoNotFailTheProbe) {
   for (int fd : slow) close(fd);
 }
 
+TEST(HttpServer, TlsClientsThatNeverFinishTheirHandshakeCostNoThread) {
+  absl::StatusOr<TestPki> pki = TestPki::Create();
+  ASSERT_TRUE(pki.ok()) << pki.status();
+  ASSERT_TRUE(pki->MakeCa("ca").ok());
+  ASSERT_TRUE(pki->Issue("ca", "server").ok());
+  HttpServer server(
+      {.host = "127.0.0.1",
+       .port = 0,
+       .limits = {.threads = 2, .max_queued_connections = 2, .header_timeout = absl::Seconds(600)},
+       .tls = {.cert_file = pki->crt("server"), .key_file = pki->key("server")}},
+      nullptr, nullptr);
+  ASSERT_TRUE(server.Start().ok());
+  // 50 connections (from 5 addresses) that send half a ClientHello and then nothing.
+  const std::string half_hello("\x16\x03\x01\x00\xc8\x01\x00\x00", 8);
+  std::vector<int> slow;
+  for (int i = 0; i < 50; ++i) {
+    const std::string source = absl::StrCat("127.0.4.", 1 + i % 5);
+    const int fd = SlowClient(source.c_str(), server.port(), half_hello);
+    ASSERT_GE(fd, 0) << "connection " << i;
+    slow.push_back(fd);
+  }
+  for (int round = 0; round < 3; ++round) {
+    httplib::SSLClient client("127.0.0.1", server.port());
+    client.set_ca_cert_path(pki->crt("ca"));
+    client.enable_server_certificate_verification(true);
+    httplib::Result health = client.Get("/healthz");
+    ASSERT_TRUE(health) << httplib::to_string(health.error());
+    EXPECT_EQ(health->status, 200);
+  }
+  int let_go = 0;
+  for (int fd : slow) let_go += ServerLetGo(fd) ? 1 : 0;
+  EXPECT_EQ(let_go, 0);
+  for (int fd : slow) close(fd);
+}
+
 TEST(HttpServer, AClientBeyondItsConnectionLimitTakesThePlaceOfItsOldestWaitingOne) {
   HttpServer server(
       Loopback({.header_timeout = absl::Seconds(600), .max_connections_per_client = 8}), nullptr,
