@@ -306,7 +306,25 @@ TEST(HelmChart, DefaultValuesRenderTheFourServicesWithProbesShardsSecretsAndAuth
               HasSubstr("kubectl -n default port-forward svc/goodput-dashboard 7300:7300"));
   EXPECT_THAT(r.notes, HasSubstr("WARNING: no tokens for scheduler, telemetry, sdk, operator"));
   EXPECT_THAT(r.notes, Not(HasSubstr("ServiceMonitor")));
-  EXPECT_THAT(r.notes, Not(HasSubstr("NetworkPolicy")));
+
+  // The probe port is kept from workload traffic: the four services' pods admit every peer on
+  // gRPC and HTTP and only their node (the kubelet) on the probe port.
+  const Json* probe_policy = r.Find("NetworkPolicy", "goodput-probe-port");
+  ASSERT_NE(probe_policy, nullptr);
+  EXPECT_EQ(At(*probe_policy, "/spec/podSelector/matchExpressions/0/values"),
+            Json::parse(R"(["ingest", "ofu", "mfu", "alerting"])"));
+  EXPECT_EQ(At(*probe_policy, "/spec/policyTypes"), Json::parse(R"(["Ingress"])"));
+  EXPECT_EQ(At(*probe_policy, "/spec/ingress"),
+            Json::parse(R"([{"ports": [{"port": "grpc"}, {"port": "http"}]}])"));
+  for (const std::string& service : kServices) {
+    const Json* workload = Workload(r, service);
+    ASSERT_NE(workload, nullptr);
+    EXPECT_EQ(At(*workload, "/spec/template/spec/containers/0/livenessProbe/httpGet/port"),
+              "probe");
+  }
+  EXPECT_THAT(r.notes, HasSubstr("NetworkPolicy goodput-probe-port admits only the pods' nodes"));
+  EXPECT_THAT(r.notes, HasSubstr("WARNING: networkPolicy.metrics.from is empty: Prometheus "
+                                 "cannot scrape /metrics on the probe port"));
 }
 
 TEST(HelmChart, EveryPodRunsAsNonRootOnAReadOnlyRootWithAWritableTmpAndTheRecommendedLabels) {
@@ -359,7 +377,9 @@ TEST(HelmChart, EveryPodRunsAsNonRootOnAReadOnlyRootWithAWritableTmpAndTheRecomm
   }
   // Optional objects are off by default.
   EXPECT_TRUE(r.All("PodDisruptionBudget").empty());
-  EXPECT_TRUE(r.All("NetworkPolicy").empty());
+  ASSERT_EQ(r.All("NetworkPolicy").size(), 1u) << "the probe port's only";
+  EXPECT_THAT(r.All("NetworkPolicy")[0]->at("metadata")["name"].get<std::string>(),
+              ::testing::EndsWith("-probe-port"));
   EXPECT_TRUE(r.All("ServiceMonitor").empty());
 }
 
@@ -1051,6 +1071,11 @@ std::vector<ValueCase> ValueCases() {
                               "/spec/ingress/1/from/0/namespaceSelector", Json::object()),
                     ObjectHas("NetworkPolicy", "goodput", "/spec/ingress/1/ports",
                               Json::parse(R"([{"port": "probe"}])")))});
+  c.push_back({"networkPolicy.probePort.restricted",
+               "networkPolicy: {probePort: {restricted: false}}\n", [](const Rendered& r) {
+                 EXPECT_TRUE(r.All("NetworkPolicy").empty());
+                 EXPECT_THAT(r.notes, Not(HasSubstr("probe-port")));
+               }});
   auto monitor = [](std::string yaml_body) {
     return absl::StrCat("serviceMonitor: {enabled: true", yaml_body, "}\n");
   };

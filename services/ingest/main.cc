@@ -75,7 +75,9 @@
 // (jobs_http.h), for schedulers' scripts that have curl only.
 #include <functional>
 #include <memory>
+#include <string>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "goodput/v1/ingest.grpc.pb.h"
@@ -358,6 +360,23 @@ absl::StatusOr<std::shared_ptr<void>> Setup(platform::ServiceContext& ctx) {
                      res.set_content(reply.body, "application/json");
                    },
                    {.max_bytes = *jobs_http_body, .config_key = "ingest.jobs.max_http_body_bytes"});
+    // The token is checked from the headers, before the body is read, with the gRPC
+    // method's roles; refused in the JSON form the route answers with.
+    const std::string path = method == JobsHttp::Method::kRegister ? kRegisterJobPath : kEndJobPath;
+    ctx.http->RequireToken(
+        "POST", path,
+        {.policy_route =
+             absl::StrCat("/", v1::JobService::service_full_name(), "/",
+                          method == JobsHttp::Method::kRegister ? "RegisterJob" : "EndJob"),
+         .answer = [path](const platform::HttpRefusal& refusal, httplib::Response& res) {
+           res.status = refusal.status;
+           if (refusal.status == 401) res.set_header("WWW-Authenticate", "Bearer");
+           res.set_content(
+               JsonError(refusal.status,
+                         refusal.status == 403 ? "PERMISSION_DENIED" : "UNAUTHENTICATED",
+                         absl::StrCat("POST ", path, ": ", refusal.message)),
+               "application/json");
+         }});
   }
   runtime->maintenance->Start();
   runtime->scraper->Start();

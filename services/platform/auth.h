@@ -138,6 +138,10 @@ class AuthPolicy {
   // Lets `roles` call every method of a service ("package.Service").
   void AllowService(absl::string_view service, std::vector<Role> roles);
 
+  // True when AllowMethod gave `method` roles (an HTTP route name such as
+  // "POST /api/v1/write": HttpServer checks such a route's token before reading its body).
+  bool Governs(absl::string_view method) const { return method_roles_.contains(method); }
+
   // The identity of `authorization_value` ("Bearer <token>"); nullopt when missing or
   // unknown. Compares against every configured token in constant time per token length.
   std::optional<Identity> Identify(absl::string_view authorization_value) const;

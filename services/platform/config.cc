@@ -325,7 +325,14 @@ absl::StatusOr<ServiceConfig> ParseServiceConfig(const ConfigTree& tree,
   GOODPUT_ASSIGN_OR_RETURN(
       limits.max_body_bytes,
       tree.GetIntInRange("http.max_body_bytes", limits.max_body_bytes, 0, int64_t{1} << 30));
+  GOODPUT_ASSIGN_OR_RETURN(
+      limits.max_connections,
+      tree.GetIntInRange("http.max_connections", limits.max_connections, 1, 1 << 20));
+  GOODPUT_ASSIGN_OR_RETURN(limits.max_connections_per_client,
+                           tree.GetIntInRange("http.max_connections_per_client",
+                                              limits.max_connections_per_client, 1, 1 << 20));
   for (auto [key, field] : {std::pair{"http.read_timeout_s", &limits.read_timeout},
+                            std::pair{"http.header_timeout_s", &limits.header_timeout},
                             std::pair{"http.request_timeout_s", &limits.request_timeout},
                             std::pair{"http.idle_timeout_s", &limits.idle_timeout},
                             std::pair{"http.write_timeout_s", &limits.write_timeout}}) {

@@ -144,14 +144,23 @@ struct TlsConfig {
   bool calls_with_tls() const { return !ca_file.empty(); }
 };
 
-// What protects an HTTP listener from large bodies and from slow or numerous clients. Each
-// listener serves `threads` connections at once and queues `max_queued_connections` more;
-// beyond that a connection is answered 503 with Retry-After at once. A request must arrive
-// whole within `request_timeout` with no silence longer than `read_timeout` (else 408); its
-// headers may hold `max_header_bytes`, its body `max_body_bytes` as sent (413 on a
-// Content-Length above it, before reading; a chunked body is cut off there). A kept-alive
-// connection waits `idle_timeout` for its next request; a response not taken by the client
-// for `write_timeout` is abandoned.
+// What protects an HTTP listener from large bodies and from slow or numerous clients.
+//
+// A connection costs a thread only while a request is being served: until a request's line
+// and headers are all in (and between the requests of a kept-alive connection) it waits in
+// the listener's one readiness loop, costing a file descriptor and what it sent. The headers
+// must arrive within `header_timeout` of the connection (or of the request's first byte on a
+// kept-alive connection; else 408) and hold at most `max_header_bytes` (else 431). A listener
+// holds at most `max_connections` connections, and `max_connections_per_client` of one
+// source address; a connection beyond either takes the place of the one (of that client,
+// for its own limit) that has waited longest for its headers, or is answered 503 with
+// Retry-After when none is waiting. Once its headers are in, a request goes to one of
+// `threads` connection threads, `max_queued_connections` more waiting for one (503 with
+// Retry-After beyond). Its body must arrive whole within `request_timeout` of its first byte
+// with no silence longer than `read_timeout` (else 408) and hold at most `max_body_bytes` as
+// sent (413 on a Content-Length above it, before reading; a chunked body is cut off there).
+// A kept-alive connection waits `idle_timeout` for its next request; a response not taken by
+// the client for `write_timeout` is abandoned.
 struct HttpLimits {
   int threads = 16;
   int max_queued_connections = 64;
@@ -161,6 +170,9 @@ struct HttpLimits {
   absl::Duration request_timeout = absl::Seconds(60);
   absl::Duration idle_timeout = absl::Seconds(5);
   absl::Duration write_timeout = absl::Seconds(10);
+  absl::Duration header_timeout = absl::Seconds(10);
+  int max_connections = 4096;
+  int max_connections_per_client = 128;
 };
 
 // What every goodput service needs. Keys (defaults in brackets):
@@ -172,8 +184,10 @@ struct HttpLimits {
 //       saturated (both stay on http.port too)
 //   http.threads [16], http.max_queued_connections [64], http.max_header_bytes [65536],
 //   http.max_body_bytes [1048576], http.read_timeout_s [10], http.request_timeout_s [60],
-//   http.idle_timeout_s [5], http.write_timeout_s [10]   (HttpLimits; routes may set their
-//       own body limit, e.g. ingest.remote_write.max_body_bytes)
+//   http.idle_timeout_s [5], http.write_timeout_s [10], http.header_timeout_s [10],
+//   http.max_connections [4096], http.max_connections_per_client [128]   (HttpLimits; routes
+//       may set their own body limit, e.g. ingest.remote_write.max_body_bytes; a route that
+//       needs a token is refused 401/403 from its headers, before its body is read)
 //   postgres.dsn [""], postgres.pool_size [4]
 //   redis.host [127.0.0.1], redis.port [6379], redis.password [""], redis.db [0]
 //   log.level [info], log.format [json]   (json|text)

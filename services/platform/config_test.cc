@@ -118,10 +118,14 @@ TEST(ServiceConfig, ReadsHttpLimitsAndTheProbePort) {
   EXPECT_EQ(config->http_limits.threads, 16);
   EXPECT_EQ(config->http_limits.max_body_bytes, 1 << 20);
   EXPECT_EQ(config->http_limits.request_timeout, absl::Seconds(60));
+  EXPECT_EQ(config->http_limits.header_timeout, absl::Seconds(10));
+  EXPECT_EQ(config->http_limits.max_connections, 4096);
+  EXPECT_EQ(config->http_limits.max_connections_per_client, 128);
 
   tree = ConfigTree::LoadString(
       "http:\n  port: 9000\n  probe_port: 9001\n  threads: 4\n  max_body_bytes: 2048\n"
-      "  read_timeout_s: 0.5\n",
+      "  read_timeout_s: 0.5\n  header_timeout_s: 2\n  max_connections: 300\n"
+      "  max_connections_per_client: 20\n",
       {{"GOODPUT_HTTP__MAX_QUEUED_CONNECTIONS", "3"}});
   config = ParseServiceConfig(*tree, "fallback");
   ASSERT_TRUE(config.ok()) << config.status();
@@ -130,6 +134,15 @@ TEST(ServiceConfig, ReadsHttpLimitsAndTheProbePort) {
   EXPECT_EQ(config->http_limits.max_queued_connections, 3);
   EXPECT_EQ(config->http_limits.max_body_bytes, 2048);
   EXPECT_EQ(config->http_limits.read_timeout, absl::Milliseconds(500));
+  EXPECT_EQ(config->http_limits.header_timeout, absl::Seconds(2));
+  EXPECT_EQ(config->http_limits.max_connections, 300);
+  EXPECT_EQ(config->http_limits.max_connections_per_client, 20);
+
+  tree = ConfigTree::LoadString("http:\n  max_connections_per_client: 0\n");
+  config = ParseServiceConfig(*tree, "fallback");
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(config.status().message(),
+              HasSubstr("config key http.max_connections_per_client: \"0\""));
 
   tree = ConfigTree::LoadString("http:\n  idle_timeout_s: 0\n");
   config = ParseServiceConfig(*tree, "fallback");

@@ -1,13 +1,20 @@
 // An httplib::Server whose connections are read by goodput's own loop, so that HttpLimits
-// (config.h) hold for every request whatever the client does: a bounded pool of connection
-// threads (overflow answered 503 with Retry-After at once, from the accepting thread), a
-// deadline for the whole request and for each silence (408), a header budget (431), a body
+// (config.h) hold for every request whatever the client does. One readiness loop (epoll)
+// accepts connections and reads each request's line and headers without a thread per
+// connection: a slow or idle client costs a file descriptor and the bytes it sent, never a
+// thread. Headers must arrive within a deadline (408) and a budget (431); a listener holds at
+// most http.max_connections connections and http.max_connections_per_client of one address,
+// a connection beyond either taking the place of the one that has waited longest for its
+// headers (or answered 503 with Retry-After when none waits). A request whose headers are in
+// goes to a bounded pool of connection threads (overflow answered 503 with Retry-After at
+// once); its body has a deadline for the whole request and for each silence (408) and a
 // budget enforced while reading (413 on a Content-Length above it before reading anything, a
-// chunked body cut off at the limit), control characters and ".." segments refused in paths
-// (400), and compressed request bodies refused (415: httplib would inflate them past any
-// limit). A refused request's connection is closed after its answer, draining what the
-// client still sends for a moment so that it reads the answer rather than a reset; that
-// draining happens on a thread of its own, not on a connection thread.
+// chunked body cut off at the limit). Control characters and ".." segments in paths are
+// refused (400), and compressed request bodies (415: httplib would inflate them past any
+// limit). The request guard (authentication) runs on the headers: a request it answers never
+// has its body read and gets no "100 Continue". A refused request's connection is closed
+// after its answer, draining what the client still sends for a moment so that it reads the
+// answer rather than a reset; that draining happens on a thread of its own.
 //
 //   GuardedHttpServer server(limits);
 //   server.SetBodyLimit("/api/v1/write", 16 << 20, "ingest.remote_write.max_body_bytes");
@@ -16,8 +23,8 @@
 //   ...
 //   server.Shutdown();
 //
-// The limits use httplib's task queue, pre-routing, error and Expect: 100-continue handlers:
-// do not replace them.
+// The limits use httplib's pre-routing, error and Expect: 100-continue handlers: do not
+// replace them. httplib's own listen() and task queue are not used.
 #pragma once
 
 #include <cstdint>
@@ -25,7 +32,6 @@
 #include <memory>
 #include <regex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -40,6 +46,9 @@ namespace goodput::platform {
 namespace http_internal {
 class Connection;
 class LingeringCloser;
+class Reactor;
+// What becomes of a connection once a connection thread has served it.
+enum class Served : int;
 }  // namespace http_internal
 
 class GuardedHttpServer : public httplib::Server {
@@ -55,15 +64,17 @@ class GuardedHttpServer : public httplib::Server {
   // answer. The first matching pattern wins. Before Start().
   void SetBodyLimit(const std::string& pattern, int64_t max_bytes, std::string config_key);
 
-  // Runs `guard` on every request once its headers are in, before any route or static file:
-  // a guard that answers the request (sign-in, auth) returns true and nothing else runs.
-  // Before Start().
+  // Runs `guard` on every request once its headers are in, before its body is read and
+  // before any route or static file: a guard that answers the request (sign-in, auth) returns
+  // true and nothing else runs; its body is never read (a client waiting for "100 Continue"
+  // gets the answer instead) and, when one was announced, the connection closes after the
+  // answer. Before Start().
   using RequestGuard = std::function<bool(const httplib::Request&, httplib::Response&)>;
   void SetRequestGuard(RequestGuard guard) { guard_ = std::move(guard); }
 
   // Serves HTTPS with `https`'s current context (tls.h): every connection does a TLS
-  // handshake (within HttpLimits::read_timeout) before its first request; a connection beyond
-  // the pool is closed without an answer. Before Start().
+  // handshake (within HttpLimits::header_timeout, in the readiness loop) before its first
+  // request. Before Start().
   void ServeTls(std::shared_ptr<HttpsContext> https);
 
   // Binds host:port (0 = any free port) and serves on a background thread. The bound port,
@@ -79,22 +90,17 @@ class GuardedHttpServer : public httplib::Server {
     std::string config_key;
   };
 
-  // httplib::Server
-  bool process_and_close_socket(socket_t sock) override;
-
+  // Serves the requests of `connection` whose headers are in, on a connection thread.
+  http_internal::Served Serve(http_internal::Connection& connection);
   // Decides, once a request's headers are read, what of its body may be read.
   void Admit(const httplib::Request& request, http_internal::Connection& connection) const;
-  // Answers 503 without reading (the pool is full) and closes.
-  void RefuseOverloaded(socket_t sock);
-  // The server side of a TLS handshake on `sock`; null (nothing sent) when it fails.
-  SSL* Handshake(socket_t sock);
 
   HttpLimits limits_;
   std::vector<BodyLimit> body_limits_;
   std::unique_ptr<http_internal::LingeringCloser> closer_;
   std::shared_ptr<HttpsContext> https_;
   RequestGuard guard_;
-  std::thread thread_;
+  std::unique_ptr<http_internal::Reactor> reactor_;
 };
 
 }  // namespace goodput::platform
