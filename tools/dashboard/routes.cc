@@ -104,17 +104,19 @@ int HttpStatusFor(absl::StatusCode code) {
   return status == 500 ? 502 : status;
 }
 
-void SetSecurityHeaders(httplib::Server& server) {
+void SetSecurityHeaders(httplib::Server& server, bool hsts) {
   // Default headers go on every response, static files and refusals included.
-  server.set_default_headers({{"Content-Security-Policy", kContentSecurityPolicy},
+  httplib::Headers headers = {{"Content-Security-Policy", kContentSecurityPolicy},
                               {"X-Content-Type-Options", "nosniff"},
                               {"Referrer-Policy", "no-referrer"},
-                              {"X-Frame-Options", "DENY"}});
+                              {"X-Frame-Options", "DENY"}};
+  if (hsts) headers.emplace("Strict-Transport-Security", kStrictTransportSecurity);
+  server.set_default_headers(std::move(headers));
 }
 
 void RegisterRoutes(httplib::Server& server, Gateway* gateway, EventHub* hub,
                     RouteOptions options) {
-  SetSecurityHeaders(server);
+  SetSecurityHeaders(server, options.hsts);
   auto now = options.now;
   server.Get("/api/fleet", [gateway, now](const httplib::Request& req, httplib::Response& res) {
     if (std::optional<std::string> user = ViewerUserScope()) {
