@@ -613,6 +613,40 @@ TEST(SignInOff, TheHostIsCheckedWithoutSignInToo) {
   http.Stop();
 }
 
+TEST(DashboardStream, ALiveStreamEndsWhenItsTokenIsRemoved) {
+  const std::string tokens = ::testing::TempDir() + "/stream.tokens";
+  std::ofstream(tokens) << "op-token operator\n";
+  absl::StatusOr<std::unique_ptr<SignIn>> signin = SignIn::Create({.token_file = tokens});
+  ASSERT_TRUE(signin.ok()) << signin.status();
+  std::unique_ptr<Gateway> gateway = GatewayToNowhere();
+  EventHub hub(gateway.get(), EventOptions{}, SessionLimits{});
+  platform::HttpServer http({.host = "127.0.0.1", .port = 0}, nullptr, nullptr);
+  (*signin)->Install(http);
+  RegisterRoutes(http.native(), gateway.get(), &hub, {.keep_alive = absl::Milliseconds(100)});
+  ASSERT_TRUE(http.Start().ok());
+  std::atomic<bool> connected = false, ended = false;
+  std::thread reader([&] {
+    httplib::Client client("127.0.0.1", http.port());
+    client.set_read_timeout(60, 0);
+    client.Get("/api/events", {{"Authorization", "Bearer op-token"}},
+               [&](const char* data, size_t size) {
+                 if (absl::StrContains(absl::string_view(data, size), ": connected")) {
+                   connected = true;
+                 }
+                 return true;
+               });
+    ended = true;
+  });
+  EXPECT_TRUE(PollUntil([&] { return connected.load(); }, absl::Seconds(30)));
+  EXPECT_FALSE(ended);
+  std::ofstream(tokens + ".new") << "other-token operator\n";
+  std::filesystem::rename(tokens + ".new", tokens);
+  EXPECT_TRUE(PollUntil([&] { return ended.load(); }, absl::Seconds(30)));
+  hub.StopAll();
+  reader.join();
+  http.Stop();
+}
+
 TEST(DashboardTls, EveryResponseOverHttpsCarriesHsts) {
   absl::StatusOr<platform::TestPki> pki = platform::TestPki::Create();
   ASSERT_TRUE(pki.ok()) << pki.status();

@@ -34,6 +34,9 @@ struct RouteOptions {
   std::function<absl::Time()> now = [] { return absl::Now(); };
   // Served over HTTPS: every response carries Strict-Transport-Security.
   bool hsts = false;
+  // A live stream with nothing to send sends a comment this often (and then looks whether its
+  // viewer is still signed in).
+  absl::Duration keep_alive = absl::Seconds(15);
 };
 
 // The headers every response of the dashboard carries: a Content-Security-Policy that allows

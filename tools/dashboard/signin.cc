@@ -24,6 +24,7 @@ constexpr char kCookie[] = "goodput_session";
 constexpr char kJson[] = "application/json; charset=utf-8";
 
 thread_local std::optional<Viewer> t_viewer;
+thread_local std::function<bool()> t_still_signed_in;
 
 // The login page: a form posting the token; no script, so any Content-Security-Policy holds.
 std::string LoginPage(absl::string_view message) {
@@ -296,6 +297,7 @@ bool SignIn::RefuseCrossSite(const httplib::Request& request, httplib::Response&
 
 bool SignIn::Guard(const httplib::Request& request, httplib::Response& response) {
   t_viewer.reset();
+  t_still_signed_in = nullptr;
   if (RefuseHost(request, response)) return true;
   if (!enabled()) return false;
   if (request.path == "/login" || request.path == "/logout" || request.path == "/healthz") {
@@ -305,6 +307,16 @@ bool SignIn::Guard(const httplib::Request& request, httplib::Response& response)
   std::optional<Viewer> viewer = Identify(request, &refusal);
   if (viewer.has_value()) {
     t_viewer = std::move(viewer);
+    // What signed the request in, for StillSignedIn: its bearer header, its session, or a
+    // trusted proxy's user header (which has nothing to re-check).
+    std::string authorization = request.get_header_value("Authorization");
+    std::string session = CookieValue(request.get_header_value("Cookie"), kCookie);
+    const bool via_proxy =
+        !options_.trusted_proxy.empty() && request.remote_addr == options_.trusted_proxy &&
+        !absl::StripAsciiWhitespace(request.get_header_value(options_.user_header)).empty();
+    t_still_signed_in = [this, authorization = std::move(authorization),
+                         session = std::move(session),
+                         via_proxy] { return StillSignedIn(authorization, session, via_proxy); };
     return false;
   }
   const bool known_token_refused = absl::StrContains(refusal, "cannot sign in");
@@ -410,7 +422,22 @@ std::optional<Viewer> SignIn::Session(const std::string& id) {
   return viewer;
 }
 
+bool SignIn::StillSignedIn(const std::string& authorization, const std::string& session,
+                           bool via_proxy) {
+  if (!authorization.empty()) {
+    std::optional<platform::Identity> identity = policy_->Identify(authorization);
+    return identity.has_value() &&
+           (identity->role == platform::Role::kOperator || !identity->user.empty());
+  }
+  return (!session.empty() && Session(session).has_value()) || via_proxy;
+}
+
 std::optional<Viewer> CurrentViewer() { return t_viewer; }
+
+std::function<bool()> ViewerStillSignedIn() {
+  if (t_still_signed_in) return t_still_signed_in;
+  return [] { return true; };
+}
 
 std::optional<std::string> ViewerUserScope() {
   if (!t_viewer.has_value() || t_viewer->is_operator) return std::nullopt;

@@ -25,6 +25,7 @@
 //   ... in a route: if (auto user = ViewerUserScope()) { ...only *user's jobs... }
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -102,6 +103,9 @@ class SignIn {
   void Logout(const httplib::Request& request, httplib::Response& response);
   std::string NewSession(Viewer viewer, std::string token);
   std::optional<Viewer> Session(const std::string& id);
+  // Whether the request's `authorization` (a bearer header), its `session` or the trusted
+  // proxy (`via_proxy`) still signs it in, as Identify would.
+  bool StillSignedIn(const std::string& authorization, const std::string& session, bool via_proxy);
 
   struct SessionEntry {
     Viewer viewer;
@@ -120,5 +124,9 @@ class SignIn {
 std::optional<Viewer> CurrentViewer();
 // The user whose jobs alone the current viewer may see; nullopt: every job.
 std::optional<std::string> ViewerUserScope();
+// Whether the credential that signed in the current request still does (its token is still
+// in the token files, its session open): long-lived responses (the event stream) ask it now
+// and then and end when it no longer holds. Always true when sign-in is off.
+std::function<bool()> ViewerStillSignedIn();
 
 }  // namespace goodput::dashboard
