@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <csignal>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <thread>
@@ -176,6 +177,67 @@ TEST_F(AlertingProcess, OfuWindowsOfARegressingJobRaiseOneAlertAndARestartAddsNo
   EXPECT_EQ(Value("SELECT count(*) FROM alerts"), 1);
   EXPECT_EQ(Value("SELECT count(*) FROM alert_outbox"), 2);
   EXPECT_EQ(hooks.keys().size(), 2u);
+}
+
+// A detector checkpoint row is read back from PostgreSQL: one nested a million levels deep
+// (what a segfault at every sweep was made of) is logged by its key, dropped and rebuilt from
+// the job's windows, and the service keeps evaluating and serving.
+TEST_F(AlertingProcess, ADeeplyNestedCheckpointRowIsLoggedAndRebuiltNotACrash) {
+  auto port = goodput::testing::FreePort();
+  ASSERT_TRUE(port.ok());
+  auto hook_port = goodput::testing::FreePort();
+  ASSERT_TRUE(hook_port.ok());
+  testing::WebhookReceiver hooks(*hook_port);
+  ASSERT_TRUE(hooks.ok());
+  auto alerting = StartAlerting(*port, *hook_port);
+  ASSERT_TRUE(alerting.ok()) << alerting.status();
+  auto ofu = StartOfu(absl::StrCat("127.0.0.1:", *port));
+  ASSERT_TRUE(ofu.ok()) << ofu.status();
+  StoreJob();
+  ASSERT_TRUE(PollUntil([&] { return !Alerts(**alerting).empty(); }, absl::Seconds(90)))
+      << "no alert; windows received: " << Value("SELECT count(*) FROM alert_windows");
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        return Value("SELECT count(*) FROM alert_job_state WHERE checkpoint IS NOT NULL") == 1;
+      },
+      absl::Seconds(90)));
+  ofu->reset();  // nothing new arrives: the sweep alone evaluates the job again
+
+  // A restart empties the detector cache, so the next evaluation reads the checkpoint row.
+  ASSERT_TRUE((*alerting)->process().Signal(SIGKILL).ok());
+  (void)(*alerting)->process().Wait(absl::Seconds(30));
+  Sql("UPDATE alert_job_state SET checkpoint = decode(repeat('81', 1000000) || '80', 'hex'), "
+      "evaluated_end = NULL, updated_at = now() - interval '1 day'");
+  alerting = StartAlerting(*port, *hook_port);
+  ASSERT_TRUE(alerting.ok()) << alerting.status();
+  const std::filesystem::path log = (*alerting)->dir() / "service.log";
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        return goodput::testing::ReadFileTail(log, 1 << 20).find("bad detector checkpoint") !=
+               std::string::npos;
+      },
+      absl::Seconds(90)))
+      << "alive: " << (*alerting)->process().IsRunning() << "\n"
+      << (*alerting)->process().LogTail();
+  const std::string text = goodput::testing::ReadFileTail(log, 1 << 20);
+  const std::string line = text.substr(text.find("bad detector checkpoint"), 400);
+  EXPECT_NE(line.find("j1"), std::string::npos) << line;
+  EXPECT_NE(line.find("max_depth"), std::string::npos) << line;
+  EXPECT_EQ(text.find("gYGBgYGB"), std::string::npos);  // never the row's bytes (base64)
+
+  // Rebuilt from the windows: a checkpoint that restores replaces the row, the alert is the
+  // one raised before, and the service answers.
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        return Value(
+                   "SELECT count(*) FROM alert_job_state WHERE evaluated_end IS NOT NULL "
+                   "AND get_byte(checkpoint, 0) <> 129") == 1;
+      },
+      absl::Seconds(90)))
+      << (*alerting)->process().LogTail();
+  EXPECT_TRUE((*alerting)->process().IsRunning());
+  EXPECT_EQ(Alerts(**alerting).size(), 1u);
+  EXPECT_EQ(Value("SELECT count(*) FROM alerts"), 1);
 }
 
 }  // namespace

@@ -1273,6 +1273,8 @@ std::vector<ValueCase> ValueCases() {
       EXPECT_THAT(PodOf(r, owner).Container()["command"].dump(), HasSubstr(text)) << owner;
     };
   };
+  c.push_back({"dashboard.allowedHosts", "dashboard: {allowedHosts: [goodput.example.org]}\n",
+               command_has("dashboard", ".svc.cluster.local,goodput.example.org")});
   c.push_back({"dashboard.signIn.trustedProxy", "dashboard: {signIn: {trustedProxy: 10.1.2.3}}\n",
                Both(command_has("dashboard", "--trusted-proxy=10.1.2.3"),
                     command_has("dashboard", "--proxy-user-header=X-Forwarded-User"))});

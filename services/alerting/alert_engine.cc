@@ -20,6 +20,7 @@
 #include "services/alerting/outbox.h"
 #include "services/api/api_convert.h"
 #include "services/detect/divergence.h"
+#include "services/platform/stored_json.h"
 
 namespace goodput::alerting {
 
@@ -45,14 +46,14 @@ std::string GpuKey(const v1::GpuRef& g) {
                       g.uuid());
 }
 
+// Labels and matchers are columns this service wrote; a row holding something else gives
+// none (platform::ParseStoredJson bounds what is parsed).
 Labels LabelsFromJson(const std::string& text) {
   Labels out;
-  try {
-    nlohmann::json j = nlohmann::json::parse(text);
-    for (auto it = j.begin(); it != j.end(); ++it) {
-      out[it.key()] = it.value().is_string() ? it.value().get<std::string>() : it.value().dump();
-    }
-  } catch (const std::exception&) {
+  absl::StatusOr<nlohmann::json> j = platform::ParseStoredJson(text);
+  if (!j.ok() || !j->is_object()) return out;
+  for (auto it = j->begin(); it != j->end(); ++it) {
+    out[it.key()] = it.value().is_string() ? it.value().get<std::string>() : it.value().dump();
   }
   return out;
 }
@@ -68,8 +69,10 @@ std::string MatchersToJson(const std::vector<Matcher>& ms) {
 }
 std::vector<Matcher> MatchersFromJson(const std::string& text) {
   std::vector<Matcher> out;
+  absl::StatusOr<nlohmann::json> list = platform::ParseStoredJson(text);
+  if (!list.ok() || !list->is_array()) return out;
   try {
-    for (const nlohmann::json& j : nlohmann::json::parse(text)) {
+    for (const nlohmann::json& j : *list) {
       Matcher::Op op = Matcher::Op::kEqual;
       const std::string o = j.value("op", "=");
       for (int i = 0; i < 4; ++i) {
@@ -509,18 +512,24 @@ absl::Status AlertEngine::EvaluateJob(Tx& tx, const std::string& cluster,
   std::unique_ptr<JobEvaluator> ev = TakeCached(key, generation);
   bool from_checkpoint = false;
   if (ev == nullptr && !st[5].is_null()) {
+    // The checkpoint is read back defensively (JobEvaluator::Restore: size, depth and value
+    // limits): a row that is not one is logged by its key and rebuilt from the job's windows.
     std::string bytes;
-    if (absl::Base64Unescape(st[5].as<std::string>(), &bytes)) {
-      absl::StatusOr<std::unique_ptr<JobEvaluator>> restored =
-          JobEvaluator::Restore(config_.detectors, bytes);
-      if (restored.ok()) {
-        ev = *std::move(restored);
-        from_checkpoint = true;
-      } else {
-        logger_.Warn("rebuilding a job's detector state from its windows",
-                     {{"cluster", cluster}, {"job_id", job_id},
-                      {"error", restored.status().ToString()}});
-      }
+    absl::StatusOr<std::unique_ptr<JobEvaluator>> restored =
+        absl::Base64Unescape(st[5].as<std::string>(), &bytes)
+            ? JobEvaluator::Restore(config_.detectors, bytes)
+            : absl::InvalidArgumentError("checkpoint: not base64");
+    if (restored.ok()) {
+      ev = *std::move(restored);
+      from_checkpoint = true;
+    } else {
+      logger_.Warn(
+          "bad detector checkpoint in alert_job_state: rebuilding the job's detector "
+          "state from its windows",
+          {{"cluster", cluster},
+           {"job_id", job_id},
+           {"checkpoint_bytes", static_cast<int64_t>(bytes.size())},
+           {"error", std::string(restored.status().message())}});
     }
   }
   bool rebuild = ev == nullptr;
@@ -556,7 +565,11 @@ absl::Status AlertEngine::EvaluateJob(Tx& tx, const std::string& cluster,
     std::optional<DivergenceObs> verdict;
     for (const pqxx::row& r : tx.w.exec_params(kJobEvents, cluster, job_id)) {
       v1::DivergenceEvent e;
-      if (!Decode(r[0].as<std::string>(), &e)) continue;
+      if (!Decode(r[0].as<std::string>(), &e)) {
+        logger_.Warn("skipping a stored divergence event that does not parse",
+                     {{"cluster", cluster}, {"job_id", job_id}});
+        continue;
+      }
       if (e.has_precision_switch()) ev->AddPrecisionSwitch(SwitchObs(e));
       if (std::optional<DivergenceObs> obs = VerdictObs(e)) verdict = obs;
     }
@@ -572,7 +585,11 @@ absl::Status AlertEngine::EvaluateJob(Tx& tx, const std::string& cluster,
   std::vector<Finding> ended;
   for (const pqxx::row& r : tx.w.exec_params(kWindowsFrom, cluster, job_id, frontier_ms)) {
     v1::OfuWindow w;
-    if (!Decode(r[0].as<std::string>(), &w)) continue;
+    if (!Decode(r[0].as<std::string>(), &w)) {
+      logger_.Warn("skipping a stored window that does not parse",
+                   {{"cluster", cluster}, {"job_id", job_id}});
+      continue;
+    }
     JobWindow jw = ToJobWindow(w);
     if (!settle_all && jw.window.end_s + config_.settle_s > newest_end_s) break;
     if (meta.gpu_model.empty()) meta.gpu_model = w.gpu_model();

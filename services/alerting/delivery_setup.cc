@@ -77,6 +77,9 @@ absl::StatusOr<std::shared_ptr<DeliveryRuntime>> StartDelivery(
   for (ConfiguredTarget& c : *configured) {
     if (c.rate_limit) rt->limiter->SetLimit(c.target->name(), *c.rate_limit);
     ctx.logger.Info("delivery target", {{"name", c.target->name()}, {"kind", c.target->kind()}});
+    if (!c.warning.empty()) {
+      ctx.logger.Warn(c.warning, {{"name", c.target->name()}, {"kind", c.target->kind()}});
+    }
     targets.push_back(std::move(c.target));
   }
   platform::CounterFamily& outcomes = ctx.metrics->AddCounter(

@@ -6,6 +6,7 @@
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <tuple>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -22,6 +23,11 @@ constexpr int64_t kEvidenceHalfSpanWindows = 30;  // evidence: up to 60 windows 
 constexpr size_t kMaxPrecisionNotes = 8;
 constexpr size_t kMaxBaselineJobIds = 20;
 constexpr int kCheckpointVersion = 1;
+// What a restored checkpoint may say: times within +-10^12 s, windows up to a week long, up
+// to 2^20 GPUs (a checkpoint holds a few counters per GPU: CheckpointLimits bounds it anyway).
+constexpr int64_t kMaxTimeS = 1'000'000'000'000;
+constexpr int64_t kMaxWindowS = 7 * 86400;
+constexpr int kMaxGpus = 1 << 20;
 
 // Whether a window's OFU is no evidence of how the job runs (profiling paused or stuck).
 bool Untrusted(const JobWindow& w, const DetectorOptions& options) {
@@ -474,19 +480,21 @@ std::string JobEvaluator::Checkpoint() const {
       {"gpu_median", last_gpu_ofu_median_},
       {"data_quality", std::move(dq)},
   };
-  std::vector<std::uint8_t> bytes = json::to_cbor(j);
-  return std::string(bytes.begin(), bytes.end());
+  return StateCodec::EncodeCbor(j);
 }
 
 absl::StatusOr<std::unique_ptr<JobEvaluator>> JobEvaluator::Restore(
     const DetectorOptions& options, std::string_view checkpoint) {
   using detect::StateCodec;
+  absl::StatusOr<json> decoded = StateCodec::DecodeCbor(checkpoint);
+  if (!decoded.ok()) return decoded.status();
   try {
-    const json j = json::from_cbor(checkpoint.begin(), checkpoint.end());
-    if (j.at("version").get<int>() != kCheckpointVersion) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("checkpoint: version ", j.at("version").dump(), " is not ",
-                       kCheckpointVersion));
+    const json& j = *decoded;
+    const json& version = j.at("version");
+    if (!version.is_number_integer() || version.get<int64_t>() != kCheckpointVersion) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "checkpoint: version ", version.is_number() ? version.dump() : version.type_name(),
+          " is not ", kCheckpointVersion));
     }
     auto ev = std::make_unique<JobEvaluator>(options, std::vector<EarlierJob>{});
     ev->windows_ = j.at("windows").get<int64_t>();
@@ -494,6 +502,19 @@ absl::StatusOr<std::unique_ptr<JobEvaluator>> JobEvaluator::Restore(
     ev->last_start_s_ = j.at("last_start").get<int64_t>();
     ev->last_end_s_ = j.at("last_end").get<int64_t>();
     ev->window_len_s_ = j.at("window_len").get<int64_t>();
+    // Times and counts a job can have: whatever else a row holds would overflow the
+    // evaluator's arithmetic or size its buffers.
+    for (const auto& [name, value, low, high] :
+         {std::tuple{"windows", ev->windows_, int64_t{0}, kMaxTimeS},
+          std::tuple{"first_start", ev->first_start_s_, -kMaxTimeS, kMaxTimeS},
+          std::tuple{"last_start", ev->last_start_s_, -kMaxTimeS, kMaxTimeS},
+          std::tuple{"last_end", ev->last_end_s_, -kMaxTimeS, kMaxTimeS},
+          std::tuple{"window_len", ev->window_len_s_, int64_t{1}, kMaxWindowS}}) {
+      if (value < low || value > high) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("checkpoint: ", name, "=", value, " is outside [", low, ", ", high, "]"));
+      }
+    }
     for (const json& s : j.at("switches")) {
       ev->switches_.push_back(
           {s.at(0).get<int64_t>(), s.at(1).get<double>(), s.at(2).get<double>()});
@@ -523,6 +544,10 @@ absl::StatusOr<std::unique_ptr<JobEvaluator>> JobEvaluator::Restore(
       ev->gpu_slots_[ev->gpu_names_[i]] = static_cast<int>(i);
     }
     ev->gpus_allocated_ = j.at("gpus_allocated").get<int>();
+    if (ev->gpus_allocated_ < 0 || ev->gpus_allocated_ > kMaxGpus) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "checkpoint: gpus_allocated=", ev->gpus_allocated_, " is outside [0, ", kMaxGpus, "]"));
+    }
     StateCodec::Load(j.at("gpu_tracker"), ev->gpu_tracker_);
     if (ev->gpu_tracker_.gpu_count() < static_cast<int>(ev->gpu_names_.size())) {
       return absl::InvalidArgumentError("checkpoint: fewer GPU counters than named GPUs");

@@ -1,13 +1,19 @@
 #include "services/alerting/job_evaluator.h"
 
 #include <cmath>
+#include <cstdint>
 #include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "services/alerting/alert_lifecycle.h"
+#include "services/detect/state_codec.h"
 
 namespace goodput::alerting {
 namespace {
@@ -130,6 +136,36 @@ TEST(JobEvaluator, ARestoredCheckpointGoesOnExactlyAsTheOriginal) {
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(JobEvaluator::Restore({}, checkpoint.substr(0, checkpoint.size() / 2)).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// A checkpoint row is read back from storage: whatever it holds is an error to rebuild from,
+// never a crash.
+TEST(JobEvaluator, ACheckpointNestedAMillionLevelsDeepIsRefusedNotACrash) {
+  const std::string deep = std::string(1'000'000, '\x81') + '\x80';
+  absl::StatusOr<std::unique_ptr<JobEvaluator>> restored = JobEvaluator::Restore({}, deep);
+  ASSERT_EQ(restored.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(restored.status().message()), ::testing::HasSubstr("max_depth"));
+}
+
+TEST(JobEvaluator, ACheckpointWithValuesNoJobHasIsRefused) {
+  JobEvaluator ev({}, {});
+  for (const JobWindow& w : Windows(20, [](int) { return 1.0; })) ev.AddWindow(w);
+  absl::StatusOr<nlohmann::json> j = detect::StateCodec::DecodeCbor(ev.Checkpoint());
+  ASSERT_TRUE(j.ok()) << j.status();
+  for (const auto& [key, value, expected] :
+       {std::tuple{"gpus_allocated", nlohmann::json(2'000'000'000),
+                   "gpus_allocated=2000000000 is outside [0, 1048576]"},
+        std::tuple{"window_len", nlohmann::json(0), "window_len=0 is outside"},
+        std::tuple{"last_end", nlohmann::json(INT64_MAX),
+                   "last_end=9223372036854775807 is outside"},
+        std::tuple{"version", nlohmann::json::array({1}), "version array is not 1"}}) {
+    nlohmann::json bad = *j;
+    bad[key] = value;
+    absl::StatusOr<std::unique_ptr<JobEvaluator>> restored =
+        JobEvaluator::Restore({}, detect::StateCodec::EncodeCbor(bad));
+    ASSERT_EQ(restored.status().code(), absl::StatusCode::kInvalidArgument) << key;
+    EXPECT_THAT(std::string(restored.status().message()), ::testing::HasSubstr(expected)) << key;
+  }
 }
 
 TEST(JobEvaluator, APrecisionSwitchAmongEvaluatedWindowsAsksForAReplay) {

@@ -1,11 +1,11 @@
 #include "services/alerting/outbox.h"
 
 #include <exception>
+#include <nlohmann/json.hpp>
 #include <string>
 
-#include <nlohmann/json.hpp>
-
 #include "absl/strings/str_cat.h"
+#include "services/platform/stored_json.h"
 
 namespace goodput::alerting {
 namespace {
@@ -73,8 +73,13 @@ std::string NotificationToJson(const Notification& n) {
 }
 
 absl::StatusOr<Notification> NotificationFromJson(const std::string& json) {
+  absl::StatusOr<nlohmann::json> parsed = platform::ParseStoredJson(json);
+  if (!parsed.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("outbox payload is not a notification: ", parsed.status().message()));
+  }
   try {
-    nlohmann::json j = nlohmann::json::parse(json);
+    const nlohmann::json& j = *parsed;
     Notification n;
     n.alert_id = j.at("alert_id").get<std::int64_t>();
     n.fingerprint = j.at("fingerprint").get<std::string>();
@@ -131,8 +136,13 @@ std::string DigestPayloadToJson(const DigestPayload& payload) {
 }
 
 absl::StatusOr<DigestPayload> DigestPayloadFromJson(const std::string& json) {
+  absl::StatusOr<nlohmann::json> parsed = platform::ParseStoredJson(json);
+  if (!parsed.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("outbox payload is not a digest: ", parsed.status().message()));
+  }
   try {
-    nlohmann::json j = nlohmann::json::parse(json);
+    const nlohmann::json& j = *parsed;
     absl::StatusOr<Digest> digest = DigestFromJson(j.at("digest"));
     if (!digest.ok()) return digest.status();
     DigestPayload p{.digest = *std::move(digest)};

@@ -6,20 +6,44 @@
 // nlohmann::json::exception on a checkpoint of another shape; callers rebuild the state from
 // the windows instead.
 //
-//   nlohmann::json j = StateCodec::Save(detector);
+// A checkpoint is read back from storage, where anything may have been written: DecodeCbor
+// takes its bytes within CheckpointLimits (size, nesting depth, number of values) and never
+// recurses deeper than the depth limit, so a hostile row is an error, not a crash.
+//
+//   std::string bytes = StateCodec::EncodeCbor(StateCodec::Save(detector));
+//   absl::StatusOr<nlohmann::json> j = StateCodec::DecodeCbor(bytes);
 //   InJobRegressionDetector restored(options);
-//   StateCodec::Load(j, restored);
+//   if (j.ok()) StateCodec::Load(*j, restored);
 #pragma once
 
+#include <cstddef>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
 
+#include "absl/status/statusor.h"
 #include "services/detect/findings.h"
 #include "services/detect/regression.h"
 #include "services/detect/robust_stats.h"
 
 namespace goodput::detect {
 
+// What a stored checkpoint may hold. A job's detector state is a few hundred windows and a
+// few counters per GPU: tens of KiB for a job of thousands of GPUs, nesting 6 deep.
+struct CheckpointLimits {
+  size_t max_bytes = size_t{16} << 20;
+  int max_depth = 32;
+  size_t max_values = size_t{1} << 20;  // arrays, objects, keys and scalars together
+};
+
 struct StateCodec {
+  // A JSON document as CBOR bytes.
+  static std::string EncodeCbor(const nlohmann::json& j);
+  // CBOR bytes as a JSON document; INVALID_ARGUMENT naming the limit exceeded (with its value
+  // and where in the bytes) or the CBOR error. Parses without recursing past max_depth.
+  static absl::StatusOr<nlohmann::json> DecodeCbor(std::string_view bytes,
+                                                   const CheckpointLimits& limits = {});
+
   static nlohmann::json Save(const OfuWindow& w);
   static OfuWindow LoadWindow(const nlohmann::json& j);
   static nlohmann::json Save(const JobSteadyState& s);

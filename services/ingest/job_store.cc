@@ -21,6 +21,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "nlohmann/json.hpp"
+#include "services/platform/stored_json.h"
 
 namespace goodput::ingest {
 namespace {
@@ -278,9 +279,10 @@ v1::Job ReadJob(pqxx::work& txn, const pqxx::row& row, int64_t* row_id) {
   job.set_state(StateFromName(row[9].as<std::string>()));
   if (auto ms = Opt<int64_t>(row[10])) SetMs(*ms, job.mutable_start_time());
   if (auto ms = Opt<int64_t>(row[11])) SetMs(*ms, job.mutable_end_time());
-  nlohmann::json labels = nlohmann::json::parse(row[12].as<std::string>(), nullptr, false);
-  if (labels.is_object()) {
-    for (auto it = labels.begin(); it != labels.end(); ++it) {
+  // A labels column that is not a bounded JSON object gives no labels.
+  absl::StatusOr<nlohmann::json> labels = platform::ParseStoredJson(row[12].as<std::string>());
+  if (labels.ok() && labels->is_object()) {
+    for (auto it = labels->begin(); it != labels->end(); ++it) {
       if (it.value().is_string()) (*job.mutable_labels())[it.key()] = it.value().get<std::string>();
     }
   }

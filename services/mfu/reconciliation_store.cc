@@ -15,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "services/api/api_convert.h"
 #include "services/mfu/report_check.h"
+#include "services/platform/logging.h"
 
 namespace goodput::mfu {
 namespace {
@@ -550,7 +551,11 @@ absl::StatusOr<int> ReconciliationStore::ReconcileJob(const std::string& cluster
     for (const pqxx::row& r : txn.exec_params(kJobReports, cluster, job_id)) {
       v1::MfuReport report;
       if (absl::Status s = ParseBase64(r[1].as<std::string>(), &report, "report"); !s.ok()) {
-        return s;
+        // One bad row must not stop the job's reconciliation: logged by its key, left out.
+        platform::Logger().Warn(
+            "skipping a stored MFU report that does not parse",
+            {{"cluster", cluster}, {"job_id", job_id}, {"report_id", r[0].as<std::string>()}});
+        continue;
       }
       std::optional<double> app_mfu = OptionalDouble(r[2]);
       std::optional<double> peak = OptionalDouble(r[3]);
@@ -834,7 +839,10 @@ absl::StatusOr<std::vector<v1::DivergenceEvent>> ReconciliationStore::Events(int
         for (const pqxx::row& r : txn.exec_params(kEventsOf, producer_id_, sequence)) {
           v1::DivergenceEvent e;
           if (absl::Status s = ParseBase64(r[0].as<std::string>(), &e, "event"); !s.ok()) {
-            return s;
+            // Forwarding would retry this sequence for ever: logged by its key and left out.
+            platform::Logger().Warn("skipping a stored divergence event that does not parse",
+                                    {{"sequence", sequence}});
+            continue;
           }
           out.push_back(std::move(e));
         }

@@ -12,6 +12,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "nlohmann/json.hpp"
+#include "services/platform/stored_json.h"
 
 namespace goodput::ofu {
 namespace {
@@ -136,16 +137,26 @@ StoredWindow ParseWindow(const pqxx::row& r, int o) {
   w.flags = static_cast<uint32_t>(r[o + 17].as<int64_t>());
   w.spatial_imbalance = OptD(r[o + 18]);
   w.temporal_imbalance = OptD(r[o + 19]);
-  nlohmann::json stragglers = nlohmann::json::parse(r[o + 20].as<std::string>(), nullptr, false);
-  if (stragglers.is_array()) {
-    for (const auto& s : stragglers) {
-      w.stragglers.push_back(
-          {.gpu = s.value("gpu", ""), .ofu = s.value("ofu", 0.0), .score = s.value("score", 0.0)});
+  // Columns this service wrote; entries of another shape are left out, never thrown on.
+  auto number = [](const nlohmann::json& j, const char* key) {
+    const auto it = j.find(key);
+    return it != j.end() && it->is_number() ? it->get<double>() : 0.0;
+  };
+  absl::StatusOr<nlohmann::json> stragglers =
+      platform::ParseStoredJson(r[o + 20].as<std::string>());
+  if (stragglers.ok() && stragglers->is_array()) {
+    for (const auto& s : *stragglers) {
+      if (!s.is_object() || !s.contains("gpu") || !s["gpu"].is_string()) continue;
+      w.stragglers.push_back({.gpu = s["gpu"].get<std::string>(),
+                              .ofu = number(s, "ofu"),
+                              .score = number(s, "score")});
     }
   }
-  nlohmann::json idle = nlohmann::json::parse(r[o + 21].as<std::string>(), nullptr, false);
-  if (idle.is_array()) {
-    for (const auto& g : idle) w.idle_gpus.push_back(g.get<std::string>());
+  absl::StatusOr<nlohmann::json> idle = platform::ParseStoredJson(r[o + 21].as<std::string>());
+  if (idle.ok() && idle->is_array()) {
+    for (const auto& g : *idle) {
+      if (g.is_string()) w.idle_gpus.push_back(g.get<std::string>());
+    }
   }
   w.roofline = static_cast<Roofline>(r[o + 22].as<int>());
   w.hbm_peak_fraction = OptD(r[o + 23]);

@@ -8,6 +8,7 @@
 #include "absl/strings/str_replace.h"
 #include "nlohmann/json.hpp"
 #include "services/api/api_convert.h"
+#include "services/platform/stored_json.h"
 
 namespace goodput::ofu {
 namespace {
@@ -133,10 +134,10 @@ absl::StatusOr<ReportJobInfo> ReportStore::JobInfo(const std::string& cluster,
         j.set_workload_fingerprint(row[5].as<std::string>());
         j.set_gpu_model(row[6].as<std::string>());
         j.set_state(api::JobStateFromName(row[7].as<std::string>()));
-        const nlohmann::json labels = nlohmann::json::parse(row[8].as<std::string>(), nullptr,
-                                                            /*allow_exceptions=*/false);
-        if (labels.is_object()) {
-          for (const auto& [k, v] : labels.items()) {
+        const absl::StatusOr<nlohmann::json> labels =
+            platform::ParseStoredJson(row[8].as<std::string>());
+        if (labels.ok() && labels->is_object()) {
+          for (const auto& [k, v] : labels->items()) {
             if (v.is_string()) (*j.mutable_labels())[k] = v.get<std::string>();
           }
         }

@@ -4,7 +4,11 @@ writes each one to DIR as N.eml (the DATA as received) and N.json (the envelope,
 message as Python's e-mail parser reads it: headers decoded, body decoded to text).
 Writes DIR/ready once it listens; runs until it is terminated.
 
-    smtp_sink.py --port 2525 --dir /tmp/mail
+With --tls-cert and --tls-key it offers STARTTLS and requires it before anything else; with
+--auth USER:PASSWORD it requires AUTH (PLAIN or LOGIN, only inside TLS when TLS is on). Each
+N.json then says whether the message came inside TLS ("tls") and who logged in ("login").
+
+    smtp_sink.py --port 2525 --dir /tmp/mail [--tls-cert C --tls-key K] [--auth alice:s3cret]
 """
 import argparse
 import email
@@ -12,9 +16,11 @@ import email.policy
 import json
 import os
 import signal
+import ssl
 import threading
 
 from aiosmtpd.controller import Controller
+from aiosmtpd.smtp import AuthResult
 
 
 class FolderHandler:
@@ -40,6 +46,8 @@ class FolderHandler:
             "transfer_encoding": str(message["Content-Transfer-Encoding"]),
             "body": body.get_content() if body is not None else "",
             "defects": [type(d).__name__ for d in message.defects],
+            "tls": session.ssl is not None,
+            "login": session.auth_data.decode() if isinstance(session.auth_data, bytes) else None,
         }
         with self.lock:
             self.count += 1
@@ -57,9 +65,26 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--dir", required=True)
+    parser.add_argument("--tls-cert")
+    parser.add_argument("--tls-key")
+    parser.add_argument("--auth", help="USER:PASSWORD that AUTH must give")
     args = parser.parse_args()
+    options = {}
+    if args.tls_cert:
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(args.tls_cert, args.tls_key)
+        options.update(tls_context=context, require_starttls=True)
+    if args.auth:
+        user, password = args.auth.split(":", 1)
+
+        def authenticate(server, session, envelope, mechanism, auth_data):
+            ok = auth_data.login == user.encode() and auth_data.password == password.encode()
+            return AuthResult(success=ok, auth_data=auth_data.login if ok else None)
+
+        options.update(authenticator=authenticate, auth_required=True,
+                       auth_require_tls=bool(args.tls_cert))
     controller = Controller(FolderHandler(args.dir), hostname="127.0.0.1", port=args.port,
-                            decode_data=False)
+                            decode_data=False, **options)
     controller.start()
     with open(os.path.join(args.dir, "ready"), "w") as f:
         f.write("%d\n" % args.port)

@@ -1,6 +1,7 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -8,12 +9,14 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "httplib.h"
 #include "services/platform/http_server.h"
+#include "services/platform/test_pki.h"
 #include "tools/dashboard/events.h"
 #include "tools/dashboard/gateway.h"
 #include "tools/dashboard/options.h"
@@ -23,6 +26,16 @@
 
 namespace goodput::dashboard {
 namespace {
+
+// Polls `condition` every 20 ms until it holds or `timeout` passes.
+bool PollUntil(const std::function<bool()>& condition, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (!condition()) {
+    if (absl::Now() > deadline) return false;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return true;
+}
 
 google::protobuf::Timestamp At(int64_t unix_s) {
   google::protobuf::Timestamp t;
@@ -402,7 +415,8 @@ class DashboardSignIn : public ::testing::Test {
     absl::StatusOr<std::unique_ptr<SignIn>> signin =
         SignIn::Create({.token_file = tokens_ + ",operator:" + operators_,
                         .trusted_proxy = "127.0.0.1",
-                        .operator_users = {"root"}});
+                        .operator_users = {"root"},
+                        .allowed_hosts = DefaultAllowedHosts("127.0.0.1")});
     ASSERT_TRUE(signin.ok()) << signin.status();
     signin_ = *std::move(signin);
     http_ = std::make_unique<platform::HttpServer>(
@@ -419,6 +433,23 @@ class DashboardSignIn : public ::testing::Test {
   httplib::Result Get(const std::string& path, httplib::Headers headers = {}) {
     httplib::Client client("127.0.0.1", http_->port());
     return client.Get(path.c_str(), headers);
+  }
+
+  // Replaces the token file as a secret volume or an editor does: a new file renamed over it.
+  void RewriteTokens(const std::string& text) {
+    std::ofstream(tokens_ + ".new") << text;
+    std::filesystem::rename(tokens_ + ".new", tokens_);
+  }
+
+  // POST /login from the dashboard's own page, or with `headers` instead.
+  httplib::Result Login(const std::string& token, httplib::Headers headers = {}) {
+    httplib::Client client("127.0.0.1", http_->port());
+    return client.Post("/login", headers, "token=" + token, "application/x-www-form-urlencoded");
+  }
+
+  std::string Session(const httplib::Result& login) {
+    const std::string cookie = login->get_header_value("Set-Cookie");
+    return cookie.substr(0, cookie.find(';'));
   }
 
   std::string tokens_, operators_;
@@ -491,6 +522,174 @@ TEST_F(DashboardSignIn, TheTrustedProxysUserHeaderSignsIn) {
   httplib::Result op = Get("/api/scope", {{"X-Forwarded-User", "root"}});
   ASSERT_TRUE(op);
   EXPECT_EQ(op->body, "*");
+}
+
+TEST_F(DashboardSignIn, ASessionEndsWhenItsTokenIsRemovedOrRotated) {
+  httplib::Result login = Login("alice-token");
+  ASSERT_TRUE(login);
+  ASSERT_EQ(login->status, 303);
+  const std::string session = Session(login);
+  ASSERT_EQ(Get("/api/scope", {{"Cookie", session}})->status, 200);
+
+  // The token leaves the file: the session, opened for 12 hours, ends with the reload (the
+  // token files are looked at again at most once a second).
+  RewriteTokens("sched-token scheduler\n");
+  EXPECT_TRUE(PollUntil(
+      [&] {
+        return Get("/api/scope", {{"Cookie", session}})->status == 401;
+      },
+      absl::Seconds(20)));
+  EXPECT_EQ(Get("/api/scope", {{"Cookie", session}})->status, 401);
+
+  // Rotated: a session of the old token ends, one of the new token works.
+  RewriteTokens("alice-token scheduler user=alice\n");
+  ASSERT_TRUE(PollUntil([&] { return Login("alice-token")->status == 303; }, absl::Seconds(20)));
+  const std::string old_session = Session(Login("alice-token"));
+  RewriteTokens("alice-token-2 scheduler user=alice\n");
+  EXPECT_TRUE(PollUntil(
+      [&] {
+        return Get("/api/scope", {{"Cookie", old_session}})->status == 401;
+      },
+      absl::Seconds(20)));
+  httplib::Result rotated = Login("alice-token-2");
+  ASSERT_EQ(rotated->status, 303);
+  httplib::Result scoped = Get("/api/scope", {{"Cookie", Session(rotated)}});
+  EXPECT_EQ(scoped->status, 200);
+  EXPECT_EQ(scoped->body, "alice");
+}
+
+TEST_F(DashboardSignIn, SignInFromAnotherSiteIsRefused403) {
+  const std::string own = absl::StrCat("http://127.0.0.1:", http_->port());
+  for (const httplib::Headers& cross :
+       {httplib::Headers{{"Origin", "https://evil.example"}}, httplib::Headers{{"Origin", "null"}},
+        httplib::Headers{{"Origin", absl::StrCat("http://127.0.0.1:", http_->port() + 1)}},
+        httplib::Headers{{"Origin", own}, {"Sec-Fetch-Site", "cross-site"}},
+        httplib::Headers{{"Sec-Fetch-Site", "same-site"}}}) {
+    httplib::Result refused = Login("alice-token", cross);
+    ASSERT_TRUE(refused);
+    EXPECT_EQ(refused->status, 403) << cross.begin()->second;
+    EXPECT_FALSE(refused->has_header("Set-Cookie"));
+    EXPECT_THAT(refused->body, ::testing::HasSubstr("sign-in from another site is refused"));
+  }
+  // The dashboard's own login page, a typed-in request and a client without either header.
+  for (const httplib::Headers& same :
+       {httplib::Headers{{"Origin", own}, {"Sec-Fetch-Site", "same-origin"}},
+        httplib::Headers{{"Origin", absl::StrCat("http://LOCALHOST:", http_->port())},
+                         {"Host", absl::StrCat("localhost:", http_->port())}},
+        httplib::Headers{{"Sec-Fetch-Site", "none"}}, httplib::Headers{}}) {
+    httplib::Result login = Login("alice-token", same);
+    ASSERT_TRUE(login);
+    EXPECT_EQ(login->status, 303);
+  }
+}
+
+TEST_F(DashboardSignIn, ARequestForAHostNotAllowedIsRefused421) {
+  for (const char* path : {"/api/scope", "/login", "/"}) {
+    httplib::Result r =
+        Get(path, {{"Host", "rebind.evil.example"}, {"Authorization", "Bearer op-token"}});
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 421) << path;
+    EXPECT_THAT(r->body, ::testing::HasSubstr("rebind.evil.example"));
+    EXPECT_THAT(r->body, ::testing::HasSubstr(
+                             "is not a name this dashboard answers to (--allowed-hosts)"));
+  }
+  httplib::Result login = Login("alice-token", {{"Host", "rebind.evil.example"}});
+  EXPECT_EQ(login->status, 421);
+  // Probes name whatever address they use.
+  EXPECT_EQ(Get("/healthz", {{"Host", "10.1.2.3:7300"}})->status, 200);
+  for (const std::string& host : {absl::StrCat("localhost:", http_->port()), std::string("[::1]"),
+                                  std::string("127.0.0.1")}) {
+    httplib::Result r = Get("/api/scope", {{"Host", host}, {"Authorization", "Bearer op-token"}});
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200) << host;
+  }
+}
+
+TEST(SignInOff, TheHostIsCheckedWithoutSignInToo) {
+  absl::StatusOr<std::unique_ptr<SignIn>> signin =
+      SignIn::Create({.allowed_hosts = {"dash.example.org"}});
+  ASSERT_TRUE(signin.ok());
+  platform::HttpServer http({.host = "127.0.0.1", .port = 0}, nullptr, nullptr);
+  (*signin)->Install(http);
+  http.Get("/api/scope", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("ok", "text/plain");
+  });
+  ASSERT_TRUE(http.Start().ok());
+  httplib::Client client("127.0.0.1", http.port());
+  EXPECT_EQ(client.Get("/api/scope")->status, 421);
+  EXPECT_EQ(client.Get("/api/scope", {{"Host", "Dash.Example.Org.:443"}})->status, 200);
+  http.Stop();
+}
+
+TEST(DashboardStream, ALiveStreamEndsWhenItsTokenIsRemoved) {
+  const std::string tokens = ::testing::TempDir() + "/stream.tokens";
+  std::ofstream(tokens) << "op-token operator\n";
+  absl::StatusOr<std::unique_ptr<SignIn>> signin = SignIn::Create({.token_file = tokens});
+  ASSERT_TRUE(signin.ok()) << signin.status();
+  std::unique_ptr<Gateway> gateway = GatewayToNowhere();
+  EventHub hub(gateway.get(), EventOptions{}, SessionLimits{});
+  platform::HttpServer http({.host = "127.0.0.1", .port = 0}, nullptr, nullptr);
+  (*signin)->Install(http);
+  RegisterRoutes(http.native(), gateway.get(), &hub, {.keep_alive = absl::Milliseconds(100)});
+  ASSERT_TRUE(http.Start().ok());
+  std::atomic<bool> connected = false, ended = false;
+  std::thread reader([&] {
+    httplib::Client client("127.0.0.1", http.port());
+    client.set_read_timeout(60, 0);
+    client.Get("/api/events", {{"Authorization", "Bearer op-token"}},
+               [&](const char* data, size_t size) {
+                 if (absl::StrContains(absl::string_view(data, size), ": connected")) {
+                   connected = true;
+                 }
+                 return true;
+               });
+    ended = true;
+  });
+  EXPECT_TRUE(PollUntil([&] { return connected.load(); }, absl::Seconds(30)));
+  EXPECT_FALSE(ended);
+  std::ofstream(tokens + ".new") << "other-token operator\n";
+  std::filesystem::rename(tokens + ".new", tokens);
+  EXPECT_TRUE(PollUntil([&] { return ended.load(); }, absl::Seconds(30)));
+  hub.StopAll();
+  reader.join();
+  http.Stop();
+}
+
+TEST(DashboardTls, EveryResponseOverHttpsCarriesHsts) {
+  absl::StatusOr<platform::TestPki> pki = platform::TestPki::Create();
+  ASSERT_TRUE(pki.ok()) << pki.status();
+  ASSERT_TRUE(pki->MakeCa("ca").ok());
+  ASSERT_TRUE(pki->Issue("ca", "server").ok());
+  std::unique_ptr<Gateway> gateway = GatewayToNowhere();
+  EventHub hub(gateway.get(), EventOptions{}, SessionLimits{});
+  platform::HttpServer https(
+      {.host = "127.0.0.1",
+       .port = 0,
+       .tls = {.cert_file = pki->crt("server"), .key_file = pki->key("server")}},
+      nullptr, nullptr);
+  RegisterRoutes(https.native(), gateway.get(), &hub, {.hsts = true});
+  ASSERT_TRUE(https.Start().ok());
+  httplib::SSLClient client("127.0.0.1", https.port());
+  client.set_ca_cert_path(pki->crt("ca"));
+  client.enable_server_certificate_verification(true);
+  for (const char* path : {"/", "/api/jobs?limit=0", "/nope.js", "/healthz"}) {
+    httplib::Result r = client.Get(path);
+    ASSERT_TRUE(r) << path << ": " << httplib::to_string(r.error());
+    EXPECT_EQ(r->get_header_value("Strict-Transport-Security"), "max-age=31536000") << path;
+  }
+  hub.StopAll();
+  https.Stop();
+
+  // Over plain HTTP the header means nothing to a browser and is not sent.
+  platform::HttpServer http({.host = "127.0.0.1", .port = 0}, nullptr, nullptr);
+  EventHub plain_hub(gateway.get(), EventOptions{}, SessionLimits{});
+  RegisterRoutes(http.native(), gateway.get(), &plain_hub, {});
+  ASSERT_TRUE(http.Start().ok());
+  httplib::Result r = httplib::Client("127.0.0.1", http.port()).Get("/");
+  ASSERT_TRUE(r);
+  EXPECT_FALSE(r->has_header("Strict-Transport-Security"));
+  plain_hub.StopAll();
+  http.Stop();
 }
 
 TEST(SignInOff, EveryRequestIsAnOperatorsWithoutATokenFile) {

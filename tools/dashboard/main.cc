@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "grpcpp/grpcpp.h"
 #include "services/platform/http_server.h"
 #include "services/platform/install_paths.h"
@@ -89,12 +90,18 @@ int Run(int argc, char** argv) {
     std::cerr << "goodput-dashboard: " << s.message() << "\n";
     return 2;
   }
+  std::vector<std::string> allowed_hosts = DefaultAllowedHosts(options->listen_host);
+  for (absl::string_view host :
+       absl::StrSplit(options->allowed_hosts, ',', absl::SkipWhitespace())) {
+    allowed_hosts.emplace_back(absl::StripAsciiWhitespace(host));
+  }
   absl::StatusOr<std::unique_ptr<SignIn>> signin = SignIn::Create(
       {.token_file = options->token_file,
        .trusted_proxy = options->trusted_proxy,
        .user_header = options->proxy_user_header,
        .operator_users = absl::StrSplit(options->operator_users, ',', absl::SkipWhitespace()),
-       .secure_cookie = tls.serves_tls()});
+       .secure_cookie = tls.serves_tls(),
+       .allowed_hosts = std::move(allowed_hosts)});
   if (!signin.ok()) {
     std::cerr << "goodput-dashboard: " << signin.status().message() << "\n";
     return 2;
@@ -103,7 +110,8 @@ int Run(int argc, char** argv) {
       {.host = options->listen_host, .port = options->port, .limits = limits, .tls = tls}, nullptr,
       nullptr);
   (*signin)->Install(http);
-  RegisterRoutes(http.native(), &gateway, &hub, {.static_dir = static_dir});
+  RegisterRoutes(http.native(), &gateway, &hub,
+                 {.static_dir = static_dir, .hsts = tls.serves_tls()});
   for (const char* route :
        {"GET /api/fleet", "GET /api/jobs", "GET /api/jobs/<cluster>/<job>", "GET /api/alerts",
         "GET /api/events", "GET /jobs/<cluster>/<job>", "GET /"}) {

@@ -40,6 +40,10 @@ Serves goodput's web dashboard and its JSON API, reading the four services over 
   --proxy-user-header NAME
                        [$GOODPUT_DASHBOARD_PROXY_USER_HEADER or X-Forwarded-User]
   --operator-users A,B proxy users who see every job [$GOODPUT_DASHBOARD_OPERATOR_USERS]
+  --allowed-hosts A,B  host names requests may give in their Host header (the names people
+                       and proxies reach the dashboard by), besides the addresses it listens
+                       on and localhost; others are refused 421. "*" allows any
+                       [$GOODPUT_DASHBOARD_ALLOWED_HOSTS]
   --ready-file FILE    written once serving: "http_port=N"
 The services are called over TLS when $GOODPUT_TLS_CA names their CA ($GOODPUT_TLS_CERT and
 $GOODPUT_TLS_KEY for a client certificate, $GOODPUT_TLS_SERVER_NAME for their name).
@@ -103,6 +107,7 @@ absl::StatusOr<DashboardOptions> ParseOptions(
       {"trusted-proxy", {&o.trusted_proxy, "GOODPUT_DASHBOARD_TRUSTED_PROXY"}},
       {"proxy-user-header", {&o.proxy_user_header, "GOODPUT_DASHBOARD_PROXY_USER_HEADER"}},
       {"operator-users", {&o.operator_users, "GOODPUT_DASHBOARD_OPERATOR_USERS"}},
+      {"allowed-hosts", {&o.allowed_hosts, "GOODPUT_DASHBOARD_ALLOWED_HOSTS"}},
       {"ready-file", {&o.ready_file, nullptr}},
   };
   std::map<std::string, std::string> where;  // setting -> "--flag" or "$VAR", for messages

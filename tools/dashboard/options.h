@@ -20,6 +20,8 @@
 //                        signs requests in (SSO behind an OAuth2 proxy)
 //   --proxy-user-header NAME  $GOODPUT_DASHBOARD_PROXY_USER_HEADER  [X-Forwarded-User]
 //   --operator-users A,B $GOODPUT_DASHBOARD_OPERATOR_USERS  proxy users who see every job
+//   --allowed-hosts A,B  $GOODPUT_DASHBOARD_ALLOWED_HOSTS  names the Host header may give
+//                        besides the listen addresses and localhost ("*": any)
 //   --ready-file FILE    written once serving: "http_port=N"
 // The services are called over TLS when $GOODPUT_TLS_CA is set (as goodputctl: tls.h).
 #pragma once
@@ -49,6 +51,7 @@ struct DashboardOptions {
   std::string trusted_proxy;
   std::string proxy_user_header = "X-Forwarded-User";
   std::string operator_users;  // comma-separated
+  std::string allowed_hosts;   // comma-separated, added to signin.h's DefaultAllowedHosts
   std::string ready_file;
   bool help = false;
 };

@@ -112,17 +112,19 @@ int HttpStatusFor(absl::StatusCode code) {
   return status == 500 ? 502 : status;
 }
 
-void SetSecurityHeaders(httplib::Server& server) {
+void SetSecurityHeaders(httplib::Server& server, bool hsts) {
   // Default headers go on every response, static files and refusals included.
-  server.set_default_headers({{"Content-Security-Policy", kContentSecurityPolicy},
+  httplib::Headers headers = {{"Content-Security-Policy", kContentSecurityPolicy},
                               {"X-Content-Type-Options", "nosniff"},
                               {"Referrer-Policy", "no-referrer"},
-                              {"X-Frame-Options", "DENY"}});
+                              {"X-Frame-Options", "DENY"}};
+  if (hsts) headers.emplace("Strict-Transport-Security", kStrictTransportSecurity);
+  server.set_default_headers(std::move(headers));
 }
 
 void RegisterRoutes(httplib::Server& server, Gateway* gateway, EventHub* hub,
                     RouteOptions options) {
-  SetSecurityHeaders(server);
+  SetSecurityHeaders(server, options.hsts);
   auto now = options.now;
   server.Get("/api/fleet", [gateway, now](const httplib::Request& req, httplib::Response& res) {
     absl::StatusOr<std::pair<absl::Time, absl::Time>> range = RangeParams(req, now());
@@ -212,7 +214,9 @@ void RegisterRoutes(httplib::Server& server, Gateway* gateway, EventHub* hub,
     SendJson(res, alerts);
   });
 
-  server.Get("/api/events", [hub, gateway](const httplib::Request& req, httplib::Response& res) {
+  const absl::Duration keep_alive = options.keep_alive;
+  server.Get("/api/events", [hub, gateway, keep_alive](const httplib::Request& req,
+                                                       httplib::Response& res) {
     EventFilter filter{.cluster = req.get_param_value("cluster"),
                        .job_id = req.get_param_value("job")};
     if (!filter.job_id.empty() && filter.cluster.empty()) {
@@ -246,18 +250,22 @@ void RegisterRoutes(httplib::Server& server, Gateway* gateway, EventHub* hub,
                       opened.status().code() == absl::StatusCode::kResourceExhausted ? 429 : 503);
     }
     std::shared_ptr<EventSession> session = *std::move(opened);
+    // A stream lasts as long as its viewer's token: looked at with every message (at least
+    // every keep-alive), so that a removed token ends the stream too.
+    std::function<bool()> signed_in = ViewerStillSignedIn();
     res.set_header("Cache-Control", "no-store");
     res.set_header("X-Accel-Buffering", "no");
     res.set_chunked_content_provider(
         "text/event-stream",
-        [session, first = true](size_t, httplib::DataSink& sink) mutable {
+        [session, signed_in, keep_alive, first = true](size_t, httplib::DataSink& sink) mutable {
+          if (!signed_in()) return false;
           std::string message;
           if (first) {
             // Opens the stream at once (the browser reports it connected) and sets the
             // reconnection delay.
             first = false;
             message = "retry: 3000\n: connected\n\n";
-          } else if (!session->Next(&message, absl::Seconds(15))) {
+          } else if (!session->Next(&message, keep_alive)) {
             if (session->stopped()) return false;
             message = ": keep-alive\n\n";  // also detects a browser that went away
           }

@@ -32,17 +32,25 @@ struct RouteOptions {
   std::string static_dir = {};
   // The clock the time ranges are computed from.
   std::function<absl::Time()> now = [] { return absl::Now(); };
+  // Served over HTTPS: every response carries Strict-Transport-Security.
+  bool hsts = false;
+  // A live stream with nothing to send sends a comment this often (and then looks whether its
+  // viewer is still signed in).
+  absl::Duration keep_alive = absl::Seconds(15);
 };
 
 // The headers every response of the dashboard carries: a Content-Security-Policy that allows
 // the front-end's own scripts, styles and API only (no inline script, no framing, no plugins),
 // X-Content-Type-Options: nosniff, Referrer-Policy: no-referrer and X-Frame-Options: DENY.
 // (Every string the front-end renders is escaped; the policy is the second line of defence.)
+// With `hsts` (the dashboard serves HTTPS), Strict-Transport-Security: kStrictTransportSecurity
+// too, so that a browser never signs in over plain HTTP to that name again.
 inline constexpr char kContentSecurityPolicy[] =
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none'; "
     "form-action 'self'; frame-ancestors 'none'";
-void SetSecurityHeaders(httplib::Server& server);
+inline constexpr char kStrictTransportSecurity[] = "max-age=31536000";
+void SetSecurityHeaders(httplib::Server& server, bool hsts = false);
 
 // HTTP status for a gRPC/absl code.
 int HttpStatusFor(absl::StatusCode code);

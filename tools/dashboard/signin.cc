@@ -1,5 +1,8 @@
 #include "tools/dashboard/signin.h"
 
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
 #include <sys/random.h>
 
 #include <algorithm>
@@ -21,6 +24,7 @@ constexpr char kCookie[] = "goodput_session";
 constexpr char kJson[] = "application/json; charset=utf-8";
 
 thread_local std::optional<Viewer> t_viewer;
+thread_local std::function<bool()> t_still_signed_in;
 
 // The login page: a form posting the token; no script, so any Content-Security-Policy holds.
 std::string LoginPage(absl::string_view message) {
@@ -68,6 +72,54 @@ std::string CookieValue(absl::string_view header, absl::string_view name) {
   return "";
 }
 
+// A header value as it may appear in a message: printable ASCII, at most 100 characters.
+std::string Printable(absl::string_view text) {
+  std::string out;
+  for (char c : text.substr(0, 100)) out.push_back(c >= 0x20 && c < 0x7f ? c : '?');
+  return out;
+}
+
+// The host of a Host header or an origin's authority, lower case, without port, brackets or
+// trailing dot ("Dash.Example.:8443" -> "dash.example", "[::1]:7300" -> "::1"); empty when
+// it is not one.
+std::string HostName(absl::string_view authority) {
+  authority = absl::StripAsciiWhitespace(authority);
+  std::string host;
+  if (absl::ConsumePrefix(&authority, "[")) {
+    const size_t close = authority.find(']');
+    if (close == absl::string_view::npos) return "";
+    const absl::string_view rest = authority.substr(close + 1);
+    if (!rest.empty() && rest.front() != ':') return "";
+    host = std::string(authority.substr(0, close));
+  } else {
+    const size_t colon = authority.find(':');
+    if (colon != absl::string_view::npos &&
+        authority.find(':', colon + 1) != absl::string_view::npos) {
+      return "";  // an IPv6 address must be in brackets
+    }
+    host = std::string(authority.substr(0, colon));
+  }
+  absl::AsciiStrToLower(&host);
+  while (!host.empty() && host.back() == '.') host.pop_back();
+  return host;
+}
+
+// A host name or address as configured ("[::1]", "Dash.Example."), as HostName gives it.
+std::string NormalHost(absl::string_view host) {
+  host = absl::StripSuffix(absl::StripPrefix(absl::StripAsciiWhitespace(host), "["), "]");
+  std::string out = absl::AsciiStrToLower(host);
+  while (!out.empty() && out.back() == '.') out.pop_back();
+  return out;
+}
+
+// The authority of a Host header or origin without the scheme's default port.
+std::string Authority(absl::string_view authority, absl::string_view scheme) {
+  std::string out = absl::AsciiStrToLower(absl::StripAsciiWhitespace(authority));
+  const absl::string_view default_port = scheme == "https" ? ":443" : ":80";
+  if (absl::EndsWith(out, default_port)) out.resize(out.size() - default_port.size());
+  return out;
+}
+
 void SendJsonError(httplib::Response& response, int status, const std::string& message) {
   response.status = status;
   response.set_header("Cache-Control", "no-store");
@@ -77,8 +129,39 @@ void SendJsonError(httplib::Response& response, int status, const std::string& m
 
 }  // namespace
 
+std::vector<std::string> DefaultAllowedHosts(const std::string& listen_host) {
+  std::vector<std::string> out = {"localhost", "localhost.localdomain", "127.0.0.1", "::1"};
+  const std::string listen = NormalHost(listen_host);
+  if (!listen.empty() && listen != "0.0.0.0" && listen != "::") {
+    out.push_back(listen);
+    return out;
+  }
+  // Every address of every interface: the addresses a wildcard listener is reached on.
+  ifaddrs* addresses = nullptr;
+  if (getifaddrs(&addresses) != 0) return out;
+  for (ifaddrs* a = addresses; a != nullptr; a = a->ifa_next) {
+    if (a->ifa_addr == nullptr) continue;
+    char text[INET6_ADDRSTRLEN] = {0};
+    if (a->ifa_addr->sa_family == AF_INET) {
+      inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr, text,
+                sizeof(text));
+    } else if (a->ifa_addr->sa_family == AF_INET6) {
+      inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(a->ifa_addr)->sin6_addr, text,
+                sizeof(text));
+    }
+    if (text[0] != '\0' && std::find(out.begin(), out.end(), text) == out.end()) {
+      out.push_back(text);
+    }
+  }
+  freeifaddrs(addresses);
+  return out;
+}
+
 absl::StatusOr<std::unique_ptr<SignIn>> SignIn::Create(SignInOptions options) {
   std::unique_ptr<SignIn> signin(new SignIn(std::move(options)));
+  for (std::string& host : signin->options_.allowed_hosts) {
+    if (host != "*") host = NormalHost(host);
+  }
   if (signin->options_.token_file.empty()) return signin;
   platform::AuthConfig config;
   config.enabled = true;
@@ -101,7 +184,14 @@ absl::StatusOr<std::unique_ptr<SignIn>> SignIn::Create(SignInOptions options) {
 }
 
 void SignIn::Install(platform::HttpServer& http) {
-  if (!enabled()) return;
+  if (!enabled()) {
+    if (!options_.allowed_hosts.empty()) {
+      http.SetRequestGuard([this](const httplib::Request& request, httplib::Response& response) {
+        return Guard(request, response);
+      });
+    }
+    return;
+  }
   http.native().Get("/login", [](const httplib::Request&, httplib::Response& response) {
     response.set_header("Cache-Control", "no-store");
     response.set_content(LoginPage(""), "text/html; charset=utf-8");
@@ -118,20 +208,27 @@ void SignIn::Install(platform::HttpServer& http) {
   });
 }
 
+namespace {
+
+// The viewer a token's identity signs in as: an operator, or a token limited to a user or
+// team; any other token is refused.
+std::optional<Viewer> ViewerFor(const platform::Identity& identity, std::string* refusal) {
+  if (identity.role == platform::Role::kOperator) {
+    return Viewer{.user = identity.user, .is_operator = true, .scope = identity};
+  }
+  if (identity.OwnerScoped()) {
+    return Viewer{.user = identity.user, .is_operator = false, .scope = identity};
+  }
+  *refusal = absl::StrCat("a ", platform::RoleName(identity.role),
+                          " token without a user or team cannot sign in to the dashboard (an "
+                          "operator token, or a token limited to a user or team, can)");
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::optional<Viewer> SignIn::Identify(const httplib::Request& request, std::string* refusal) {
   if (!enabled()) return Viewer{.is_operator = true};
-  auto from_identity = [&](const platform::Identity& identity) -> std::optional<Viewer> {
-    if (identity.role == platform::Role::kOperator) {
-      return Viewer{.user = identity.user, .is_operator = true, .scope = identity};
-    }
-    if (identity.OwnerScoped()) {
-      return Viewer{.user = identity.user, .is_operator = false, .scope = identity};
-    }
-    *refusal = absl::StrCat("a ", platform::RoleName(identity.role),
-                            " token without a user or team cannot sign in to the dashboard (an "
-                            "operator token, or a token limited to a user or team, can)");
-    return std::nullopt;
-  };
   const std::string authorization = request.get_header_value("Authorization");
   if (!authorization.empty()) {
     std::optional<platform::Identity> identity = policy_->Identify(authorization);
@@ -139,7 +236,7 @@ std::optional<Viewer> SignIn::Identify(const httplib::Request& request, std::str
       *refusal = "the bearer token is not a known token";
       return std::nullopt;
     }
-    return from_identity(*identity);
+    return ViewerFor(*identity, refusal);
   }
   const std::string session = CookieValue(request.get_header_value("Cookie"), kCookie);
   if (!session.empty()) {
@@ -162,8 +259,59 @@ std::optional<Viewer> SignIn::Identify(const httplib::Request& request, std::str
   return std::nullopt;
 }
 
+bool SignIn::RefuseHost(const httplib::Request& request, httplib::Response& response) const {
+  const std::vector<std::string>& allowed = options_.allowed_hosts;
+  if (allowed.empty() || request.path == "/healthz" ||
+      std::find(allowed.begin(), allowed.end(), "*") != allowed.end()) {
+    return false;
+  }
+  if (!request.has_header("Host")) {
+    SendJsonError(response, 400, "the request has no Host header");
+    return true;
+  }
+  const std::string header = request.get_header_value("Host");
+  const std::string host = HostName(header);
+  if (!host.empty() && std::find(allowed.begin(), allowed.end(), host) != allowed.end()) {
+    return false;
+  }
+  // 421 Misdirected Request: a name this dashboard does not answer to (DNS rebinding).
+  SendJsonError(response, 421,
+                absl::StrCat("Host \"", Printable(header),
+                             "\" is not a name this dashboard answers to (--allowed-hosts)"));
+  return true;
+}
+
+bool SignIn::RefuseCrossSite(const httplib::Request& request, httplib::Response& response) const {
+  std::string refusal;
+  const std::string fetch_site = request.get_header_value("Sec-Fetch-Site");
+  if (!fetch_site.empty() && fetch_site != "same-origin" && fetch_site != "none") {
+    refusal = absl::StrCat(
+        "sign-in from another site is refused (Sec-Fetch-Site: ", Printable(fetch_site), ")");
+  } else if (request.has_header("Origin")) {
+    // The dashboard's own origin is the one its pages are served from: the Host the request
+    // names (checked against the allow-list), over http or https (a proxy may end TLS).
+    const std::string origin = request.get_header_value("Origin");
+    const size_t scheme_end = origin.find("://");
+    const std::string scheme = scheme_end == std::string::npos ? "" : origin.substr(0, scheme_end);
+    const bool same = (scheme == "http" || scheme == "https") &&
+                      Authority(origin.substr(scheme_end + 3), scheme) ==
+                          Authority(request.get_header_value("Host"), scheme);
+    if (!same) {
+      refusal =
+          absl::StrCat("sign-in from another site is refused (Origin: ", Printable(origin), ")");
+    }
+  }
+  if (refusal.empty()) return false;
+  response.status = 403;
+  response.set_content(LoginPage(refusal), "text/html; charset=utf-8");
+  return true;
+}
+
 bool SignIn::Guard(const httplib::Request& request, httplib::Response& response) {
   t_viewer.reset();
+  t_still_signed_in = nullptr;
+  if (RefuseHost(request, response)) return true;
+  if (!enabled()) return false;
   if (request.path == "/login" || request.path == "/logout" || request.path == "/healthz") {
     return false;
   }
@@ -171,6 +319,16 @@ bool SignIn::Guard(const httplib::Request& request, httplib::Response& response)
   std::optional<Viewer> viewer = Identify(request, &refusal);
   if (viewer.has_value()) {
     t_viewer = std::move(viewer);
+    // What signed the request in, for StillSignedIn: its bearer header, its session, or a
+    // trusted proxy's user header (which has nothing to re-check).
+    std::string authorization = request.get_header_value("Authorization");
+    std::string session = CookieValue(request.get_header_value("Cookie"), kCookie);
+    const bool via_proxy =
+        !options_.trusted_proxy.empty() && request.remote_addr == options_.trusted_proxy &&
+        !absl::StripAsciiWhitespace(request.get_header_value(options_.user_header)).empty();
+    t_still_signed_in = [this, authorization = std::move(authorization),
+                         session = std::move(session),
+                         via_proxy] { return StillSignedIn(authorization, session, via_proxy); };
     return false;
   }
   const bool known_token_refused = absl::StrContains(refusal, "cannot sign in");
@@ -184,28 +342,28 @@ bool SignIn::Guard(const httplib::Request& request, httplib::Response& response)
   return true;
 }
 
-void SignIn::Login(const httplib::Request& request, httplib::Response& response) {
-  response.set_header("Cache-Control", "no-store");
-  const std::string token = FormValue(request.body, "token");
-  std::string refusal = "the token is not a known token";
+std::optional<Viewer> SignIn::ViewerOf(const std::string& token, std::string* refusal) const {
   std::optional<platform::Identity> identity;
   if (!token.empty()) identity = policy_->Identify(absl::StrCat("Bearer ", token));
-  std::optional<Viewer> viewer;
-  if (identity.has_value()) {
-    if (identity->role == platform::Role::kOperator) {
-      viewer = Viewer{.user = identity->user, .is_operator = true, .scope = *identity};
-    } else if (identity->OwnerScoped()) {
-      viewer = Viewer{.user = identity->user, .is_operator = false, .scope = *identity};
-    } else {
-      refusal = "this token has no user or team and is not an operator's: it cannot sign in";
-    }
+  if (!identity.has_value()) {
+    *refusal = "the token is not a known token";
+    return std::nullopt;
   }
+  return ViewerFor(*identity, refusal);
+}
+
+void SignIn::Login(const httplib::Request& request, httplib::Response& response) {
+  response.set_header("Cache-Control", "no-store");
+  if (RefuseCrossSite(request, response)) return;
+  std::string token = FormValue(request.body, "token");
+  std::string refusal;
+  std::optional<Viewer> viewer = ViewerOf(token, &refusal);
   if (!viewer.has_value()) {
     response.status = 401;
     response.set_content(LoginPage(refusal), "text/html; charset=utf-8");
     return;
   }
-  const std::string id = NewSession(*std::move(viewer));
+  const std::string id = NewSession(*std::move(viewer), std::move(token));
   response.status = 303;
   response.set_header("Location", "/");
   response.set_header(
@@ -227,7 +385,7 @@ void SignIn::Logout(const httplib::Request& request, httplib::Response& response
                                    options_.secure_cookie ? "; Secure" : ""));
 }
 
-std::string SignIn::NewSession(Viewer viewer) {
+std::string SignIn::NewSession(Viewer viewer, std::string token) {
   std::array<unsigned char, 32> bytes{};
   size_t filled = 0;
   while (filled < bytes.size()) {
@@ -240,18 +398,53 @@ std::string SignIn::NewSession(Viewer viewer) {
   absl::MutexLock lock(&mu_);
   // Forget expired sessions as new ones come.
   absl::erase_if(sessions_, [now](const auto& entry) { return entry.second.expires <= now; });
-  sessions_[id] = SessionEntry{std::move(viewer), now + options_.session_ttl};
+  sessions_[id] = SessionEntry{std::move(viewer), now + options_.session_ttl, std::move(token)};
   return id;
 }
 
 std::optional<Viewer> SignIn::Session(const std::string& id) {
+  std::string token;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = sessions_.find(id);
+    if (it == sessions_.end()) return std::nullopt;
+    if (it->second.expires <= options_.now()) {
+      sessions_.erase(it);
+      return std::nullopt;
+    }
+    token = it->second.token;
+  }
+  // The token as the token files say now: removed or rotated, the session ends; a changed
+  // role or user applies to it at once.
+  std::string refusal;
+  std::optional<Viewer> viewer = ViewerOf(token, &refusal);
   absl::MutexLock lock(&mu_);
   auto it = sessions_.find(id);
-  if (it == sessions_.end() || it->second.expires <= options_.now()) return std::nullopt;
-  return it->second.viewer;
+  if (it == sessions_.end()) return std::nullopt;
+  if (!viewer.has_value()) {
+    sessions_.erase(it);
+    return std::nullopt;
+  }
+  it->second.viewer = *viewer;
+  return viewer;
+}
+
+bool SignIn::StillSignedIn(const std::string& authorization, const std::string& session,
+                           bool via_proxy) {
+  if (!authorization.empty()) {
+    std::optional<platform::Identity> identity = policy_->Identify(authorization);
+    return identity.has_value() &&
+           (identity->role == platform::Role::kOperator || !identity->user.empty());
+  }
+  return (!session.empty() && Session(session).has_value()) || via_proxy;
 }
 
 std::optional<Viewer> CurrentViewer() { return t_viewer; }
+
+std::function<bool()> ViewerStillSignedIn() {
+  if (t_still_signed_in) return t_still_signed_in;
+  return [] { return true; };
+}
 
 std::optional<std::string> ViewerUserScope() {
   if (!t_viewer.has_value()) return std::nullopt;

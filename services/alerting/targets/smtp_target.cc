@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -115,6 +116,33 @@ struct Upload {
   const std::string* data;
   size_t offset = 0;
 };
+
+// What the server answered (libcurl's CURLINFO_HEADER_IN lines), its last kMaxAnswer bytes,
+// for error messages: a relay that does not offer STARTTLS is named with its EHLO answer.
+constexpr size_t kMaxAnswer = 1024;
+int KeepServerAnswer(CURL*, curl_infotype type, char* data, size_t size, void* user) {
+  if (type != CURLINFO_HEADER_IN) return 0;
+  auto* answer = static_cast<std::string*>(user);
+  answer->append(data, size);
+  if (answer->size() > 4 * kMaxAnswer) answer->erase(0, answer->size() - kMaxAnswer);
+  return 0;
+}
+
+// The server's lines since its last greeting or EHLO answer began, on one line.
+std::string LastAnswer(const std::string& answer) {
+  std::vector<std::string> lines = absl::StrSplit(answer, "\r\n", absl::SkipEmpty());
+  // The EHLO answer is the last run of "250-" lines ended by a "250 " line.
+  size_t begin = lines.size();
+  while (begin > 0 && (absl::StartsWith(lines[begin - 1], "250-") ||
+                       (begin == lines.size() && absl::StartsWith(lines[begin - 1], "250 ")))) {
+    --begin;
+  }
+  if (begin == lines.size() && !lines.empty()) begin = lines.size() - 1;
+  std::string out =
+      NoControls(absl::StrJoin(lines.begin() + static_cast<long>(begin), lines.end(), " | "));
+  if (out.size() > kMaxAnswer) out = out.substr(out.size() - kMaxAnswer);
+  return out.empty() ? "nothing" : out;
+}
 
 size_t ReadUpload(char* buffer, size_t size, size_t count, void* user) {
   auto* up = static_cast<Upload*>(user);
@@ -275,6 +303,10 @@ absl::Status SmtpTarget::Deliver(MailMessage m, const std::string& idempotency_k
       break;
   }
   if (!config_.ca_file.empty()) curl_easy_setopt(curl, CURLOPT_CAINFO, config_.ca_file.c_str());
+  std::string answer;
+  curl_easy_setopt(curl, CURLOPT_DEBUGFUNCTION, KeepServerAnswer);
+  curl_easy_setopt(curl, CURLOPT_DEBUGDATA, &answer);
+  curl_easy_setopt(curl, CURLOPT_VERBOSE, 1L);  // the debug function sees the server's lines
   if (!config_.username.empty()) {
     curl_easy_setopt(curl, CURLOPT_USERNAME, config_.username.c_str());
     curl_easy_setopt(curl, CURLOPT_PASSWORD, config_.password.c_str());
@@ -285,9 +317,19 @@ absl::Status SmtpTarget::Deliver(MailMessage m, const std::string& idempotency_k
   curl_slist_free_all(rcpt);
   curl_easy_cleanup(curl);
   if (rc == CURLE_OK) return absl::OkStatus();
-  const std::string message =
-      absl::StrCat("smtp ", config_.url, ": ", error[0] != 0 ? error : curl_easy_strerror(rc),
-                   reply != 0 ? absl::StrCat(" (reply ", reply, ")") : "");
+  if (rc == CURLE_USE_SSL_FAILED && config_.starttls == SmtpTargetConfig::StartTls::kRequired) {
+    // Nothing was sent after EHLO: neither credentials nor the message. Retried, so that the
+    // rows are delivered once the relay offers STARTTLS again.
+    return absl::UnavailableError(absl::StrCat(
+        "smtp target ", name(), ": ", config_.url,
+        " did not start TLS (STARTTLS not offered or refused), which is required (starttls: "
+        "required",
+        config_.username.empty() ? "" : ", the default with a username",
+        "); nothing was sent; the server answered: ", LastAnswer(answer)));
+  }
+  const std::string message = absl::StrCat("smtp target ", name(), ": ", config_.url, ": ",
+                                           error[0] != 0 ? error : curl_easy_strerror(rc),
+                                           reply != 0 ? absl::StrCat(" (reply ", reply, ")") : "");
   if (rc == CURLE_OPERATION_TIMEDOUT) return absl::DeadlineExceededError(message);
   if (rc == CURLE_LOGIN_DENIED) return absl::PermissionDeniedError(message);
   if (reply >= 500 && reply < 600) return absl::InvalidArgumentError(message);

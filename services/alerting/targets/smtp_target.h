@@ -1,6 +1,8 @@
 // SMTP target: digests (and alerts, to a fixed list of addresses) as e-mail, sent with
 // libcurl's SMTP client to a relay (`smtp://host:port`, or `smtps://` for TLS from the first
-// byte), with STARTTLS off, opportunistic or required, and optional AUTH.
+// byte), with STARTTLS none, opportunistic or required, and optional AUTH. Configuration
+// (targets_config.h) requires STARTTLS by default when a username is set, so credentials go
+// out in clear only by explicit choice.
 //
 // Each row is one RFC 5322 message: Date, Message-ID (derived from the row's idempotency key,
 // so every retry carries the same one and a receiver can drop a second copy), From, To,
@@ -8,9 +10,10 @@
 // quoted-printable (lines of at most 76 characters, whatever the text), Auto-Submitted.
 // SMTP's end-of-data dot-stuffing is libcurl's: it escapes a line-leading "." on upload.
 //
-// Statuses: connection failures, timeouts, STARTTLS refused and SMTP 4xx are retried; SMTP
-// 5xx (recipient or sender refused) is permanent; a login refused is PERMISSION_DENIED
-// (retried: a credential can be fixed).
+// Statuses: connection failures, timeouts, STARTTLS refused or not offered when required (the
+// message names the target and the relay's answer; nothing was sent) and SMTP 4xx are
+// retried; SMTP 5xx (recipient or sender refused) is permanent; a login refused is
+// PERMISSION_DENIED (retried: a credential can be fixed).
 #pragma once
 
 #include <string>

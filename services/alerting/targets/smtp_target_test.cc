@@ -1,14 +1,27 @@
 #include "services/alerting/targets/smtp_target.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/civil_time.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "services/alerting/targets/targets_config.h"
+#include "services/platform/config.h"
 
 namespace goodput::alerting {
 namespace {
@@ -175,6 +188,180 @@ TEST(AlertMail, SaysWhatFiredOnWhichJob) {
   EXPECT_TRUE(absl::StrContains(m.body, "GPUs 5-7 did nothing for 2 hours."));
   n.state = "resolved";
   EXPECT_EQ(AlertMail(n).subject, "goodput resolved: 3 of 8 GPUs idle");
+}
+
+// A relay that speaks plain SMTP and offers AUTH PLAIN but not STARTTLS (a relay behind a
+// misconfigured or stripping proxy looks the same), on a free loopback port, one connection
+// at a time; it keeps every line the client sent.
+class PlainSmtpRelay {
+ public:
+  PlainSmtpRelay() {
+    listener_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(addr);
+    if (bind(listener_, reinterpret_cast<sockaddr*>(&addr), len) != 0 ||
+        listen(listener_, 4) != 0 ||
+        getsockname(listener_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+      ADD_FAILURE() << "cannot listen on loopback";
+      return;
+    }
+    port_ = ntohs(addr.sin_port);
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~PlainSmtpRelay() {
+    shutdown(listener_, SHUT_RDWR);
+    close(listener_);
+    if (thread_.joinable()) thread_.join();
+  }
+  int port() const { return port_; }
+  std::vector<std::string> lines() {
+    absl::MutexLock lock(&mu_);
+    return lines_;
+  }
+
+ private:
+  void Serve() {
+    for (;;) {
+      const int fd = accept(listener_, nullptr, nullptr);
+      if (fd < 0) return;
+      Session(fd);
+      close(fd);
+    }
+  }
+  void Session(int fd) {
+    auto send = [fd](const std::string& s) { (void)!write(fd, s.data(), s.size()); };
+    send("220 relay.test ESMTP\r\n");
+    std::string buffer;
+    bool in_data = false;
+    bool awaiting_credentials = false;
+    for (;;) {
+      const size_t eol = buffer.find("\r\n");
+      if (eol == std::string::npos) {
+        char chunk[4096];
+        const ssize_t n = read(fd, chunk, sizeof(chunk));
+        if (n <= 0) return;
+        buffer.append(chunk, static_cast<size_t>(n));
+        continue;
+      }
+      const std::string line = buffer.substr(0, eol);
+      buffer.erase(0, eol + 2);
+      {
+        absl::MutexLock lock(&mu_);
+        lines_.push_back(line);
+      }
+      if (awaiting_credentials) {
+        awaiting_credentials = false;
+        send("235 2.7.0 accepted\r\n");
+      } else if (in_data) {
+        if (line == ".") {
+          in_data = false;
+          send("250 2.0.0 queued\r\n");
+        }
+      } else if (absl::StartsWith(line, "EHLO") || absl::StartsWith(line, "HELO")) {
+        send("250-relay.test\r\n250-AUTH PLAIN\r\n250 SIZE 10485760\r\n");
+      } else if (absl::StartsWith(line, "AUTH PLAIN")) {
+        awaiting_credentials = line == "AUTH PLAIN";  // then they come on the next line
+        send(awaiting_credentials ? "334 \r\n" : "235 2.7.0 accepted\r\n");
+      } else if (absl::StartsWith(line, "MAIL") || absl::StartsWith(line, "RCPT") ||
+                 line == "RSET" || line == "NOOP") {
+        send("250 2.0.0 ok\r\n");
+      } else if (line == "DATA") {
+        in_data = true;
+        send("354 go ahead\r\n");
+      } else if (line == "QUIT") {
+        send("221 2.0.0 bye\r\n");
+        return;
+      } else {
+        send("502 5.5.2 not implemented\r\n");
+      }
+    }
+  }
+
+  int listener_ = -1;
+  int port_ = 0;
+  std::thread thread_;
+  absl::Mutex mu_;
+  std::vector<std::string> lines_ ABSL_GUARDED_BY(mu_);
+};
+
+// The smtp target `mail` as configuration gives it (`extra`: more keys of the entry).
+ConfiguredTarget MailTarget(int port, const std::string& extra) {
+  absl::StatusOr<platform::ConfigTree> tree = platform::ConfigTree::LoadString(absl::StrCat(
+      "alerting:\n  targets:\n    - {name: mail, kind: smtp, url: \"smtp://127.0.0.1:", port,
+      "\", from: goodput@example.org, to: [ops@example.org], timeout_s: 20", extra, "}\n"));
+  EXPECT_TRUE(tree.ok()) << tree.status();
+  absl::StatusOr<std::vector<ConfiguredTarget>> targets = ParseTargets(*tree);
+  EXPECT_TRUE(targets.ok()) << targets.status();
+  EXPECT_EQ(targets->size(), 1u);
+  return std::move(targets->front());
+}
+
+absl::Status SendOne(Target& target) {
+  Notification n;
+  n.alert_id = 7;
+  n.kind = "idle_gpus";
+  n.severity = "warning";
+  n.state = "firing";
+  n.cluster = "eos";
+  n.job_id = "4711";
+  n.summary = "3 of 8 GPUs idle";
+  return target.Send({.notification = &n, .idempotency_key = "7:mail:firing", .now = absl::Now()});
+}
+
+bool SentCredentials(const std::vector<std::string>& lines) {
+  const std::string password = absl::Base64Escape(std::string("\0alice\0s3cret", 14));
+  for (const std::string& line : lines) {
+    if (absl::StartsWith(line, "AUTH") || absl::StrContains(line, password)) return true;
+  }
+  return false;
+}
+
+TEST(SmtpTarget, WithCredentialsARelayWithoutStarttlsIsADeliveryErrorAndNothingIsSent) {
+  PlainSmtpRelay relay;
+  ConfiguredTarget mail = MailTarget(relay.port(), ", username: alice, password: s3cret");
+  EXPECT_EQ(mail.warning, "");  // STARTTLS required: nothing to warn of
+  const absl::Status sent = SendOne(*mail.target);
+  EXPECT_EQ(sent.code(), absl::StatusCode::kUnavailable);  // retried: the relay may be fixed
+  EXPECT_THAT(std::string(sent.message()),
+              ::testing::HasSubstr(absl::StrCat("smtp target mail: smtp://127.0.0.1:", relay.port(),
+                                                " did not start TLS")));
+  EXPECT_THAT(std::string(sent.message()),
+              ::testing::HasSubstr("the server answered: 250-relay.test | 250-AUTH PLAIN | "
+                                   "250 SIZE 10485760"));
+  const std::vector<std::string> lines = relay.lines();
+  ASSERT_FALSE(lines.empty());
+  EXPECT_TRUE(absl::StartsWith(lines.front(), "EHLO"));
+  EXPECT_FALSE(SentCredentials(lines)) << absl::StrJoin(lines, "\n");
+  for (const std::string& line : lines) EXPECT_FALSE(absl::StartsWith(line, "MAIL")) << line;
+}
+
+TEST(SmtpTarget, CredentialsInClearOnlyByExplicitChoiceWhichIsWarnedOfNamingTheTarget) {
+  PlainSmtpRelay relay;
+  ConfiguredTarget mail =
+      MailTarget(relay.port(), ", username: alice, password: s3cret, starttls: none");
+  EXPECT_THAT(mail.warning, ::testing::HasSubstr("smtp target mail: starttls: none sends the "
+                                                 "credentials of alice to smtp://127.0.0.1:"));
+  EXPECT_THAT(mail.warning, ::testing::HasSubstr("in clear text"));
+  ASSERT_TRUE(SendOne(*mail.target).ok());
+  EXPECT_TRUE(SentCredentials(relay.lines()));
+  // Opportunistic STARTTLS is as clear with a relay that does not offer it: warned of too.
+  EXPECT_THAT(MailTarget(relay.port(),
+                         ", username: alice, password: s3cret, "
+                         "starttls: opportunistic")
+                  .warning,
+              ::testing::HasSubstr("whenever the relay does not offer STARTTLS"));
+}
+
+TEST(SmtpTarget, WithoutCredentialsARelayWithoutStarttlsStillGetsTheMail) {
+  PlainSmtpRelay relay;
+  ConfiguredTarget mail = MailTarget(relay.port(), "");
+  EXPECT_EQ(mail.warning, "");
+  ASSERT_TRUE(SendOne(*mail.target).ok());
+  const std::vector<std::string> lines = relay.lines();
+  EXPECT_FALSE(SentCredentials(lines));
+  EXPECT_NE(std::find(lines.begin(), lines.end(), "DATA"), lines.end());
 }
 
 }  // namespace

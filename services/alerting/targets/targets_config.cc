@@ -286,7 +286,8 @@ absl::StatusOr<std::unique_ptr<Target>> ReadSlurm(Entry& e, const std::string& n
   return std::make_unique<SlurmTarget>(std::move(c));
 }
 
-absl::StatusOr<std::unique_ptr<Target>> ReadSmtp(Entry& e, const std::string& name) {
+absl::StatusOr<std::unique_ptr<Target>> ReadSmtp(Entry& e, const std::string& name,
+                                                 std::string* warning) {
   SmtpTargetConfig c{.name = name};
   absl::StatusOr<std::string> url = e.Required("url");
   if (!url.ok()) return url.status();
@@ -294,16 +295,6 @@ absl::StatusOr<std::unique_ptr<Target>> ReadSmtp(Entry& e, const std::string& na
     return e.Error("url", absl::StrCat("\"", *url, "\" is not an smtp:// or smtps:// URL"));
   }
   c.url = *url;
-  absl::StatusOr<std::string> starttls = e.String("starttls", "off");
-  if (!starttls.ok()) return starttls.status();
-  if (*starttls == "opportunistic") {
-    c.starttls = SmtpTargetConfig::StartTls::kOpportunistic;
-  } else if (*starttls == "required") {
-    c.starttls = SmtpTargetConfig::StartTls::kRequired;
-  } else if (*starttls != "off") {
-    return e.Error("starttls",
-                   absl::StrCat("\"", *starttls, "\" is not off, opportunistic or required"));
-  }
   absl::StatusOr<std::string> username = e.String("username", "");
   if (!username.ok()) return username.status();
   c.username = *username;
@@ -312,6 +303,31 @@ absl::StatusOr<std::unique_ptr<Target>> ReadSmtp(Entry& e, const std::string& na
   c.password = *password;
   if (!c.password.empty() && c.username.empty()) {
     return e.Error("username", "is required with a password");
+  }
+  // Credentials never cross the network in clear unless the configuration says so: with a
+  // username, an smtp:// relay must offer STARTTLS unless `starttls: none` is given.
+  const bool clear_text = url->rfind("smtp://", 0) == 0;
+  const bool credentials = !c.username.empty();
+  absl::StatusOr<std::optional<std::string>> starttls = e.OptString("starttls");
+  if (!starttls.ok()) return starttls.status();
+  const std::string mode = starttls->value_or(credentials ? "required" : "none");
+  if (mode == "opportunistic") {
+    c.starttls = SmtpTargetConfig::StartTls::kOpportunistic;
+  } else if (mode == "required") {
+    c.starttls = SmtpTargetConfig::StartTls::kRequired;
+  } else if (mode == "none" || mode == "off") {
+    c.starttls = SmtpTargetConfig::StartTls::kOff;
+  } else {
+    return e.Error("starttls",
+                   absl::StrCat("\"", mode, "\" is not required, opportunistic or none (off)"));
+  }
+  if (credentials && clear_text && c.starttls != SmtpTargetConfig::StartTls::kRequired) {
+    *warning = absl::StrCat("smtp target ", name, ": starttls: ", mode,
+                            " sends the credentials of ", c.username, " to ", *url,
+                            c.starttls == SmtpTargetConfig::StartTls::kOff
+                                ? " in clear text"
+                                : " in clear text whenever the relay does not offer STARTTLS",
+                            " (the default with a username is starttls: required)");
   }
   absl::StatusOr<std::string> ca_file = e.String("ca_file", "");
   if (!ca_file.ok()) return ca_file.status();
@@ -366,6 +382,7 @@ absl::StatusOr<std::vector<ConfiguredTarget>> ParseTargets(const platform::Confi
     absl::StatusOr<std::string> kind = e.Required("kind");
     if (!kind.ok()) return kind.status();
     absl::StatusOr<std::unique_ptr<Target>> target;
+    std::string warning;
     if (*kind == "slurm") {
       target = ReadSlurm(e, *name);
     } else if (*kind == "osmo") {
@@ -375,14 +392,14 @@ absl::StatusOr<std::vector<ConfiguredTarget>> ParseTargets(const platform::Confi
     } else if (*kind == "webhook") {
       target = ReadWebhook(e, *name);
     } else if (*kind == "smtp") {
-      target = ReadSmtp(e, *name);
+      target = ReadSmtp(e, *name, &warning);
     } else {
       return e.Error("kind", absl::StrCat("\"", *kind,
                                           "\" is not one of slurm, osmo, alertmanager, webhook, "
                                           "smtp"));
     }
     if (!target.ok()) return target.status();
-    ConfiguredTarget configured{.target = *std::move(target)};
+    ConfiguredTarget configured{.target = *std::move(target), .warning = std::move(warning)};
     if (const YAML::Node rl = node["rate_limit"]; rl && !rl.IsNull()) {
       if (!rl.IsMap()) return e.Error("rate_limit", "must be {per_minute, burst}");
       Entry r(rl, absl::StrCat(e.where(), ".rate_limit"));

@@ -24,6 +24,9 @@ struct RateLimit {
 struct ConfiguredTarget {
   std::unique_ptr<Target> target = {};
   std::optional<RateLimit> rate_limit = {};
+  // A choice the configuration made explicitly that weakens the target's security (an smtp
+  // target sending credentials without STARTTLS), logged as a warning at start-up.
+  std::string warning = {};
 };
 
 // Parses and validates `alerting.targets` (absent: no targets).

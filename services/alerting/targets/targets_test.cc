@@ -371,7 +371,8 @@ TEST(ParseTargets, RefusesBadEntriesNamingEntryKeyAndValue) {
             "alerting.targets[0] (m).from: is required");
   EXPECT_EQ(message("alerting: {targets: [{name: m, kind: smtp, url: 'smtp://x', from: a@b, "
                     "starttls: maybe}]}"),
-            "alerting.targets[0] (m).starttls: \"maybe\" is not off, opportunistic or required");
+            "alerting.targets[0] (m).starttls: \"maybe\" is not required, opportunistic or "
+            "none (off)");
   EXPECT_EQ(message("alerting: {targets: [{name: m, kind: smtp, url: 'smtp://x', from: a@b, "
                     "to: ['ops team@b']}]}"),
             "alerting.targets[0] (m).to[0]: \"ops team@b\" may hold only printable ASCII "
