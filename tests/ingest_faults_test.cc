@@ -253,6 +253,11 @@ TEST_F(FaultsIntegration, ScrapedFaultDuringAJobIsOneEventAttributedToTheJob) {
   EXPECT_THAT(ctl.output, HasSubstr("XID 79 GPU has fallen off the bus"));
   EXPECT_THAT(ctl.output, HasSubstr("hardware"));
   EXPECT_THAT(ctl.output, HasSubstr("double-bit ECC errors (volatile) +2"));
+  // The job's view names the faults too.
+  testing::ProgramResult job_view = Ctl({"ofu", absl::StrCat("eos/", kJobId)});
+  EXPECT_EQ(job_view.exit.exit_code, 0) << job_view.output;
+  EXPECT_THAT(job_view.output,
+              HasSubstr("GPU faults   2, first XID 79 GPU has fallen off the bus"));
 }
 
 // Four hours of scrapes of an A30 node no job holds, pushed with their scrape times: GPU 1's

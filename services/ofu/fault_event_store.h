@@ -44,7 +44,7 @@ struct FaultEventQuery {
   int64_t to_ms = 253402300799999;  // event_time < to (year 9999)
   int limit = 1000;
   // Resume after this (time, id) (the last event of the previous page).
-  std::optional<std::pair<int64_t, int64_t>> after;
+  std::optional<std::pair<int64_t, int64_t>> after = {};
 };
 
 struct FaultEventPage {
