@@ -357,18 +357,27 @@ TEST_F(FaultsIntegration, CountersGrowResetAndFlagsRiseIntoEventsOnTheirGpu) {
   EXPECT_EQ(Count("signal = 'row_remap_failure'"), 1);
   EXPECT_EQ(Count("true"), 4);
 
-  // The same values again: nothing. Then the driver reloads: volatile ECC restarts at 0, then 1.
+  // The same values again: nothing. Then the driver reloads between two scrapes and the
+  // volatile DBE counter (3) is seen at 1: a reset, and 1 new error since it.
   Push("eos", "gb200-3", second, t0 + 2 * kMinuteMs);
   EXPECT_EQ(Count("true"), 4);
-  std::string reset = SetValue(second, {"DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", gpu1}, "0");
-  Push("eos", "gb200-4", reset, t0 + 3 * kMinuteMs);
-  EXPECT_EQ(Count("true"), 4);
-  Push("eos", "gb200-5", SetValue(second, {"DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", gpu1}, "1"),
-       t0 + 4 * kMinuteMs);
-  EXPECT_EQ(Count("signal = 'ecc_dbe_volatile' AND count = 1 AND NOT counter_reset"), 0);
-  EXPECT_EQ(Count("signal = 'ecc_dbe_volatile' AND count = 1 AND value = 1"), 1)
+  const std::string dbe = "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL";
+  Push("eos", "gb200-4", SetValue(second, {dbe, gpu1}, "1"), t0 + 3 * kMinuteMs);
+  EXPECT_EQ(Count("signal = 'ecc_dbe_volatile' AND counter_reset AND count = 1 AND value = 1 "
+                  "AND previous_value = 3"),
+            1)
       << "after a reset, the counter's new value is the increase";
+  // Another reload seen at 0 is no error; growing from there again is.
+  Push("eos", "gb200-5", SetValue(second, {dbe, gpu1}, "0"), t0 + 4 * kMinuteMs);
   EXPECT_EQ(Count("true"), 5);
+  Push("eos", "gb200-6", SetValue(second, {dbe, gpu1}, "2"), t0 + 5 * kMinuteMs);
+  EXPECT_EQ(Count("signal = 'ecc_dbe_volatile' AND NOT counter_reset AND count = 2 AND "
+                  "previous_value = 0"),
+            1);
+  EXPECT_EQ(Count("true"), 6);
+  // A late scrape (older than the GPU's last change) changes nothing.
+  Push("eos", "gb200-late", SetValue(second, {dbe, gpu1}, "40"), t0 + 30'000);
+  EXPECT_EQ(Count("true"), 6);
   EXPECT_EQ(Count("host <> '3f546054f69d' OR gpu_index <> 1"), 0) << "GPU 0 is clean";
 }
 
