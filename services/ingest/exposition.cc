@@ -1,5 +1,6 @@
 #include "services/ingest/exposition.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <limits>
 
@@ -227,7 +228,63 @@ struct Pending {
   int64_t first_index = 0;
   int64_t line_count = 0;
   std::vector<int64_t> field_line;  // line that set each field (0 = unset)
+  absl::flat_hash_map<std::string, int64_t> fault_line;  // FaultStateKey -> line
 };
+
+// DCGM's "no value" sentinels for the integer fault fields (INT64 and INT32 blanks, and the
+// FP64 blank of a field read as a double): no error counter or XID reaches them.
+bool IsDcgmFaultBlank(double raw) {
+  constexpr double kFp64Blank = 140737488355328.0;
+  constexpr double kInt64BlankLow = 9223372036854775808.0 - 2048.0;
+  constexpr double kInt32Blank = 2147483632.0;
+  constexpr double kInt32Max = 2147483647.0;
+  return (raw >= kFp64Blank && raw < kFp64Blank + 16) || raw >= kInt64BlankLow ||
+         (raw >= kInt32Blank && raw <= kInt32Max);
+}
+
+// Labels of fault lines that describe the value rather than the GPU or the workload: the XID
+// gauge's `err_code`/`err_msg` (dcgm-exporter 3.3.6 and later) and the XID window count's
+// `xid`/`window_size_in_ms`. They are taken off so they do not become sample labels.
+absl::StatusOr<core::FaultReading> ReadFaultLine(core::FaultSignal signal, double value,
+                                                 std::map<std::string, std::string>& labels) {
+  core::FaultReading reading{.signal = signal, .value = value};
+  std::optional<std::string> xid_text;
+  std::optional<std::string> window_text;
+  if (auto it = labels.find("xid"); it != labels.end() && signal == core::FaultSignal::kXidCount) {
+    xid_text = it->second;
+    labels.erase(it);
+  }
+  if (auto it = labels.find("window_size_in_ms"); it != labels.end()) {
+    window_text = it->second;
+    labels.erase(it);
+  }
+  if (signal == core::FaultSignal::kXid) {
+    labels.erase("err_code");
+    labels.erase("err_msg");
+  }
+  if (!std::isfinite(value) || value < 0) {
+    return absl::OutOfRangeError("is not a fault value (a finite number, 0 or more)");
+  }
+  if (signal == core::FaultSignal::kXid && value != std::floor(value)) {
+    return absl::OutOfRangeError("is not an XID code (an integer)");
+  }
+  if (signal == core::FaultSignal::kXidCount) {
+    if (!xid_text.has_value()) {
+      return absl::NotFoundError("has no xid label (the XID code it counts)");
+    }
+    if (!absl::SimpleAtoi(*xid_text, &reading.xid) || reading.xid <= 0) {
+      return absl::OutOfRangeError(
+          absl::StrCat("has xid=\"", api::Sanitize(*xid_text), "\", not an XID code"));
+    }
+    if (window_text.has_value() &&
+        (!absl::SimpleAtoi(*window_text, &reading.window_ms) || reading.window_ms < 0)) {
+      return absl::OutOfRangeError(absl::StrCat("has window_size_in_ms=\"",
+                                                api::Sanitize(*window_text),
+                                                "\", not a number of milliseconds"));
+    }
+  }
+  return reading;
+}
 
 Refusal LineRefusal(const ExpositionOptions& options, int64_t line_number, int64_t index,
                     std::string field, absl::string_view value, RefusalCode code,
@@ -294,7 +351,9 @@ ExpositionResult ParseDcgmExposition(absl::string_view body, const ExpositionOpt
       continue;
     }
     std::optional<DcgmMapping> mapping = MapDcgmMetric(parsed->name);
-    if (!mapping.has_value()) {
+    const std::optional<core::FaultSignal> fault =
+        mapping.has_value() ? std::nullopt : core::FaultSignalForMetric(parsed->name);
+    if (!mapping.has_value() && !fault.has_value()) {
       ++result.ignored_line_count;
       continue;
     }
@@ -361,17 +420,38 @@ ExpositionResult ParseDcgmExposition(absl::string_view body, const ExpositionOpt
       continue;
     }
 
-    if (IsDcgmBlank(mapping->field, parsed->value)) {
-      ++result.blank_value_count;
-      continue;
-    }
-    const double value = parsed->value * mapping->scale;
-    const core::GpuSpec* spec = spec_for(proto_sample.gpu_model);
-    if (auto problem = CheckFieldValue(mapping->field, value, spec, options.validation)) {
-      ++result.refused_line_count;
-      result.refusals.push_back(LineRefusal(options, line_number, sample_index, parsed->name,
-                                            value_text, problem->code, problem->reason));
-      continue;
+    std::optional<core::FaultReading> reading;
+    double value = 0;  // the field's value, scaled
+    if (fault.has_value()) {
+      if (IsDcgmFaultBlank(parsed->value)) {
+        ++result.blank_value_count;
+        continue;
+      }
+      auto fault_reading = ReadFaultLine(*fault, parsed->value, proto_sample.labels);
+      if (!fault_reading.ok()) {
+        ++result.refused_line_count;
+        result.refusals.push_back(
+            LineRefusal(options, line_number, sample_index, parsed->name, value_text,
+                        fault_reading.status().code() == absl::StatusCode::kNotFound
+                            ? RefusalCode::kMissingField
+                            : RefusalCode::kOutOfRange,
+                        fault_reading.status().message()));
+        continue;
+      }
+      reading = *fault_reading;
+    } else {
+      if (IsDcgmBlank(mapping->field, parsed->value)) {
+        ++result.blank_value_count;
+        continue;
+      }
+      value = parsed->value * mapping->scale;
+      const core::GpuSpec* spec = spec_for(proto_sample.gpu_model);
+      if (auto problem = CheckFieldValue(mapping->field, value, spec, options.validation)) {
+        ++result.refused_line_count;
+        result.refusals.push_back(LineRefusal(options, line_number, sample_index, parsed->name,
+                                              value_text, problem->code, problem->reason));
+        continue;
+      }
     }
 
     const int64_t time_ms = parsed->timestamp_ms.value_or(options.scrape_time_unix_ms);
@@ -394,6 +474,19 @@ ExpositionResult ParseDcgmExposition(absl::string_view body, const ExpositionOpt
       }
     }
     Pending& p = pending[it->second];
+    if (reading.has_value()) {
+      auto [seen, first] = p.fault_line.try_emplace(core::FaultStateKey(*reading), line_number);
+      if (!first) {
+        ++result.refused_line_count;
+        result.refusals.push_back(LineRefusal(
+            options, line_number, sample_index, parsed->name, value_text, RefusalCode::kDuplicate,
+            absl::StrCat("repeats line ", seen->second, " for the same GPU and timestamp")));
+        continue;
+      }
+      p.sample.faults.push_back(*reading);
+      ++p.line_count;
+      continue;
+    }
     const int field_index = static_cast<int>(mapping->field);
     if (p.field_line[field_index] != 0) {
       ++result.refused_line_count;

@@ -7,12 +7,15 @@
 // (DCGM_FI_DEV_GPU_UTIL is divided by 100 into a fraction); lines of the same GPU (host +
 // UUID or index + MIG instance) and timestamp are combined into one sample; labels that are
 // not GPU identity (`hpc_job`, `pod`, `namespace`, label-type DCGM fields such as
-// `DCGM_FI_DRIVER_VERSION`, ...) are kept as sample labels. Other metrics are counted as
-// ignored. A DCGM blank (IsDcgmBlank: the field could not be read) is a missing value: the
-// line is counted in `blank_value_count` and the GPU's other fields are kept. A GPU model
-// the catalog does not know is kept too (ofu reports its OFU as unavailable). A malformed
-// line, a line with more than `max_labels_per_series` labels, or a value that fails
-// validation, is refused with its line number and reason while the rest of the body is kept.
+// `DCGM_FI_DRIVER_VERSION`, ...) are kept as sample labels. Fault metrics (the XID gauge and
+// window count, ECC, row-remap, NVLink and PCIe error fields: core::FaultSignalForMetric)
+// become the sample's `faults` (their value labels `err_code`, `err_msg`, `xid`,
+// `window_size_in_ms` are read, not kept). Other metrics are counted as ignored. A DCGM blank
+// (IsDcgmBlank: the field could not be read) is a missing value: the line is counted in
+// `blank_value_count` and the GPU's other fields are kept. A GPU model the catalog does not know is
+// kept too (ofu reports its OFU as unavailable). A malformed line, a line with more than
+// `max_labels_per_series` labels, or a value that fails validation, is refused with its line number
+// and reason while the rest of the body is kept.
 //
 //   ExpositionResult r = ParseDcgmExposition(body, {.batch_id = "scrape-17",
 //                                                  .default_host = "gpu-node-042",

@@ -70,6 +70,11 @@ IngestPipeline::IngestPipeline(SampleStore* store, const core::GpuCatalog* catal
         "goodput_ingest_batches_failed_total",
         "Batches not stored because PostgreSQL failed (the sender retries), by source.",
         {"source"});
+    fault_events_ = &metrics->AddCounter(
+        "goodput_ingest_fault_events_total",
+        "GPU fault events (XID, ECC, row remapping, NVLink, PCIe, slowdowns) derived from "
+        "stored batches, by source.",
+        {"source"});
   }
 }
 
@@ -234,6 +239,7 @@ absl::StatusOr<BatchOutcome> IngestPipeline::Ingest(
     if (duplicate_batches_ != nullptr) duplicate_batches_->WithLabels({source}).Increment();
   } else if (stored_ != nullptr) {
     stored_->WithLabels({source}).Increment(static_cast<double>(result->stored_count));
+    fault_events_->WithLabels({source}).Increment(static_cast<double>(result->fault_event_count));
     unattributed_->WithLabels({source}).Increment(
         static_cast<double>(result->unattributed_count));
     // By reason where the refusals are listed; the rest (parsers count more than they list

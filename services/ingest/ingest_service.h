@@ -120,6 +120,7 @@ class IngestPipeline {
   platform::CounterFamily* duplicate_batches_ = nullptr;
   platform::CounterFamily* saturated_ = nullptr;
   platform::CounterFamily* failed_batches_ = nullptr;
+  platform::CounterFamily* fault_events_ = nullptr;
   platform::Logger logger_;
   // Storage failures are logged at most once per 10 s, with how many were not logged.
   std::atomic<int64_t> last_failure_log_ms_{0};

@@ -42,6 +42,17 @@ Sample SampleFromProto(const v1::GpuSample& p) {
   if (p.has_clock_throttle_reasons()) {
     s.set(F::kClockThrottleReasons, static_cast<double>(p.clock_throttle_reasons()));
   }
+  for (const v1::GpuFaultReading& f : p.faults()) {
+    core::FaultReading r;
+    // Out of range (UNSPECIFIED included) stays recognisable for validation: -1.
+    const int index = static_cast<int>(f.signal()) - 1;
+    r.signal = static_cast<core::FaultSignal>(
+        index >= 0 && index < core::kFaultSignalCount ? index : core::kFaultSignalCount);
+    r.value = f.value();
+    r.xid = f.xid();
+    r.window_ms = f.window_ms();
+    s.faults.push_back(r);
+  }
   return s;
 }
 

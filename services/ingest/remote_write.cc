@@ -159,7 +159,8 @@ std::vector<RemoteWriteBatch> MapWriteRequest(const prometheus::WriteRequest& re
       by_cluster[cluster].ha_dropped_count += series.samples_size();
       continue;
     }
-    if (!name.empty() && !MapDcgmMetric(name).has_value()) {
+    if (!name.empty() && !MapDcgmMetric(name).has_value() &&
+        !core::FaultSignalForMetric(name).has_value()) {
       by_cluster[cluster].ignored_count += series.samples_size();
       continue;
     }

@@ -120,6 +120,7 @@ int64_t MarkSharedGpus(std::vector<Sample>& samples) {
 }
 
 bool Sample::HasAnyValue() const {
+  if (!faults.empty()) return true;
   for (const auto& v : values) {
     if (v.has_value()) return true;
   }

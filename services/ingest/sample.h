@@ -13,11 +13,12 @@
 #include <array>
 #include <cstdint>
 #include <map>
-#include <vector>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/strings/string_view.h"
+#include "services/core/gpu_faults.h"
 
 namespace goodput::ingest {
 
@@ -80,12 +81,15 @@ struct Sample {
   std::string gpu_model;                      // dcgm-exporter modelName; may be empty
   std::map<std::string, std::string> labels;  // hpc_job, pod, namespace, driver version, ...
   std::array<std::optional<double>, kSampleFieldCount> values{};
+  // Fault signals read with the sample (XID, ECC, row remapping, NVLink and PCIe error
+  // counters): not stored in `samples`, turned into fault events by ingest (fault_events.h).
+  std::vector<core::FaultReading> faults;
 
   const std::optional<double>& get(SampleField field) const {
     return values[static_cast<int>(field)];
   }
   void set(SampleField field, double value) { values[static_cast<int>(field)] = value; }
-  // True when at least one measurement is present.
+  // True when at least one measurement or fault reading is present.
   bool HasAnyValue() const;
 };
 

@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "nlohmann/json.hpp"
+#include "services/ingest/fault_events.h"
 
 namespace goodput::ingest {
 namespace {
@@ -133,6 +134,79 @@ std::array<std::optional<std::string>, kCopyColumnCount> Row(const BatchWrite& b
     row[30] = labels.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   }
   return row;
+}
+
+}  // namespace
+
+namespace {
+
+// Locks the fault state of the batch's GPUs (creating the rows of GPUs seen for the first
+// time), derives the fault events, writes them and the changed states. Keys are taken in
+// sorted order, so two batches of overlapping GPUs lock in the same order.
+int64_t WriteFaultEvents(pqxx::work& txn, const BatchWrite& batch) {
+  const std::vector<std::string> keys = FaultGpuKeys(batch.samples);
+  if (keys.empty()) return 0;
+  const std::string keys_array = TextArray(keys);
+  txn.exec_params(
+      "INSERT INTO gpu_fault_state (cluster, gpu_key) "
+      "SELECT $1, k FROM unnest($2::text[]) AS k ORDER BY k ON CONFLICT DO NOTHING",
+      batch.cluster, keys_array);
+  pqxx::result rows = txn.exec_params(
+      "SELECT gpu_key, signals::text FROM gpu_fault_state "
+      "WHERE cluster = $1 AND gpu_key = ANY($2::text[]) ORDER BY gpu_key FOR UPDATE",
+      batch.cluster, keys_array);
+  absl::flat_hash_map<std::string, GpuFaultState> states;
+  for (const auto& r : rows) {
+    absl::StatusOr<GpuFaultState> state = DecodeFaultState(r[1].as<std::string>());
+    // A state that cannot be read is started again rather than failing every batch of its GPU.
+    states[r[0].as<std::string>()] = state.ok() ? *std::move(state) : GpuFaultState();
+  }
+  FaultDetection detected = DetectFaultEvents(batch.samples, batch.job_row_ids, &states);
+  if (!detected.changed_gpus.empty()) {
+    std::vector<std::string> changed_keys, encoded;
+    for (const std::string& key : detected.changed_gpus) {
+      changed_keys.push_back(key);
+      encoded.push_back(EncodeFaultState(states[key]));
+    }
+    txn.exec_params(
+        "UPDATE gpu_fault_state s SET signals = v.signals::jsonb, updated_at = now() "
+        "FROM unnest($2::text[], $3::text[]) AS v(k, signals) "
+        "WHERE s.cluster = $1 AND s.gpu_key = v.k",
+        batch.cluster, TextArray(changed_keys), TextArray(encoded));
+  }
+  if (!detected.events.empty()) {
+    pqxx::stream_to copy(
+        txn, "gpu_fault_events",
+        std::vector<std::string>{"cluster", "host", "gpu_index", "gpu_uuid", "mig_instance_id",
+                                 "job", "event_time", "signal", "xid", "value", "previous_value",
+                                 "count", "counter_reset", "batch_id", "source"});
+    for (const FaultEvent& e : detected.events) {
+      const Sample& s = *e.sample;
+      std::array<std::optional<std::string>, 15> row;
+      row[0] = batch.cluster;
+      row[1] = s.gpu.host;
+      if (s.gpu.gpu_index) row[2] = absl::StrCat(*s.gpu.gpu_index);
+      if (!s.gpu.uuid.empty()) row[3] = s.gpu.uuid;
+      if (s.gpu.mig) row[4] = absl::StrCat(s.gpu.mig->gpu_instance_id);
+      if (e.job) row[5] = absl::StrCat(*e.job);
+      row[6] = FormatTimestamp(s.time_unix_ms);
+      row[7] = std::string(core::FaultSignalName(e.reading.signal));
+      if (e.reading.signal == core::FaultSignal::kXid) {
+        row[8] = absl::StrCat(static_cast<int64_t>(e.edge.value));
+      } else if (e.reading.signal == core::FaultSignal::kXidCount) {
+        row[8] = absl::StrCat(e.reading.xid);
+      }
+      row[9] = FormatDouble(e.edge.value);
+      if (e.edge.previous_value) row[10] = FormatDouble(*e.edge.previous_value);
+      row[11] = FormatDouble(e.edge.count);
+      row[12] = e.edge.counter_reset ? "t" : "f";
+      row[13] = batch.batch_id;
+      row[14] = batch.source;
+      copy << row;
+    }
+    copy.complete();
+  }
+  return static_cast<int64_t>(detected.events.size());
 }
 
 }  // namespace
@@ -300,6 +374,7 @@ absl::StatusOr<BatchWriteResult> SampleStore::WriteBatch(const BatchWrite& batch
           }
           copy.complete();
         }
+        result.fault_event_count = WriteFaultEvents(txn, batch);
         if (!batch.hosts_seen.empty()) {
           std::vector<std::string> jobs, hosts, forms;
           for (const BatchWrite::HostSeen& h : batch.hosts_seen) {

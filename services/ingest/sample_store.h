@@ -5,8 +5,9 @@
 // A batch is written in one transaction: its (cluster, source, id) goes into `ingest_batches`
 // first (already there means a retry: nothing is written and the first outcome is returned
 // with `duplicate = true`; two concurrent deliveries of one id serialize on the primary key), then
-// its rows are streamed with COPY, then it commits. Only after WriteBatch returns OK is the
-// batch durable, and only then may the caller acknowledge it.
+// its rows are streamed with COPY, its fault readings become fault events against the GPUs'
+// state (fault_events.h, tables `gpu_fault_state` and `gpu_fault_events`), then it commits. Only
+// after WriteBatch returns OK is the batch durable, and only then may the caller acknowledge it.
 //
 //   SampleStore store(pool);
 //   ASSIGN_OR_RETURN(Attributor attributor, store.LoadAttributor("eos", samples));
@@ -52,6 +53,8 @@ struct BatchWriteResult {
   int64_t stored_count = 0;
   int64_t refused_count = 0;
   int64_t unattributed_count = 0;
+  // Fault events derived from the batch's fault readings (fault_events.h).
+  int64_t fault_event_count = 0;
   // For a duplicate: when the first delivery was committed.
   int64_t first_received_unix_ms = 0;
 };

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <utility>
 
+#include "absl/algorithm/container.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
@@ -233,6 +234,44 @@ std::optional<Refusal> ValidateSample(const Sample& sample, const ItemLocation& 
     if (auto problem = CheckFieldValue(field, *value, spec, options)) {
       return MakeRefusal(where, std::string(SampleFieldName(field)), FormatValue(*value),
                          problem->code, problem->reason);
+    }
+  }
+  absl::flat_hash_set<std::string> fault_keys;
+  for (size_t i = 0; i < sample.faults.size(); ++i) {
+    const core::FaultReading& f = sample.faults[i];
+    const std::string field = absl::StrCat("faults[", i, "]");
+    const int signal = static_cast<int>(f.signal);
+    if (signal < 0 || signal >= core::kFaultSignalCount) {
+      return MakeRefusal(where, absl::StrCat(field, ".signal"), "", RefusalCode::kUnknownValue,
+                         "is not a fault signal goodput knows");
+    }
+    const bool clock_bit =
+        absl::c_any_of(core::FaultClockEventBits(),
+                       [&](const core::ClockEventBit& b) { return b.signal == f.signal; });
+    if (clock_bit) {
+      return MakeRefusal(where, absl::StrCat(field, ".signal"),
+                         std::string(core::FaultSignalName(f.signal)), RefusalCode::kUnknownValue,
+                         "is derived from clock_throttle_reasons; send that field instead");
+    }
+    if (!std::isfinite(f.value) || f.value < 0) {
+      return MakeRefusal(
+          where, absl::StrCat(field, ".value"), FormatValue(f.value),
+          std::isfinite(f.value) ? RefusalCode::kOutOfRange : RefusalCode::kNotFinite,
+          absl::StrCat("is not a value of ", std::string(core::FaultSignalName(f.signal)),
+                       " (a finite number, 0 or more)"));
+    }
+    if (f.signal == core::FaultSignal::kXidCount && f.xid <= 0) {
+      return MakeRefusal(where, absl::StrCat(field, ".xid"), absl::StrCat(f.xid),
+                         RefusalCode::kMissingField,
+                         "is required for xid_count (the XID code counted)");
+    }
+    if (f.window_ms < 0) {
+      return MakeRefusal(where, absl::StrCat(field, ".window_ms"), absl::StrCat(f.window_ms),
+                         RefusalCode::kOutOfRange, "is negative");
+    }
+    if (!fault_keys.insert(core::FaultStateKey(f)).second) {
+      return MakeRefusal(where, absl::StrCat(field, ".signal"), core::FaultStateKey(f),
+                         RefusalCode::kDuplicate, "appears twice in the sample");
     }
   }
   return std::nullopt;

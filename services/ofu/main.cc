@@ -28,6 +28,7 @@ struct OfuRuntime {
   std::unique_ptr<goodput::ofu::StreamHub> hub;
   std::unique_ptr<goodput::platform::OrderedForwarder> forwarder;
   std::unique_ptr<goodput::ofu::OfuConsumer> consumer;
+  std::unique_ptr<goodput::ofu::FaultEventStore> faults;
   std::unique_ptr<goodput::ofu::OfuServiceImpl> service;
   std::unique_ptr<goodput::ofu::ReportStore> report_store;
   std::unique_ptr<goodput::ofu::JobReporter> reporter;
@@ -186,9 +187,10 @@ absl::StatusOr<std::shared_ptr<void>> Setup(goodput::platform::ServiceContext& c
     raw->consumer->Stop();
     raw->forwarder->Stop();
   });
+  rt->faults = std::make_unique<goodput::ofu::FaultEventStore>(ctx.pg);
   rt->service = std::make_unique<goodput::ofu::OfuServiceImpl>(
       rt->store.get(), rt->consumer.get(), rt->cache.get(), rt->hub.get(), catalog,
-      goodput::ofu::OfuServiceOptions{.window_s = w});
+      goodput::ofu::OfuServiceOptions{.window_s = w, .faults = rt->faults.get()});
   ctx.grpc->AddService(rt->service.get(), goodput::v1::OfuService::service_full_name());
 
   rt->report_store = std::make_unique<goodput::ofu::ReportStore>(

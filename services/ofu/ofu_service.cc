@@ -5,11 +5,16 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "services/api/api_checks.h"
 #include "services/api/api_convert.h"
+#include "services/core/gpu_faults.h"
 #include "services/core/tile_quantization.h"
+#include "services/core/xid_catalog.h"
 #include "services/ofu/proto_convert.h"
+#include "services/platform/auth.h"
 #include "services/platform/grpc_reactors.h"
 #include "services/platform/scope.h"
 #include "services/platform/status_convert.h"
@@ -30,6 +35,41 @@ absl::Status CheckJobKey(const v1::JobKey& key, absl::string_view field) {
                                                    "\" must both be set"));
   }
   return absl::OkStatus();
+}
+
+// The job summary's fault events: the first ones of the job (ListFaultEvents has them all).
+constexpr int kSummaryFaultEvents = 20;
+
+void FaultEventToProto(const StoredFaultEvent& e, v1::FaultEvent* out) {
+  out->set_cluster(e.cluster);
+  v1::GpuRef* gpu = out->mutable_gpu();
+  gpu->set_host(e.host);
+  if (e.gpu_index) gpu->set_gpu_index(*e.gpu_index);
+  gpu->set_uuid(e.gpu_uuid);
+  if (e.mig_instance) gpu->mutable_mig()->set_gpu_instance_id(*e.mig_instance);
+  if (e.job_id) {
+    out->mutable_job()->set_cluster(*e.job_cluster);
+    out->mutable_job()->set_job_id(*e.job_id);
+  }
+  *out->mutable_time() = api::UnixMsToTimestamp(e.time_ms);
+  if (std::optional<core::FaultSignal> signal = core::FaultSignalFromName(e.signal)) {
+    out->set_signal(static_cast<v1::FaultSignal>(static_cast<int>(*signal) + 1));
+    out->set_signal_description(std::string(core::FaultSignalDescription(*signal)));
+  }
+  if (e.xid) {
+    out->set_xid(*e.xid);
+    if (const core::XidInfo* info = core::FindXid(*e.xid)) {
+      out->set_xid_meaning(std::string(info->meaning));
+      out->set_blame(std::string(core::XidBlameName(info->blame)));
+      out->set_recommended_action(std::string(info->action));
+      out->set_xid_source(std::string(info->source));
+    }
+  }
+  out->set_value(e.value);
+  if (e.previous_value) out->set_previous_value(*e.previous_value);
+  out->set_count(e.count);
+  out->set_counter_reset(e.counter_reset);
+  out->set_source(e.source);
 }
 
 void FillGroup(const FleetGroupFigures& g, v1::FleetGroup* out) {
@@ -254,6 +294,77 @@ absl::Status OfuServiceImpl::DoGetJobSummary(const v1::GetJobSummaryRequest& req
   }
   AddFlags(f.flags, s->mutable_flags());
   s->set_late_sample_count(job->late_sample_count);
+  if (options_.faults != nullptr) {
+    absl::StatusOr<FaultEventPage> faults =
+        options_.faults->ForJob(job->id, {.limit = kSummaryFaultEvents});
+    if (!faults.ok()) return faults.status();
+    s->set_fault_event_count(faults->total);
+    for (const StoredFaultEvent& e : faults->events) FaultEventToProto(e, s->add_fault_events());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status OfuServiceImpl::DoListFaultEvents(const v1::ListFaultEventsRequest& request,
+                                               v1::ListFaultEventsResponse* response,
+                                               const grpc::ServerContextBase* context) {
+  if (options_.faults == nullptr) {
+    return absl::UnimplementedError("fault events are not served by this goodput-ofu");
+  }
+  // Scope first, whatever else is wrong with the request. A job's faults: the job must be
+  // within the token's scope; a cluster's or host's: other users' jobs held those GPUs, so a
+  // user- or team-limited token names one of its jobs.
+  std::string cluster = request.cluster();
+  if (absl::Status s = platform::CallScope::Of(context).NarrowToJob(
+          "ListFaultEvents", &cluster, request.job().cluster(), request.job().job_id());
+      !s.ok()) {
+    return s;
+  }
+  const bool by_job = request.has_job();
+  if (by_job == !request.cluster().empty()) {
+    return absl::InvalidArgumentError(
+        "set either job or cluster (and optionally host), not both and not neither");
+  }
+  if (!request.host().empty() && by_job) {
+    return absl::InvalidArgumentError("host: only with cluster");
+  }
+  if (request.page_size() < 0 || request.page_size() > 10000) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("page_size=", request.page_size(), " is outside [0, 10000]"));
+  }
+  FaultEventQuery query;
+  query.limit = request.page_size() == 0 ? 1000 : request.page_size();
+  if (request.range().has_start_time()) {
+    query.from_ms = api::TimestampToUnixMs(request.range().start_time());
+  }
+  if (request.range().has_end_time()) {
+    query.to_ms = api::TimestampToUnixMs(request.range().end_time());
+  }
+  if (!request.page_token().empty()) {
+    std::vector<std::string> parts = absl::StrSplit(request.page_token(), '|');
+    int64_t time_ms = 0;
+    int64_t id = 0;
+    if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &time_ms) ||
+        !absl::SimpleAtoi(parts[1], &id)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "page_token=\"", api::Sanitize(request.page_token()), "\" is not a token of this list"));
+    }
+    query.after = std::make_pair(time_ms, id);
+  }
+  absl::StatusOr<FaultEventPage> page;
+  if (by_job) {
+    if (absl::Status s = CheckJobKey(request.job(), "job"); !s.ok()) return s;
+    absl::StatusOr<JobRow> job = store_->FindJob(request.job().cluster(), request.job().job_id());
+    if (!job.ok()) return job.status();
+    page = options_.faults->ForJob(job->id, query);
+  } else {
+    page = options_.faults->ForCluster(cluster, request.host(), query);
+  }
+  if (!page.ok()) return page.status();
+  for (const StoredFaultEvent& e : page->events) FaultEventToProto(e, response->add_events());
+  if (page->more && !page->events.empty()) {
+    response->set_next_page_token(
+        absl::StrCat(page->events.back().time_ms, "|", page->events.back().id));
+  }
   return absl::OkStatus();
 }
 
@@ -526,6 +637,12 @@ grpc::ServerUnaryReactor* OfuServiceImpl::GetLatestOfu(grpc::CallbackServerConte
     }
   }
   return FinishUnary(context, DoGetLatestOfu(*request, response));
+}
+
+grpc::ServerUnaryReactor* OfuServiceImpl::ListFaultEvents(grpc::CallbackServerContext* context,
+                                                          const v1::ListFaultEventsRequest* request,
+                                                          v1::ListFaultEventsResponse* response) {
+  return FinishUnary(context, DoListFaultEvents(*request, response, context));
 }
 
 grpc::ServerUnaryReactor* OfuServiceImpl::GetJobSummary(grpc::CallbackServerContext* context,

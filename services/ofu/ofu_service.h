@@ -9,6 +9,7 @@
 
 #include "goodput/v1/ofu.grpc.pb.h"
 #include "services/core/gpu_catalog.h"
+#include "services/ofu/fault_event_store.h"
 #include "services/ofu/ofu_consumer.h"
 #include "services/ofu/ofu_live.h"
 #include "services/ofu/ofu_store.h"
@@ -23,6 +24,8 @@ struct OfuServiceOptions {
   double straggler_threshold = 0.2;
   // Wall clock (unix ms) for "now" in summaries; injectable for tests.
   std::function<int64_t()> clock = {};
+  // GPU fault events (ListFaultEvents, the job summary's fault_events); null: not served.
+  FaultEventStore* faults = nullptr;
 };
 
 class OfuServiceImpl final : public v1::OfuService::CallbackService {
@@ -51,6 +54,9 @@ class OfuServiceImpl final : public v1::OfuService::CallbackService {
   grpc::ServerUnaryReactor* EstimateGemmOverhead(
       grpc::CallbackServerContext* context, const v1::EstimateGemmOverheadRequest* request,
       v1::EstimateGemmOverheadResponse* response) override;
+  grpc::ServerUnaryReactor* ListFaultEvents(grpc::CallbackServerContext* context,
+                                            const v1::ListFaultEventsRequest* request,
+                                            v1::ListFaultEventsResponse* response) override;
   grpc::ServerUnaryReactor* IngestAttributedBatch(
       grpc::CallbackServerContext* context, const v1::IngestAttributedBatchRequest* request,
       v1::IngestAttributedBatchResponse* response) override;
@@ -65,6 +71,11 @@ class OfuServiceImpl final : public v1::OfuService::CallbackService {
                                  v1::GetFleetSummaryResponse* response);
   absl::Status DoListGpuSpecs(const v1::ListGpuSpecsRequest& request,
                               v1::ListGpuSpecsResponse* response);
+  // `context` (null in tests) carries the caller's token: a token limited to clusters lists
+  // those only, one limited to a user lists that user's jobs' faults only.
+  absl::Status DoListFaultEvents(const v1::ListFaultEventsRequest& request,
+                                 v1::ListFaultEventsResponse* response,
+                                 const grpc::ServerContextBase* context = nullptr);
   absl::Status DoEstimateGemmOverhead(const v1::EstimateGemmOverheadRequest& request,
                                       v1::EstimateGemmOverheadResponse* response);
 

@@ -40,6 +40,7 @@ const ScopeTableEntry kScopeTable[] = {
     {"/goodput.v1.OfuService/GetLatestOfu", ScopeKind::kJob},
     {"/goodput.v1.OfuService/GetJobSummary", ScopeKind::kJob},
     {"/goodput.v1.OfuService/GetFleetSummary", ScopeKind::kFiltered},
+    {"/goodput.v1.OfuService/ListFaultEvents", ScopeKind::kFiltered},
     {"/goodput.v1.OfuService/ListGpuSpecs", ScopeKind::kNone},
     {"/goodput.v1.OfuService/EstimateGemmOverhead", ScopeKind::kNone},
     {"/goodput.v1.OfuService/IngestAttributedBatch", ScopeKind::kFleet},

@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
 #include "httplib.h"
 
 namespace goodput::testing {
@@ -55,15 +56,20 @@ std::string DcgmExporterText(absl::string_view host, absl::string_view job_id) {
       if (name == "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE")
         value = absl::StrFormat("%.6f", 0.40 + 0.01 * g);
       if (name == "DCGM_FI_PROF_DRAM_ACTIVE") value = "0.358421";
-      absl::StrAppendFormat(
-          &out,
-          "%s{gpu=\"%d\",UUID=\"GPU-604ac76c-d9cf-fef3-62e9-d92044ab6e5%d\","
-          "pci_bus_id=\"00000000:%02X:00.0\",device=\"nvidia%d\",modelName=\"NVIDIA H100 80GB "
-          "HBM3\",Hostname=\"%s\",DCGM_FI_DRIVER_VERSION=\"535.129.03\",hpc_job=\"%s\"} %s\n",
-          m.name, g, g, 0x18 + 0x11 * g, g, host, job_id, value);
+      absl::StrAppend(&out, DcgmExporterLine(host, job_id, g, m.name, value));
     }
   }
   return out;
+}
+
+std::string DcgmExporterLine(absl::string_view host, absl::string_view job_id, int gpu,
+                             absl::string_view metric, absl::string_view value,
+                             absl::string_view extra_labels) {
+  return absl::StrFormat(
+      "%s{gpu=\"%d\",UUID=\"GPU-604ac76c-d9cf-fef3-62e9-d92044ab6e5%d\","
+      "pci_bus_id=\"00000000:%02X:00.0\",device=\"nvidia%d\",modelName=\"NVIDIA H100 80GB "
+      "HBM3\",Hostname=\"%s\",DCGM_FI_DRIVER_VERSION=\"535.129.03\",hpc_job=\"%s\"%s} %s\n",
+      metric, gpu, gpu, 0x18 + 0x11 * gpu, gpu, host, job_id, extra_labels, value);
 }
 
 struct DcgmExporterServer::Impl {
@@ -71,6 +77,8 @@ struct DcgmExporterServer::Impl {
   std::thread thread;
   std::atomic<int> served_to_ingest{0};
   int port = 0;
+  absl::Mutex mu;
+  std::string extra ABSL_GUARDED_BY(mu);
 };
 
 DcgmExporterServer::DcgmExporterServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -81,8 +89,13 @@ absl::StatusOr<std::unique_ptr<DcgmExporterServer>> DcgmExporterServer::Start(st
   Impl* raw = impl.get();
   const std::string text = DcgmExporterText(host, job_id);
   raw->server.Get("/metrics", [raw, text](const httplib::Request& req, httplib::Response& res) {
+    std::string body = text;
+    {
+      absl::MutexLock lock(&raw->mu);
+      body += raw->extra;
+    }
     if (req.get_header_value("User-Agent") == "goodput-ingest") ++raw->served_to_ingest;
-    res.set_content(text, "text/plain; version=0.0.4");
+    res.set_content(body, "text/plain; version=0.0.4");
   });
   raw->port = raw->server.bind_to_any_port("127.0.0.1");
   if (raw->port <= 0) return absl::UnavailableError("dcgm-exporter stand-in: no loopback port");
@@ -96,6 +109,11 @@ DcgmExporterServer::~DcgmExporterServer() {
 }
 
 int DcgmExporterServer::port() const { return impl_->port; }
+
+void DcgmExporterServer::SetExtraText(std::string text) {
+  absl::MutexLock lock(&impl_->mu);
+  impl_->extra = std::move(text);
+}
 
 int DcgmExporterServer::served_to_ingest() const { return impl_->served_to_ingest.load(); }
 

@@ -20,6 +20,13 @@ inline constexpr int kDcgmExporterGpus = 8;
 // tensor activity differs per GPU (0.40 + 0.01 * gpu) so rows can be told apart.
 std::string DcgmExporterText(absl::string_view host, absl::string_view job_id);
 
+// One line of dcgm-exporter metric `metric` (a fault field such as DCGM_FI_DEV_XID_ERRORS)
+// for GPU `gpu` of that node, with the labels DcgmExporterText prints for it plus `extra_labels`
+// (`,xid="79",window_size_in_ms="300000"`), and `value`.
+std::string DcgmExporterLine(absl::string_view host, absl::string_view job_id, int gpu,
+                             absl::string_view metric, absl::string_view value,
+                             absl::string_view extra_labels = "");
+
 // Serves DcgmExporterText on /metrics until destroyed.
 class DcgmExporterServer {
  public:
@@ -28,6 +35,9 @@ class DcgmExporterServer {
   ~DcgmExporterServer();
 
   int port() const;
+  // Lines served after DcgmExporterText from the next response on (fault metrics that change
+  // while the exporter runs); empty: none.
+  void SetExtraText(std::string text);
   // Responses served to goodput-ingest's scraper (its User-Agent), so far.
   int served_to_ingest() const;
 

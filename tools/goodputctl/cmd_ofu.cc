@@ -153,6 +153,16 @@ int JobOfu(const Args& args) {
     std::cout << "idle GPUs    " << absl::StrJoin(names, ", ") << "\n";
   }
   if (s.flags_size() > 0) std::cout << "data quality " << FlagsText(s.flags()) << "\n";
+  if (s.fault_event_count() > 0) {
+    // The first fault, and where to see them all.
+    const v1::FaultEvent& first = s.fault_events(0);
+    std::string what =
+        first.xid() != 0 ? absl::StrCat("XID ", first.xid()) : first.signal_description();
+    if (!first.xid_meaning().empty()) absl::StrAppend(&what, " ", first.xid_meaning());
+    std::cout << "GPU faults   " << s.fault_event_count() << ", first " << what << " on "
+              << GpuName(first.gpu()) << " at " << FormatUtc(FromProto(first.time()))
+              << " (goodputctl faults " << key->cluster() << "/" << key->job_id() << ")\n";
+  }
   if (!s.ofu_unavailable_reason().empty()) {
     std::cout << "no OFU       " << s.ofu_unavailable_reason() << "\n";
   }

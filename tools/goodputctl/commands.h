@@ -31,5 +31,6 @@ std::vector<Command> OfuCommands();    // ofu, fleet summary, gemm-overhead, gpu
 std::vector<Command> MfuCommands();    // reconcile, fleet report
 std::vector<Command> AlertCommands();  // alerts list|show|ack, alerts silence create|list|delete
 std::vector<Command> ReportCommands();  // report
+std::vector<Command> FaultCommands();   // faults
 
 }  // namespace goodput::ctl
