@@ -1,4 +1,4 @@
-#include "services/ofu/job_reporter.h"
+#include "services/alerting/job_reporter.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -7,17 +7,19 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "services/alerting/outbox.h"
+#include "services/alerting/targets/slurm_target.h"
 #include "services/api/api_convert.h"
 #include "services/api/job_report.h"
-#include "services/platform/command.h"
 #include "services/platform/grpc_client.h"
 #include "services/platform/status_convert.h"
 
-namespace goodput::ofu {
+namespace goodput::alerting {
 namespace {
 
 bool IsRegression(v1::AlertKind kind) {
@@ -44,44 +46,141 @@ std::string Deterministic(const google::protobuf::Message& m) {
   return out;
 }
 
+absl::Status Invalid(const std::string& key, const std::string& problem) {
+  return absl::InvalidArgumentError(absl::StrCat("alerting.reports.", key, ": ", problem));
+}
+
+constexpr char kReportKeys[] =
+    "enabled, ofu_address, mfu_address, token, timeout_s, revise_for_s, idle_check_s, "
+    "retry_backoff_s, admin_comment_targets";
+
 }  // namespace
 
-JobReporter::JobReporter(ReportStore* store, OfuServiceImpl* ofu, const core::GpuCatalog* catalog,
-                         std::shared_ptr<v1::MfuService::StubInterface> mfu,
-                         std::shared_ptr<v1::AlertService::StubInterface> alerting,
-                         ReporterOptions options, platform::Logger logger)
+absl::StatusOr<ReporterOptions> LoadReporterOptions(const platform::ConfigTree& tree) {
+  ReporterOptions o;
+  for (const std::string& key : tree.ChildKeys("alerting.reports")) {
+    if (!absl::StrContains(absl::StrCat(", ", kReportKeys, ","), absl::StrCat(" ", key, ","))) {
+      return Invalid(key, absl::StrCat("unknown key (", kReportKeys, ")"));
+    }
+  }
+  absl::StatusOr<std::string> ofu = tree.GetString("alerting.reports.ofu_address", "");
+  if (!ofu.ok()) return ofu.status();
+  o.ofu_address = *ofu;
+  // On by default wherever ofu's address is known.
+  absl::StatusOr<bool> enabled = tree.GetBool("alerting.reports.enabled", !ofu->empty());
+  if (!enabled.ok()) return enabled.status();
+  o.enabled = *enabled;
+  if (!o.enabled) return o;
+  if (o.ofu_address.empty()) {
+    return Invalid("ofu_address",
+                   "is required when reports are enabled (goodput-ofu's gRPC address)");
+  }
+  absl::StatusOr<std::string> mfu = tree.GetString("alerting.reports.mfu_address", "");
+  if (!mfu.ok()) return mfu.status();
+  o.mfu_address = *mfu;
+  absl::StatusOr<std::string> token = tree.GetString("alerting.reports.token", "");
+  if (!token.ok()) return token.status();
+  o.token = *token;
+  absl::StatusOr<absl::Duration> timeout = tree.GetSeconds("alerting.reports.timeout_s", 10);
+  if (!timeout.ok()) return timeout.status();
+  absl::StatusOr<absl::Duration> revise_for =
+      tree.GetSeconds("alerting.reports.revise_for_s", 86400);
+  if (!revise_for.ok()) return revise_for.status();
+  absl::StatusOr<absl::Duration> idle = tree.GetSeconds("alerting.reports.idle_check_s", 60);
+  if (!idle.ok()) return idle.status();
+  absl::StatusOr<absl::Duration> backoff = tree.GetSeconds("alerting.reports.retry_backoff_s", 5);
+  if (!backoff.ok()) return backoff.status();
+  for (auto [key, d] : {std::pair{"timeout_s", *timeout}, std::pair{"idle_check_s", *idle},
+                        std::pair{"retry_backoff_s", *backoff}}) {
+    if (d <= absl::ZeroDuration()) {
+      return Invalid(key, absl::StrCat(absl::ToDoubleSeconds(d), " must be > 0"));
+    }
+  }
+  if (*revise_for < absl::ZeroDuration()) {
+    return Invalid("revise_for_s",
+                   absl::StrCat(absl::ToDoubleSeconds(*revise_for), " is negative"));
+  }
+  o.rpc_timeout = *timeout;
+  o.revise_for = *revise_for;
+  o.idle_check = *idle;
+  o.retry_backoff = *backoff;
+  absl::StatusOr<std::vector<std::string>> targets =
+      tree.GetStringList("alerting.reports.admin_comment_targets");
+  if (!targets.ok()) return targets.status();
+  o.admin_comment_targets = *targets;
+  return o;
+}
+
+JobReporter::JobReporter(ReportStore* store, const core::GpuCatalog* catalog,
+                         std::shared_ptr<v1::OfuService::StubInterface> ofu,
+                         std::shared_ptr<v1::MfuService::StubInterface> mfu, AlertLister alerts,
+                         ReporterOptions options, std::function<void()> on_enqueued,
+                         platform::Logger logger)
     : store_(store),
-      ofu_(ofu),
       catalog_(catalog),
+      ofu_(std::move(ofu)),
       mfu_(std::move(mfu)),
-      alerting_(std::move(alerting)),
+      alerts_(std::move(alerts)),
       options_(std::move(options)),
+      on_enqueued_(std::move(on_enqueued)),
       logger_(std::move(logger)) {}
 
 JobReporter::~JobReporter() { Stop(); }
 
+bool JobReporter::Request(pqxx::work& tx, const std::string& cluster,
+                          const std::string& job_id) const {
+  return ReportStore::Request(tx, cluster, job_id, options_.revise_for);
+}
+
 void JobReporter::Start() {
-  if (loop_ != nullptr) return;
-  loop_ = std::make_unique<platform::PollLoop>(
-      [this] {
-        absl::StatusOr<int> written = RunOnce();
-        if (!written.ok()) {
-          logger_.Warn("job reports: pass failed", {{"error", written.status().ToString()}});
-          return false;
-        }
-        return true;
-      },
-      platform::PollLoopOptions{.poll_interval = options_.poll_interval,
-                                .retry_backoff = options_.poll_interval});
-  loop_->Start();
+  if (thread_.joinable()) return;
+  thread_ = std::thread([this] { Run(); });
 }
 
 void JobReporter::Stop() {
-  if (loop_ != nullptr) loop_->Stop();
+  {
+    absl::MutexLock lock(&mu_);
+    stop_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
 }
 
 void JobReporter::Wake() {
-  if (loop_ != nullptr) loop_->Wake();
+  absl::MutexLock lock(&mu_);
+  ++wakes_;
+}
+
+void JobReporter::Run() {
+  while (true) {
+    int64_t seen = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      if (stop_) return;
+      seen = wakes_;
+    }
+    absl::StatusOr<int> written = RunOnce();
+    if (!written.ok()) {
+      logger_.Warn("job reports: answering the requests failed; trying again later",
+                   {{"error", written.status().ToString()}});
+    }
+    // Until woken, or until the next request is due (a retry), at most idle_check.
+    absl::Duration wait = options_.idle_check;
+    if (absl::StatusOr<std::optional<absl::Time>> next = store_->NextDue();
+        next.ok() && next->has_value()) {
+      wait = std::clamp(**next - absl::Now(), absl::ZeroDuration(), options_.idle_check);
+    }
+    absl::MutexLock lock(&mu_);
+    auto woken = [this, seen]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stop_ || wakes_ != seen; };
+    if (wait > absl::ZeroDuration()) mu_.AwaitWithTimeout(absl::Condition(&woken), wait);
+    if (stop_) return;
+  }
+}
+
+const AdminCommentRoute* JobReporter::RouteFor(const std::string& cluster) const {
+  for (const AdminCommentRoute& r : options_.admin_comment_routes) {
+    if (r.cluster == cluster) return &r;
+  }
+  return nullptr;
 }
 
 std::string JobReporter::ContentHash(const v1::JobReport& report) {
@@ -104,8 +203,15 @@ absl::StatusOr<v1::JobReport> JobReporter::Assemble(const std::string& cluster,
   summary_request.mutable_job()->set_cluster(cluster);
   summary_request.mutable_job()->set_job_id(job_id);
   v1::GetJobSummaryResponse summary_response;
-  if (absl::Status s = ofu_->DoGetJobSummary(summary_request, &summary_response); !s.ok()) {
-    return s;
+  {
+    grpc::ClientContext ctx;
+    platform::PrepareClientContext(&ctx, options_.rpc_timeout, options_.token);
+    const grpc::Status status = ofu_->GetJobSummary(&ctx, summary_request, &summary_response);
+    if (!status.ok()) {
+      // Whatever ofu answers (down, or the job not known to it yet), the request is retried.
+      return absl::UnavailableError(absl::StrCat("ofu GetJobSummary at ", options_.ofu_address,
+                                                 ": ", status.error_message()));
+    }
   }
   const v1::JobOfuSummary& ofu = summary_response.summary();
   *report.mutable_ofu() = ofu;
@@ -113,7 +219,7 @@ absl::StatusOr<v1::JobReport> JobReporter::Assemble(const std::string& cluster,
 
   const v1::JobKey& key = summary_request.job();
   if (mfu_ == nullptr) {
-    report.set_reconciliation_note("mfu is not configured (ofu.forward.mfu_address)");
+    report.set_reconciliation_note("mfu is not configured (alerting.reports.mfu_address)");
   } else {
     grpc::ClientContext ctx;
     platform::PrepareClientContext(&ctx, options_.rpc_timeout, options_.token);
@@ -135,27 +241,22 @@ absl::StatusOr<v1::JobReport> JobReporter::Assemble(const std::string& cluster,
   }
 
   int regressions = 0;
-  if (alerting_ == nullptr) {
-    report.set_alerts_note("alerting is not configured (ofu.forward.alerting_address)");
-  } else {
+  {
     std::string page_token;
     std::vector<v1::ReportAlert> alerts;
     const int64_t end_ms =
         info->job.has_end_time() ? api::TimestampToUnixMs(info->job.end_time()) : INT64_MAX;
     do {
-      grpc::ClientContext ctx;
-      platform::PrepareClientContext(&ctx, options_.rpc_timeout, options_.token);
       v1::ListAlertsRequest request;
       *request.mutable_job() = key;
       request.set_page_size(1000);
       request.set_page_token(page_token);
-      v1::ListAlertsResponse response;
-      const grpc::Status status = alerting_->ListAlerts(&ctx, request, &response);
-      if (!status.ok()) {
+      absl::StatusOr<v1::ListAlertsResponse> response = alerts_(request);
+      if (!response.ok()) {
         return absl::UnavailableError(
-            absl::StrCat("alerting ListAlerts: ", status.error_message()));
+            absl::StrCat("alerts of the job: ", response.status().message()));
       }
-      for (const v1::Alert& a : response.alerts()) {
+      for (const v1::Alert& a : response->alerts()) {
         v1::ReportAlert r;
         r.set_alert_id(a.alert_id());
         r.set_kind(a.kind());
@@ -170,7 +271,7 @@ absl::StatusOr<v1::JobReport> JobReporter::Assemble(const std::string& cluster,
         if (IsRegression(a.kind())) ++regressions;
         alerts.push_back(std::move(r));
       }
-      page_token = response.next_page_token();
+      page_token = response->next_page_token();
     } while (!page_token.empty());
     std::sort(alerts.begin(), alerts.end(), [](const v1::ReportAlert& a, const v1::ReportAlert& b) {
       const int64_t ta = api::TimestampToUnixMs(a.start_time());
@@ -228,107 +329,94 @@ absl::StatusOr<v1::JobReport> JobReporter::Assemble(const std::string& cluster,
   for (int f : s.flags()) report.add_caveats(api::CaveatText(static_cast<v1::DataQualityFlag>(f)));
   if (!ofu.ofu_unavailable_reason().empty()) report.add_caveats(ofu.ofu_unavailable_reason());
   *report.mutable_generate_time() = api::UnixMsToTimestamp(absl::ToUnixMillis(absl::Now()));
-  absl::StatusOr<std::string> comment = api::EncodeAdminComment(s, CommentEncoding());
+  const AdminCommentRoute* route = RouteFor(cluster);
+  absl::StatusOr<std::string> comment = api::EncodeAdminComment(
+      s, route != nullptr && route->base32 ? api::AdminCommentEncoding::kBase32
+                                           : api::AdminCommentEncoding::kBase64);
   if (!comment.ok()) return comment.status();
   report.set_admin_comment(*comment);
   return report;
 }
 
-api::AdminCommentEncoding JobReporter::CommentEncoding() const {
-  // sacctmgr (Slurm 22.05) lower-cases the value it sets, which base64 does not survive.
-  return options_.admin_comment == ReporterOptions::AdminCommentMode::kSacctmgr
-             ? api::AdminCommentEncoding::kBase32
-             : api::AdminCommentEncoding::kBase64;
-}
-
-absl::Status JobReporter::WriteAdminComment(const std::string& job_id, const std::string& comment) {
-  std::vector<std::pair<std::string, std::string>> env;
-  if (!options_.slurm_conf.empty()) env.emplace_back("SLURM_CONF", options_.slurm_conf);
-  std::vector<std::string> argv;
-  if (options_.admin_comment == ReporterOptions::AdminCommentMode::kSacctmgr) {
-    argv = {options_.sacctmgr_path,
-            "-i",
-            "update",
-            "job",
-            "where",
-            absl::StrCat("jobid=", job_id),
-            "set",
-            absl::StrCat("AdminComment=", comment)};
-  } else {
-    argv = {options_.scontrol_path, "--", "update", absl::StrCat("JobId=", job_id),
-            absl::StrCat("AdminComment=", comment)};
-  }
-  absl::StatusOr<platform::CommandResult> result =
-      platform::RunCommand(argv, env, options_.command_timeout);
-  if (!result.ok()) return absl::UnavailableError(result.status().message());
-  if (result->exit_code != 0) {
-    const std::string what =
-        absl::StrCat(argv[0], " ", argv[2], " ... of job ", job_id, " exited ", result->exit_code,
-                     ": ", absl::StripAsciiWhitespace(result->output));
-    // slurmctld keeps refusing a finished job: not worth retrying (use sacctmgr for those).
-    if (absl::StrContains(result->output, "already finished")) {
-      return absl::FailedPreconditionError(what);
-    }
-    return absl::UnavailableError(what);
-  }
-  return absl::OkStatus();
-}
-
 absl::StatusOr<int> JobReporter::RunOnce() {
   absl::StatusOr<std::vector<ReportCandidate>> candidates =
-      store_->Candidates(options_.recheck, options_.revise_for, options_.batch);
+      store_->ClaimDue(options_.claim_lease, options_.batch);
   if (!candidates.ok()) return candidates.status();
   int written = 0;
-  absl::Status first_error;
+  bool enqueued = false;
   for (const ReportCandidate& c : *candidates) {
     absl::StatusOr<v1::JobReport> report =
         Assemble(c.cluster, c.job_id, c.revision.has_value() ? *c.revision : 0);
     if (!report.ok()) {
-      logger_.Warn(
-          "job report: cannot assemble",
-          {{"cluster", c.cluster}, {"job_id", c.job_id}, {"error", report.status().ToString()}});
-      if (first_error.ok()) first_error = report.status();
+      const absl::Duration delay = std::min(
+          options_.max_retry_backoff, options_.retry_backoff * (1 << std::min(c.attempts, 16)));
+      logger_.Warn("job report: cannot assemble; retried later",
+                   {{"cluster", c.cluster},
+                    {"job_id", c.job_id},
+                    {"retry_in_s", absl::ToDoubleSeconds(delay)},
+                    {"error", report.status().ToString()}});
+      if (absl::Status s = store_->Retry(c.job, report.status().ToString(), delay); !s.ok()) {
+        return s;
+      }
       continue;
     }
     const std::string hash = ContentHash(*report);
-    const bool changed = !c.revision.has_value() || hash != c.content_hash;
-    const bool wants_comment = options_.admin_comment != ReporterOptions::AdminCommentMode::kOff &&
-                               report->job().scheduler() == v1::SCHEDULER_KIND_SLURM;
-    if (!changed && (!wants_comment || c.admin_comment_written == report->admin_comment())) {
+    if (c.revision.has_value() && hash == c.content_hash) {
       if (absl::Status s = store_->Touch(c.job); !s.ok()) return s;
+      if (absl::Status s = store_->Done(c.job, c.generation); !s.ok()) return s;
       continue;
     }
-    if (changed && c.revision.has_value()) {
+    if (c.revision.has_value()) {
       report->mutable_summary()->set_revision(*c.revision + 1);
       // The revision is part of the summary: advice texts do not use it, the comment does.
+      const AdminCommentRoute* route = RouteFor(c.cluster);
       absl::StatusOr<std::string> comment =
-          api::EncodeAdminComment(report->summary(), CommentEncoding());
+          api::EncodeAdminComment(report->summary(), route != nullptr && route->base32
+                                                         ? api::AdminCommentEncoding::kBase32
+                                                         : api::AdminCommentEncoding::kBase64);
       if (!comment.ok()) return comment.status();
       report->set_admin_comment(*comment);
     }
-    std::string admin_written = c.admin_comment_written;
+    std::optional<AdminCommentWrite> write;
+    const AdminCommentRoute* route = RouteFor(c.cluster);
     if (report->job().scheduler() != v1::SCHEDULER_KIND_SLURM) {
       report->set_admin_comment_status("not a Slurm job");
-    } else if (!wants_comment) {
+    } else if (options_.admin_comment_routes.empty()) {
       report->set_admin_comment_status("disabled");
-    } else if (absl::Status s = WriteAdminComment(c.job_id, report->admin_comment()); s.ok()) {
-      report->set_admin_comment_status("written");
-      admin_written = report->admin_comment();
+    } else if (route == nullptr) {
+      // Job 777001 of another cluster is another job: never written to this cluster's Slurm.
+      std::vector<std::string> clusters;
+      for (const AdminCommentRoute& r : options_.admin_comment_routes)
+        clusters.push_back(r.cluster);
+      report->set_admin_comment_status(absl::StrCat(
+          "not written: no slurm_admin_comment target serves cluster ", c.cluster,
+          " (alerting.reports.admin_comment_targets serve ", absl::StrJoin(clusters, ", "), ")"));
+    } else if (!IsSlurmJobId(c.job_id)) {
+      report->set_admin_comment_status(
+          absl::StrCat("not written: job_id=\"", c.job_id, "\" is not a Slurm job id"));
     } else {
-      report->set_admin_comment_status(std::string(s.message()));
-      // Refused for good: settled, so that it is not retried at every re-check.
-      if (absl::IsFailedPrecondition(s)) admin_written = report->admin_comment();
-      logger_.Warn("job report: AdminComment not written",
-                   {{"cluster", c.cluster}, {"job_id", c.job_id}, {"error", s.ToString()}});
+      AdminCommentPayload payload{.cluster = c.cluster,
+                                  .job_id = c.job_id,
+                                  .revision = report->summary().revision(),
+                                  .comment = report->admin_comment()};
+      write =
+          AdminCommentWrite{.target = route->target,
+                            .payload = AdminCommentPayloadToJson(payload),
+                            .idempotency_key = AdminCommentIdempotencyKey(payload, route->target)};
+      report->set_admin_comment_status("queued");
     }
-    if (absl::Status s = store_->Save(c.job, *report, hash, admin_written); !s.ok()) return s;
+    if (absl::Status s = store_->Save(c.job, *report, hash, write); !s.ok()) return s;
+    if (absl::Status s = store_->Done(c.job, c.generation); !s.ok()) return s;
+    enqueued = enqueued || write.has_value();
     ++written;
-    logger_.Info(
-        "job report written",
-        {{"cluster", c.cluster}, {"job_id", c.job_id}, {"revision", report->summary().revision()}});
+    logger_.Info("job report written", {{"cluster", c.cluster},
+                                        {"job_id", c.job_id},
+                                        {"revision", report->summary().revision()},
+                                        {"final", report->final()},
+                                        {"admin_comment", report->admin_comment_status()}});
   }
-  if (written == 0 && !first_error.ok()) return first_error;
+  if (enqueued && on_enqueued_) on_enqueued_();
   return written;
 }
 
-}  // namespace goodput::ofu
+}  // namespace goodput::alerting

@@ -1,76 +1,106 @@
-// The job-end reporter of goodput-ofu. ofu follows every job's windows to its end, so it is
-// the service that learns a job has ended and can reach the others: for each ended job of
-// its shard it assembles a goodput.v1.JobReport from what already exists — its own job
-// summary (OfuServiceImpl::DoGetJobSummary), mfu's reconciliation verdict
-// (MfuService.GetReconciliation) and alerting's alerts of the job (AlertService.ListAlerts) —
-// adds advice (services/api/job_report.h), stores it (report_store.h) and, for Slurm jobs when
-// configured, writes its compact summary into the job's AdminComment (argv, no shell) with
-// `sacctmgr -i update job where jobid=<id> set AdminComment=<summary>` (slurmdbd; finished
-// jobs too, as jobstats does; sacctmgr lower-cases the value, so the summary is spelled in
-// base32 there) or `scontrol -- update JobId=<id> AdminComment=<summary>` (slurmctld; Slurm
-// refuses it once the job has finished, COMPLETING included).
+// The job-end reporter of goodput-alerting: a job-end product at the end of the pipeline.
+// For each ended job it assembles a goodput.v1.JobReport from what its producers publish —
+// ofu's job summary (OfuService.GetJobSummary over gRPC, as a consumer asks its producer),
+// mfu's reconciliation verdict (MfuService.GetReconciliation) — and alerting's own alerts of
+// the job (read in process), adds advice (services/api/job_report.h), stores it
+// (report_store.h) and, for Slurm jobs of a cluster with a `slurm_admin_comment` target,
+// enqueues its compact summary into the outbox for that target
+// (targets/admin_comment_target.h), in the transaction that stores the revision. Retries,
+// backoff and idempotency of the Slurm write are the outbox's; Slurm is written by delivery
+// only.
 //
-// Revisions: a stored report is re-assembled every `recheck` while its windows are not all
-// final, and for `revise_for` after the job's end (alerts found after the end, such as a
-// regression against a later baseline, arrive then); a new revision is written, and the
-// AdminComment rewritten, only when the content changed.
+// When. Not by scanning: the alert engine tells the reporter (JobEndHook, alert_engine.h),
+// inside the evaluating transaction, when an ended job's evaluation reached its end (every
+// window the job sent evaluated, including the final revisions ofu sends when its windows
+// become final) and when a job's alerts changed (findings confirmed after the end, a
+// resolution, an acknowledgement); Request adds the job's report request there, and the
+// commit wakes the reporter. The engine's sweep adds the requests of ended jobs no evaluation
+// brings (RequestMissing: ended without a window). A report may change while its windows are
+// not all final, and for `revise_for` after its first revision; later events leave it as it
+// is. A new revision is stored, and its AdminComment enqueued, only when the content changed.
+// A request whose assembly failed (ofu or mfu unreachable) is due again after a backoff.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "goodput/v1/alert.grpc.pb.h"
+#include "goodput/v1/alert.pb.h"
 #include "goodput/v1/mfu.grpc.pb.h"
+#include "goodput/v1/ofu.grpc.pb.h"
 #include "goodput/v1/report.pb.h"
+#include "services/alerting/report_store.h"
 #include "services/api/job_report.h"
 #include "services/core/gpu_catalog.h"
-#include "services/ofu/ofu_service.h"
-#include "services/ofu/report_store.h"
 #include "services/platform/logging.h"
-#include "services/platform/poll_loop.h"
 
-namespace goodput::ofu {
+namespace goodput::alerting {
 
-struct ReporterOptions {
-  absl::Duration poll_interval = absl::Seconds(10);
-  absl::Duration recheck = absl::Seconds(60);
-  absl::Duration revise_for = absl::Hours(24);
-  int batch = 50;
-  // Calls to mfu and alerting.
-  absl::Duration rpc_timeout = absl::Seconds(10);
-  std::string token = {};
-  // AdminComment of Slurm jobs: off, through slurmctld (scontrol: only while Slurm has not
-  // finished the job), or through slurmdbd (sacctmgr, as jobstats does: finished jobs too).
-  enum class AdminCommentMode { kOff, kScontrol, kSacctmgr };
-  AdminCommentMode admin_comment = AdminCommentMode::kOff;
-  std::string scontrol_path = "scontrol";
-  std::string sacctmgr_path = "sacctmgr";
-  std::string slurm_conf = {};  // SLURM_CONF for scontrol/sacctmgr; empty: Slurm's default
-  absl::Duration command_timeout = absl::Seconds(15);
+// A `slurm_admin_comment` target the reporter writes to: the jobs of `cluster`.
+struct AdminCommentRoute {
+  std::string target = {};
+  std::string cluster = {};
+  bool base32 = false;  // sacctmgr lower-cases what it sets: base32 spelling
 };
+
+// `alerting.reports.*` (README.md, "Job-end reports").
+struct ReporterOptions {
+  bool enabled = true;
+  std::string ofu_address = {};  // required when enabled
+  std::string mfu_address = {};  // empty: reports say mfu is not configured
+  std::string token = {};        // bearer token for ofu and mfu (role service)
+  absl::Duration rpc_timeout = absl::Seconds(10);
+  absl::Duration revise_for = absl::Hours(24);
+  // Without an event, the request table is looked at this often (requests that another
+  // replica's sweep added, retries that came due).
+  absl::Duration idle_check = absl::Seconds(60);
+  absl::Duration retry_backoff = absl::Seconds(5);  // doubled per failed attempt
+  absl::Duration max_retry_backoff = absl::Minutes(10);
+  absl::Duration claim_lease = absl::Seconds(120);
+  int batch = 50;
+  // Names of `slurm_admin_comment` targets (alerting.targets); main.cc resolves them into
+  // `admin_comment_routes`.
+  std::vector<std::string> admin_comment_targets = {};
+  std::vector<AdminCommentRoute> admin_comment_routes = {};
+};
+
+// Reads alerting.reports.*; INVALID_ARGUMENT naming the key and value for anything wrong.
+absl::StatusOr<ReporterOptions> LoadReporterOptions(const platform::ConfigTree& tree);
+
+// The job's alerts, as AlertService.ListAlerts answers (alerting's own, read in process).
+using AlertLister =
+    std::function<absl::StatusOr<v1::ListAlertsResponse>(const v1::ListAlertsRequest&)>;
 
 class JobReporter {
  public:
-  // `ofu`, `store` and `catalog` must outlive the reporter; `mfu` and `alerting` may be null
-  // (the report then says the part is missing).
-  JobReporter(ReportStore* store, OfuServiceImpl* ofu, const core::GpuCatalog* catalog,
-              std::shared_ptr<v1::MfuService::StubInterface> mfu,
-              std::shared_ptr<v1::AlertService::StubInterface> alerting, ReporterOptions options,
-              platform::Logger logger);
+  // `store` and `catalog` must outlive the reporter; `mfu` may be null (the report then says
+  // the part is missing). `on_enqueued` is called after a commit that enqueued an
+  // AdminComment (wake delivery).
+  JobReporter(ReportStore* store, const core::GpuCatalog* catalog,
+              std::shared_ptr<v1::OfuService::StubInterface> ofu,
+              std::shared_ptr<v1::MfuService::StubInterface> mfu, AlertLister alerts,
+              ReporterOptions options, std::function<void()> on_enqueued, platform::Logger logger);
   ~JobReporter();
+
+  // The JobEndHook of the alert engine: Request in the evaluating transaction, Wake after.
+  bool Request(pqxx::work& tx, const std::string& cluster, const std::string& job_id) const;
 
   void Start();
   void Stop();
+  // Requests were added: look now.
   void Wake();
 
-  // One pass over the candidates; the number of reports written (new or revised).
+  // Answers the due requests once; the number of reports written (new or revised).
   absl::StatusOr<int> RunOnce();
 
-  // Assembles the report of a job as revision `revision`, without storing or writing it.
+  // Assembles the report of a job as revision `revision`, without storing it.
   absl::StatusOr<v1::JobReport> Assemble(const std::string& cluster, const std::string& job_id,
                                          int32_t revision);
 
@@ -78,20 +108,22 @@ class JobReporter {
   static std::string ContentHash(const v1::JobReport& report);
 
  private:
-  // The AdminComment spelling the configured writer keeps intact.
-  api::AdminCommentEncoding CommentEncoding() const;
-  // Writes `comment` into the Slurm job's AdminComment; OK or the reason it failed
-  // (FAILED_PRECONDITION when Slurm refuses it for good: the job has finished).
-  absl::Status WriteAdminComment(const std::string& job_id, const std::string& comment);
+  // The target that writes the AdminComment of jobs of `cluster`; nullptr when none.
+  const AdminCommentRoute* RouteFor(const std::string& cluster) const;
+  void Run();
 
   ReportStore* store_;
-  OfuServiceImpl* ofu_;
   const core::GpuCatalog* catalog_;
+  std::shared_ptr<v1::OfuService::StubInterface> ofu_;
   std::shared_ptr<v1::MfuService::StubInterface> mfu_;
-  std::shared_ptr<v1::AlertService::StubInterface> alerting_;
+  AlertLister alerts_;
   ReporterOptions options_;
+  std::function<void()> on_enqueued_;
   platform::Logger logger_;
-  std::unique_ptr<platform::PollLoop> loop_;
+  absl::Mutex mu_;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t wakes_ ABSL_GUARDED_BY(mu_) = 0;
+  std::thread thread_ = {};
 };
 
-}  // namespace goodput::ofu
+}  // namespace goodput::alerting

@@ -1,6 +1,12 @@
-// PostgreSQL storage of job-end reports (migration 0056, table `job_reports`): which ended
-// jobs of this shard need a report or a re-check, the job's registry fields for the report,
-// and the reports themselves. SQL lives in report_store.cc as named constants.
+// PostgreSQL storage of job-end reports (migrations 0056 and 0062): the requests that say a
+// job's report is due (job_report_requests), the job's registry fields for the report, and
+// the reports themselves (job_reports). SQL lives in report_store.cc as named constants.
+//
+// A request is added in the transaction of the event that changes the report (job_reporter.h
+// RequestReport: an ended job's evaluation reached its end, or its alerts changed), so a
+// crash between the event and the report loses nothing; the reporter claims due requests
+// (FOR UPDATE SKIP LOCKED, so replicas never assemble the same job at once), and deletes a
+// request once its report is stored, unless a newer event renewed it meanwhile.
 #pragma once
 
 #include <cstdint>
@@ -11,19 +17,20 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "goodput/v1/report.pb.h"
-#include "services/ofu/ofu_store.h"
 #include "services/platform/pg_pool.h"
 
-namespace goodput::ofu {
+namespace goodput::alerting {
 
-// An ended job that has no report yet, or whose report is due for a re-check.
+// A due request: an ended job whose report is to be assembled (again).
 struct ReportCandidate {
   int64_t job = 0;
   std::string cluster, job_id;
+  int64_t generation = 0;  // of the request: a newer event renews it
+  int attempts = 0;        // assemblies of this request that failed
   // Set when the job has a report.
   std::optional<int32_t> revision;
   std::string content_hash;
-  std::string admin_comment_written;
+  std::string admin_comment_key;  // outbox key of the report's AdminComment ('' when none)
 };
 
 // What the report needs from the registry besides the OFU summary.
@@ -56,24 +63,52 @@ struct ReportPage {
 };
 
 struct StoredReport {
-  v1::JobReport report;
+  v1::JobReport report;  // admin_comment_status as the outbox has it now
   std::string content_hash;
+};
+
+// A job of the registry as GetJobReport needs it.
+struct ReportJobRow {
+  int64_t id = 0;
+  bool ended = false;
+};
+
+// The AdminComment of a new revision, enqueued in the transaction that stores it.
+struct AdminCommentWrite {
+  std::string target = {};
+  std::string payload = {};          // AdminCommentPayloadToJson
+  std::string idempotency_key = {};  // AdminCommentIdempotencyKey
 };
 
 class ReportStore {
  public:
-  ReportStore(platform::PgPool* pool, ShardConfig shard) : pool_(pool), shard_(shard) {}
+  explicit ReportStore(platform::PgPool* pool) : pool_(pool) {}
 
-  // Ended jobs of this shard without a report, then those whose report was last checked
-  // more than `recheck` ago and that are either not final or were first written less than
-  // `revise_for` ago; oldest end first, at most `limit`.
-  absl::StatusOr<std::vector<ReportCandidate>> Candidates(absl::Duration recheck,
-                                                          absl::Duration revise_for, int limit);
+  // Adds (or renews) the request of the job inside the caller's transaction when the job has
+  // ended and its report may still change: it has none, it is not final, or its first
+  // revision is younger than `revise_for`. Returns whether a request was added or renewed.
+  static bool Request(pqxx::work& tx, const std::string& cluster, const std::string& job_id,
+                      absl::Duration revise_for);
+  // Ended jobs that have neither a report nor a request (ended without telemetry, or after
+  // every window was evaluated): adds their requests, at most `limit`. Returns how many.
+  static int RequestMissing(pqxx::work& tx, int limit);
+
+  // Due requests (oldest due first, at most `limit`), leased until `lease` from now.
+  absl::StatusOr<std::vector<ReportCandidate>> ClaimDue(absl::Duration lease, int limit);
+  // When the next request is due; nullopt when there is none.
+  absl::StatusOr<std::optional<absl::Time>> NextDue();
+  // The request of `job` is answered: deleted unless an event renewed it since its claim.
+  absl::Status Done(int64_t job, int64_t generation);
+  // The request could not be answered: due again after `delay`.
+  absl::Status Retry(int64_t job, const std::string& error, absl::Duration delay);
+
   // NOT_FOUND naming the job.
   absl::StatusOr<ReportJobInfo> JobInfo(const std::string& cluster, const std::string& job_id);
-  // Writes a (new or revised) report; `admin_comment_written` is what Slurm now holds.
+  absl::StatusOr<ReportJobRow> FindJob(const std::string& cluster, const std::string& job_id);
+  // Writes a (new or revised) report, and its AdminComment into the outbox when given (an
+  // earlier revision's comment still pending for the same target is superseded: dropped).
   absl::Status Save(int64_t job, const v1::JobReport& report, const std::string& content_hash,
-                    const std::string& admin_comment_written);
+                    const std::optional<AdminCommentWrite>& admin_comment);
   // Marks the report checked without a change.
   absl::Status Touch(int64_t job);
   // The stored report; NOT_FOUND when the job has none.
@@ -83,7 +118,11 @@ class ReportStore {
 
  private:
   platform::PgPool* pool_;
-  ShardConfig shard_;
 };
 
-}  // namespace goodput::ofu
+// The report's AdminComment status from its outbox row: "written" once delivered, the error
+// while it is retried or once it failed, "queued" before the first attempt.
+std::string AdminCommentStatus(const std::string& outbox_status, int attempts,
+                               const std::string& last_error);
+
+}  // namespace goodput::alerting
