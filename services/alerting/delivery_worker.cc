@@ -1,5 +1,6 @@
 #include "services/alerting/delivery_worker.h"
 
+#include <optional>
 #include <random>
 
 #include "absl/strings/str_cat.h"

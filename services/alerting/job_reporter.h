@@ -39,6 +39,7 @@
 #include "services/alerting/report_store.h"
 #include "services/api/job_report.h"
 #include "services/core/gpu_catalog.h"
+#include "services/platform/config.h"
 #include "services/platform/logging.h"
 
 namespace goodput::alerting {
