@@ -1,8 +1,7 @@
 // goodput-alerting's job reporter calls its producers (ofu's GetJobSummary, mfu's
 // GetReconciliation) over the deployment's TLS (tls.ca_file), as every service-to-service call
 // is: with ofu and mfu serving TLS only, a report that carries ofu's figures and mfu's answer
-// ("no framework MFU reports") was read through TLS channels; a plaintext client is refused by
-// the same ofu.
+// was read through TLS channels; a plaintext client is refused by the same ofu.
 #include <string>
 #include <vector>
 
@@ -115,9 +114,12 @@ TEST(JobReportTls, AlertingReadsOfuAndMfuThroughTheConfiguredTls) {
       << last.error_message() << "\n"
       << report.DebugString() << "\n"
       << alerting->process().LogTail();
-  // ofu's figures (GetJobSummary) and mfu's answer (GetReconciliation), both over TLS.
+  // ofu's figures (GetJobSummary) and mfu's answer (GetReconciliation: a verdict, or none for
+  // want of framework reports), both over TLS: a part that cannot be read holds the report.
   EXPECT_NEAR(report.summary().gpu_hours(), kGpus * kMinutes / 60.0, 0.01);
-  EXPECT_EQ(report.reconciliation_note(), "no framework MFU reports");
+  EXPECT_TRUE(report.has_reconciliation() ||
+              report.reconciliation_note() == "no framework MFU reports")
+      << report.reconciliation_note();
 
   // The same ofu refuses a plaintext client: the reporter's channels could only be TLS.
   auto plain = v1::OfuService::NewStub(ofu->Channel());
