@@ -29,6 +29,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "goodput/v1/report.grpc.pb.h"
+#include "goodput/v1/ofu.grpc.pb.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "httplib.h"
 #include "services/alerting/digest.h"
@@ -230,30 +232,48 @@ class AlertingDigests : public ::testing::Test {
     return v.ok() && !v->empty() ? std::stoll(*v) : -1;
   }
 
-  // The job's report once every window of it is final and counted (its GPU-hours are those
-  // of its whole allocation).
+  // The job's report once every window of it (each minute: the job's and one per GPU) is
+  // written, ofu's summary is final, and the report holds it: ofu writes a job's windows
+  // over several commits, each final as it is written, and alerting revises the report as
+  // they arrive.
   void FinalReport(ServiceProcess& alerting, const TestJob& job, v1::JobReport* out) {
     const std::string& job_id = job.job_id;
     const double gpu_hours = job.gpus * job.minutes / 60.0;
     auto reports = v1::ReportService::NewStub(alerting.Channel());
+    auto ofu = v1::OfuService::NewStub(ofu_->Channel());
+    const int64_t windows = int64_t{job.minutes} * (job.gpus + 1);
+    v1::JobOfuSummary summary;
     ASSERT_TRUE(PollUntil(
         [&] {
+          if (Value(absl::StrCat("SELECT count(*) FROM ofu_windows w JOIN jobs j ON j.id = w.job "
+                                 "WHERE j.job_id = '",
+                                 job_id, "'")) != windows) {
+            return false;
+          }
+          v1::GetJobSummaryRequest summary_request;
+          summary_request.mutable_job()->set_cluster("eos");
+          summary_request.mutable_job()->set_job_id(job_id);
+          v1::GetJobSummaryResponse summary_response;
+          grpc::ClientContext summary_ctx;
+          summary_ctx.set_deadline(goodput::testing::Deadline());
+          if (!ofu->GetJobSummary(&summary_ctx, summary_request, &summary_response).ok()) {
+            return false;
+          }
+          summary = summary_response.summary();
           grpc::ClientContext ctx;
           ctx.set_deadline(goodput::testing::Deadline());
           v1::GetJobReportRequest request;
-          request.mutable_job()->set_cluster("eos");
-          request.mutable_job()->set_job_id(job_id);
+          *request.mutable_job() = summary_request.job();
           v1::GetJobReportResponse response;
           if (!reports->GetJobReport(&ctx, request, &response).ok()) return false;
           *out = response.report();
-          // ofu takes in the job's samples (one transaction) in one pass, so once the report
-          // has an OFU every window of the job exists; `final` then says they are all final.
-          return out->final() && out->summary().has_ofu() && out->ofu().effective_gpu_hours() > 0 &&
-                 std::abs(out->summary().gpu_hours() - gpu_hours) < 0.01;
+          return out->final() && out->summary().has_ofu() &&
+                 std::abs(out->summary().gpu_hours() - gpu_hours) < 0.01 &&
+                 google::protobuf::util::MessageDifferencer::Equals(out->ofu(), summary);
         },
         absl::Seconds(120)))
         << "no final report of " << gpu_hours << " GPU-hours for " << job_id << ": "
-        << out->ShortDebugString();
+        << out->ShortDebugString() << "\nofu's summary: " << summary.ShortDebugString();
   }
 
   std::unique_ptr<goodput::testing::PostgresServer> pg_;
