@@ -586,10 +586,10 @@ TEST_F(JobReportSlurmTest, AJobOfAnotherClusterOrWithANonSlurmIdIsNotWrittenToTh
   ASSERT_NO_FATAL_FAILURE(WaitForReport(
       bad_id, [](const v1::JobReport& r) { return r.final() && r.summary().has_ofu(); }, &bad));
   EXPECT_EQ(bad.admin_comment_status(), "not written: job_id=\"7$(id)\" is not a Slurm job id");
-  // Slurm's job holds eos's summary, and only eos's job is in the outbox.
+  // Slurm's job holds eos's summary, and only eos's job is in the outbox (a row per revision).
   EXPECT_EQ(AdminComment(*job), eos.admin_comment());
   EXPECT_EQ(pg_->QueryValue("goodput",
-                            "SELECT string_agg(payload ->> 'cluster' || '/' || (payload ->> "
+                            "SELECT string_agg(DISTINCT payload ->> 'cluster' || '/' || (payload ->> "
                             "'job_id'), ',') FROM alert_outbox WHERE kind = 'admin_comment'")
                 .value_or("?"),
             absl::StrCat("eos/", *job));
