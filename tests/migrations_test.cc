@@ -9,6 +9,7 @@
 #include <fstream>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "services/platform/pg_pool.h"
 #include "tests/support/postgres_server.h"
 #include "tests/support/temp_dir.h"
@@ -37,6 +38,10 @@ class MigrationsIntegration : public ::testing::Test {
   }
 
   std::string Query(const std::string& sql) { return ::goodput::testing::QueryScalar(*pg_, sql); }
+  void Execute(const std::string& sql) {
+    absl::Status s = pg_->Execute("goodput", sql);
+    ASSERT_TRUE(s.ok()) << s << "\n" << sql;
+  }
 
   std::unique_ptr<PostgresServer> pg_;
   std::unique_ptr<TempDir> dir_;
@@ -137,6 +142,101 @@ TEST_F(MigrationsIntegration, BadFileNamesAreRefused) {
   ASSERT_FALSE(run.ok());
   EXPECT_EQ(run.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(run.status().message().find("1_short.sql"), std::string::npos);
+}
+
+TEST_F(MigrationsIntegration, ANoTransactionFileBuildsItsIndexConcurrently) {
+  WriteFile("0001_table.sql",
+            "CREATE TABLE t (id bigint, v int); INSERT INTO t SELECT g, g FROM generate_series(1, "
+            "1000) g;");
+  WriteFile("20261128180000_index_t.sql",
+            "-- Built while writers go on.\n-- goodput: no-transaction\n"
+            "CREATE INDEX CONCURRENTLY IF NOT EXISTS t_by_v ON t (v);\n"
+            "CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS t_by_id ON t (id);\n");
+  auto run = ApplyMigrations(pg_->Dsn("goodput"), dir_->path());
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(Names(run->applied),
+            (std::vector<std::string>{"0001_table.sql", "20261128180000_index_t.sql"}));
+  EXPECT_EQ(Query("SELECT count(*) FROM pg_index WHERE indrelid = 't'::regclass AND indisvalid"),
+            "2");
+  EXPECT_EQ(Query("SELECT max(version) FROM schema_migrations"), "20261128180000");
+}
+
+TEST_F(MigrationsIntegration, AFailedConcurrentIndexIsNamedAndBlocksTheNextRunUntilDropped) {
+  WriteFile("0001_table.sql", "CREATE TABLE t (id bigint); INSERT INTO t VALUES (1), (1);");
+  WriteFile("20261128180000_unique_t.sql",
+            "-- goodput: no-transaction\n"
+            "SELECT 1;\n"
+            "CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS t_by_id ON t (id);\n");
+  auto first = ApplyMigrations(pg_->Dsn("goodput"), dir_->path());
+  ASSERT_FALSE(first.ok());
+  EXPECT_NE(first.status().message().find("20261128180000_unique_t.sql"), std::string::npos)
+      << first.status();
+  EXPECT_NE(first.status().message().find("statement at line 3"), std::string::npos)
+      << first.status();
+  // The failed build left an invalid index behind; IF NOT EXISTS would skip it silently.
+  auto second = ApplyMigrations(pg_->Dsn("goodput"), dir_->path());
+  ASSERT_FALSE(second.ok());
+  EXPECT_NE(second.status().message().find("invalid indexes remain after it: t_by_id (on t)"),
+            std::string::npos)
+      << second.status();
+  EXPECT_EQ(Query("SELECT count(*) FROM schema_migrations WHERE version = 20261128180000"), "0");
+  // Fixed data and the index dropped: the file applies.
+  Execute("DELETE FROM t WHERE ctid = (SELECT max(ctid) FROM t)");
+  Execute("DROP INDEX t_by_id");
+  auto third = ApplyMigrations(pg_->Dsn("goodput"), dir_->path());
+  ASSERT_TRUE(third.ok()) << third.status();
+  EXPECT_EQ(Names(third->applied), std::vector<std::string>{"20261128180000_unique_t.sql"});
+}
+
+TEST_F(MigrationsIntegration, ABackfillRunsInBatchesOfItsOwnUntilNothingIsLeft) {
+  WriteFile("0001_table.sql",
+            "CREATE TABLE t (id bigint PRIMARY KEY, kind text);"
+            "INSERT INTO t SELECT g, NULL FROM generate_series(1, 1000) g;"
+            // One row a statement: how many batches ran.
+            "CREATE TABLE batches (n int);"
+            "CREATE FUNCTION count_batch() RETURNS trigger LANGUAGE plpgsql AS "
+            "$$ BEGIN INSERT INTO batches VALUES (1); RETURN NULL; END $$;"
+            "CREATE TRIGGER t_batches AFTER UPDATE ON t FOR EACH STATEMENT "
+            "EXECUTE FUNCTION count_batch();");
+  WriteFile("20261128180000_kind_backfill.sql",
+            "-- goodput: backfill batch_rows=300\n"
+            "UPDATE t SET kind = 'training' WHERE id IN (\n"
+            "  SELECT id FROM t WHERE kind IS NULL ORDER BY id LIMIT :batch_rows);\n");
+  auto run = ApplyMigrations(pg_->Dsn("goodput"), dir_->path());
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(Query("SELECT count(*) FROM t WHERE kind = 'training'"), "1000");
+  // 300 + 300 + 300 + 100, then one that finds nothing left.
+  EXPECT_EQ(Query("SELECT count(*) FROM batches"), "5");
+}
+
+TEST_F(MigrationsIntegration, ALateBranchsOlderTimestampIsStillApplied) {
+  WriteFile("0001_first.sql", "CREATE TABLE a (x int);");
+  WriteFile("20261128190000_later.sql", "CREATE TABLE c (x int);");
+  ASSERT_TRUE(ApplyMigrations(pg_->Dsn("goodput"), dir_->path()).ok());
+  WriteFile("20261128180000_merged_late.sql", "CREATE TABLE b (x int);");
+  auto run = ApplyMigrations(pg_->Dsn("goodput"), dir_->path());
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(Names(run->applied), std::vector<std::string>{"20261128180000_merged_late.sql"});
+  EXPECT_EQ(Query("SELECT to_regclass('b') IS NOT NULL"), "t");
+}
+
+TEST_F(MigrationsIntegration, ADatabaseWithIntegerVersionsIsWidenedForTimestamps) {
+  WriteFile("0001_first.sql", "CREATE TABLE a (x int);");
+  Execute(
+      "CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL, "
+      "checksum text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now(), duration_ms "
+      "bigint NOT NULL DEFAULT 0)");
+  Execute("CREATE TABLE a (x int)");
+  Execute(
+      absl::StrCat("INSERT INTO schema_migrations (version, name, checksum) VALUES (1, 'first', '",
+                   Sha256Hex("CREATE TABLE a (x int);"), "')"));
+  WriteFile("20261128180000_b.sql", "CREATE TABLE b (x int);");
+  auto run = ApplyMigrations(pg_->Dsn("goodput"), dir_->path());
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(Names(run->applied), std::vector<std::string>{"20261128180000_b.sql"});
+  EXPECT_EQ(Query("SELECT data_type FROM information_schema.columns WHERE table_name = "
+                  "'schema_migrations' AND column_name = 'version'"),
+            "bigint");
 }
 
 class SchemaIntegration : public MigrationsIntegration {

@@ -11,10 +11,16 @@
 #include <sstream>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "services/platform/pg_pool.h"
+#include "services/platform/sql_split.h"
 
 namespace goodput::platform {
 namespace {
@@ -26,12 +32,35 @@ constexpr int64_t kMigrationLockKey = 0x676f6f6470757401;
 
 constexpr const char* kCreateTableSql = R"sql(
 CREATE TABLE IF NOT EXISTS schema_migrations (
-  version     integer     PRIMARY KEY,
+  version     bigint      PRIMARY KEY,
   name        text        NOT NULL,
   checksum    text        NOT NULL,
   applied_at  timestamptz NOT NULL DEFAULT now(),
   duration_ms bigint      NOT NULL DEFAULT 0
 ))sql";
+
+// Databases migrated before versions were timestamps hold them as integer: widen once (the
+// table has one row per migration, so the rewrite is instant).
+constexpr const char* kWidenVersionSql = R"sql(
+DO $$
+BEGIN
+  IF (SELECT data_type FROM information_schema.columns
+      WHERE table_schema = current_schema() AND table_name = 'schema_migrations'
+        AND column_name = 'version') = 'integer' THEN
+    ALTER TABLE schema_migrations ALTER COLUMN version TYPE bigint;
+  END IF;
+END $$)sql";
+
+// Indexes a failed CREATE INDEX CONCURRENTLY left behind: present, never used, still
+// maintained on every write.
+constexpr const char* kInvalidIndexesSql = R"sql(
+SELECT string_agg(format('%s (on %s)', i.indexrelid::regclass, i.indrelid::regclass), ', '
+                  ORDER BY i.indexrelid::regclass::text)
+FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE NOT i.indisvalid AND n.nspname = current_schema())sql";
+
+constexpr absl::string_view kBatchRowsToken = ":batch_rows";
 
 constexpr const char* kRecordSql =
     "INSERT INTO schema_migrations (version, name, checksum, duration_ms) VALUES ($1, $2, $3, $4)";
@@ -39,6 +68,56 @@ constexpr const char* kRecordSql =
 std::string FileNames(const std::vector<MigrationFile>& files) {
   return absl::StrJoin(files, ", ",
                        [](std::string* out, const MigrationFile& f) { out->append(f.FileName()); });
+}
+
+// Thrown for a migration that ran but left the schema unusable.
+class MigrationError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Runs `m` as its mode says (see migrations.h). Throws what libpqxx throws, or MigrationError.
+void RunMigration(pqxx::connection& conn, const MigrationFile& m) {
+  switch (m.mode) {
+    case MigrationFile::Mode::kTransaction: {
+      pqxx::work txn(conn);
+      txn.exec(m.sql);
+      txn.commit();
+      return;
+    }
+    case MigrationFile::Mode::kNoTransaction: {
+      absl::StatusOr<std::vector<SqlStatement>> statements = SplitSqlStatements(m.sql);
+      if (!statements.ok()) throw MigrationError(std::string(statements.status().message()));
+      for (const SqlStatement& statement : *statements) {
+        try {
+          pqxx::nontransaction run(conn);
+          run.exec(statement.text);
+        } catch (const pqxx::sql_error& e) {
+          throw pqxx::sql_error(absl::StrCat("statement at line ", statement.line, ": ", e.what()),
+                                e.query(), e.sqlstate().empty() ? nullptr : e.sqlstate().c_str());
+        }
+      }
+      pqxx::nontransaction check(conn);
+      pqxx::result invalid = check.exec(kInvalidIndexesSql);
+      if (!invalid.empty() && !invalid[0][0].is_null()) {
+        throw MigrationError(absl::StrCat(
+            "invalid indexes remain after it: ", invalid[0][0].as<std::string>(),
+            " (a CREATE INDEX CONCURRENTLY failed or was interrupted: DROP INDEX CONCURRENTLY "
+            "each, then migrate again)"));
+      }
+      return;
+    }
+    case MigrationFile::Mode::kBackfill: {
+      const std::string sql =
+          absl::StrReplaceAll(m.sql, {{kBatchRowsToken, absl::StrCat(m.backfill_batch_rows)}});
+      while (true) {
+        pqxx::work txn(conn);
+        pqxx::result batch = txn.exec(sql);
+        txn.commit();
+        if (batch.affected_rows() == 0) return;
+      }
+    }
+  }
 }
 
 }  // namespace
@@ -61,20 +140,72 @@ std::string Sha256Hex(absl::string_view data) {
   return hex;
 }
 
+absl::Status ParseMigrationDirective(MigrationFile* file) {
+  file->mode = MigrationFile::Mode::kTransaction;
+  file->backfill_batch_rows = 0;
+  int line_number = 0;
+  bool seen = false;
+  for (absl::string_view line : absl::StrSplit(file->sql, '\n')) {
+    ++line_number;
+    line = absl::StripAsciiWhitespace(line);
+    if (line.empty()) continue;
+    if (!absl::ConsumePrefix(&line, "--")) break;  // the leading comments end here
+    line = absl::StripLeadingAsciiWhitespace(line);
+    if (!absl::ConsumePrefix(&line, "goodput:")) continue;
+    auto bad = [&](absl::string_view why) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("migration file ", file->FileName(), " line ", line_number, ": ", why));
+    };
+    if (seen) return bad("holds a second `-- goodput:` directive; a file has at most one");
+    seen = true;
+    std::vector<absl::string_view> words =
+        absl::StrSplit(absl::StripAsciiWhitespace(line), ' ', absl::SkipWhitespace());
+    if (words.size() == 1 && words[0] == "no-transaction") {
+      file->mode = MigrationFile::Mode::kNoTransaction;
+    } else if (!words.empty() && words[0] == "backfill") {
+      file->mode = MigrationFile::Mode::kBackfill;
+      absl::string_view rows = words.size() == 2 ? words[1] : "";
+      if (!absl::ConsumePrefix(&rows, "batch_rows=") ||
+          !absl::SimpleAtoi(rows, &file->backfill_batch_rows) || file->backfill_batch_rows < 1) {
+        return bad("the backfill directive is `-- goodput: backfill batch_rows=N` with N >= 1");
+      }
+    } else {
+      return bad(absl::StrCat("\"", absl::StripAsciiWhitespace(line),
+                              "\" is not a directive (no-transaction, backfill batch_rows=N)"));
+    }
+  }
+  if (file->mode == MigrationFile::Mode::kBackfill) {
+    absl::StatusOr<std::vector<SqlStatement>> statements = SplitSqlStatements(file->sql);
+    if (!statements.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("migration file ", file->FileName(), ": ", statements.status().message()));
+    }
+    if (statements->size() != 1 || !absl::StrContains((*statements)[0].text, kBatchRowsToken)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "migration file ", file->FileName(), ": a backfill holds exactly one statement using ",
+          kBatchRowsToken, " (it holds ", statements->size(), " statement",
+          statements->size() == 1 ? "" : "s", ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::vector<MigrationFile>> LoadMigrationFiles(const fs::path& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) {
     return absl::NotFoundError(absl::StrCat("migrations folder ", dir.string(), " does not exist"));
   }
   static const std::regex kName(R"(^([0-9]{4,})_([a-z0-9_]+)\.sql$)");
-  std::map<int, MigrationFile> by_version;
+  std::map<int64_t, MigrationFile> by_version;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     const std::string file = entry.path().filename().string();
     if (entry.path().extension() != ".sql") continue;
     std::smatch match;
     if (!std::regex_match(file, match, kName)) {
-      return absl::InvalidArgumentError(absl::StrCat("migration file ", entry.path().string(),
-                                                     ": name must be NNNN_<lowercase_name>.sql"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("migration file ", entry.path().string(),
+                       ": name must be <version>_<lowercase_name>.sql "
+                       "(version: YYYYMMDDHHMMSS, UTC)"));
     }
     MigrationFile m;
     if (!absl::SimpleAtoi(match[1].str(), &m.version) || m.version <= 0) {
@@ -91,6 +222,7 @@ absl::StatusOr<std::vector<MigrationFile>> LoadMigrationFiles(const fs::path& di
           absl::StrCat("cannot read migration file ", entry.path().string()));
     m.sql = content.str();
     m.sha256_hex = Sha256Hex(m.sql);
+    if (absl::Status s = ParseMigrationDirective(&m); !s.ok()) return s;
     if (auto [it, inserted] = by_version.emplace(m.version, m); !inserted) {
       return absl::InvalidArgumentError(absl::StrCat("migration files ", it->second.FileName(),
                                                      " and ", file, " have the same version ",
@@ -125,6 +257,7 @@ absl::StatusOr<MigrationReport> ApplyMigrations(const std::string& dsn, const fs
     session.exec(absl::StrCat("SELECT pg_advisory_lock(", kMigrationLockKey, ")"));
     session.exec("SET lock_timeout = 0");
     session.exec(kCreateTableSql);
+    session.exec(kWidenVersionSql);
   } catch (const std::exception& e) {
     absl::Status status = PgExceptionToStatus(e, lock_step);
     if (status.code() == absl::StatusCode::kUnavailable &&
@@ -136,12 +269,12 @@ absl::StatusOr<MigrationReport> ApplyMigrations(const std::string& dsn, const fs
   }
   // From here on the session holds the lock; it is released when the connection closes.
 
-  std::map<int, std::pair<std::string, std::string>> recorded;  // version -> (name, checksum)
+  std::map<int64_t, std::pair<std::string, std::string>> recorded;  // version -> (name, checksum)
   try {
     pqxx::nontransaction read(*conn);
     for (const auto& row :
          read.exec("SELECT version, name, checksum FROM schema_migrations ORDER BY version")) {
-      recorded[row[0].as<int>()] = {row[1].as<std::string>(), row[2].as<std::string>()};
+      recorded[row[0].as<int64_t>()] = {row[1].as<std::string>(), row[2].as<std::string>()};
     }
   } catch (const std::exception& e) {
     return PgExceptionToStatus(e, "migrations: reading schema_migrations");
@@ -149,7 +282,7 @@ absl::StatusOr<MigrationReport> ApplyMigrations(const std::string& dsn, const fs
 
   MigrationReport report;
   std::vector<const MigrationFile*> pending;
-  std::map<int, const MigrationFile*> on_disk;
+  std::map<int64_t, const MigrationFile*> on_disk;
   for (const auto& m : *files) on_disk[m.version] = &m;
   for (const auto& [version, entry] : recorded) {
     const auto& [name, checksum] = entry;
@@ -178,8 +311,8 @@ absl::StatusOr<MigrationReport> ApplyMigrations(const std::string& dsn, const fs
   for (const MigrationFile* m : pending) {
     const absl::Time start = absl::Now();
     try {
+      RunMigration(*conn, *m);
       pqxx::work txn(*conn);
-      txn.exec(m->sql);
       txn.exec_params(kRecordSql, m->version, m->name, m->sha256_hex,
                       absl::ToInt64Milliseconds(absl::Now() - start));
       txn.commit();
