@@ -1,6 +1,6 @@
-// PostgreSQL storage of job-end reports (migrations 0056 and 0062): the requests that say a
-// job's report is due (job_report_requests), the job's registry fields for the report, and
-// the reports themselves (job_reports). SQL lives in report_store.cc as named constants.
+// PostgreSQL storage of job-end reports (migrations 0056 and 20261128184500): the requests
+// that say a job's report is due (job_report_requests), the job's registry fields for the
+// report, and the reports themselves (job_reports). SQL lives in report_store.cc as named constants.
 //
 // A request is added in the transaction of the event that changes the report (job_reporter.h
 // RequestReport: an ended job's evaluation reached its end, or its alerts changed), so a
