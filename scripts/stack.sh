@@ -18,7 +18,8 @@ DASHBOARD_PORT=7300
 ALERTMANAGER_PORT=9093
 declare -A GRPC_SERVICES=(
   [ingest]="goodput.v1.JobService goodput.v1.IngestService"
-  [ofu]="goodput.v1.OfuService" [mfu]="goodput.v1.MfuService" [alerting]="goodput.v1.AlertService")
+  [ofu]="goodput.v1.OfuService" [mfu]="goodput.v1.MfuService"
+  [alerting]="goodput.v1.AlertService goodput.v1.ReportService")
 
 say() { printf '\033[1m==>\033[0m %s\n' "$*"; }
 die() { printf 'stack: %s\n' "$*" >&2; exit 1; }
@@ -193,6 +194,10 @@ alerting:
   # The demo replays 21 simulated hours in minutes: a job that finished hours ago in simulated
   # time must not look silent while its epilog is still on the way.
   telemetry_stopped_after_s: 172800$am_targets
+  # Job-end reports: ofu's job summaries and mfu's verdicts, read as a consumer reads them.
+  reports:
+    ofu_address: 127.0.0.1:${gport[ofu]}
+    mfu_address: 127.0.0.1:${gport[mfu]}
 YAML
         ;;
     esac

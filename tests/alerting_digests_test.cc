@@ -1,6 +1,7 @@
 // Efficiency digests end to end with the real binaries: PostgreSQL, Redis, goodput-ofu
-// assembling the job reports of four ended jobs (alice's two and bob's in team vision,
-// carol's small one in team nlp), goodput-alerting with digests on a 60-second period, an
+// computing the OFU of four ended jobs (alice's two and bob's in team vision, carol's small
+// one in team nlp), goodput-alerting assembling their job reports from ofu's summaries once
+// their evaluation is complete, then with digests on a 60-second period, an
 // SMTP sink (aiosmtpd, tests/support/smtp_sink.py) and a webhook receiver. Once the period
 // of the jobs' end has closed and their reports exist, each user of vision gets one mail
 // naming their most wasteful job with its advice and the figures of its report, the team
@@ -28,6 +29,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "goodput/v1/report.grpc.pb.h"
+#include "goodput/v1/ofu.grpc.pb.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "httplib.h"
 #include "services/alerting/digest.h"
@@ -130,32 +133,50 @@ class AlertingDigests : public ::testing::Test {
     return goodput::testing::PostgresConfigYaml(*pg_) + goodput::testing::RedisConfigYaml(*redis_);
   }
 
+  // ofu forwards its windows to alerting's port (fixed, so that a restarted alerting is found
+  // again), and alerting reads ofu's job summaries from ofu's.
+  void ReservePorts() {
+    absl::StatusOr<int> ofu = goodput::testing::FreePort();
+    absl::StatusOr<int> alerting = goodput::testing::FreePort();
+    ASSERT_TRUE(ofu.ok() && alerting.ok());
+    ofu_port_ = *ofu;
+    alerting_port_ = *alerting;
+  }
+
   void StartOfu() {
     goodput::testing::StartService(
         {.binary = BuiltBinary("services/ofu/goodput-ofu"),
-         .config_yaml = absl::StrCat(Common(),
-                                     "ofu:\n  poll_interval_s: 0.1\n  idle_flush_s: 1\n"
+         .config_yaml = absl::StrCat(Common(), "grpc:\n  port: ", ofu_port_,
+                                     "\nofu:\n  poll_interval_s: 0.1\n  idle_flush_s: 1\n"
                                      "  allowed_lateness_s: 2\n"
-                                     "  reports:\n    poll_interval_s: 0.2\n    recheck_s: 0.5\n"),
+                                     "  forward:\n    alerting_address: \"127.0.0.1:",
+                                     alerting_port_, "\"\n"),
          .extra_args = goodput::testing::MigrateArgs()},
         &ofu_);
   }
 
-  absl::StatusOr<std::unique_ptr<ServiceProcess>> StartAlerting(int hook_port) {
+  // With `digests` off, alerting only assembles the job reports.
+  absl::StatusOr<std::unique_ptr<ServiceProcess>> StartAlerting(int hook_port,
+                                                                bool digests = true) {
     return ServiceProcess::Start(
         {.binary = BuiltBinary("services/alerting/goodput-alerting"),
          .config_yaml =
-             absl::StrCat(Common(),
-                          "alerting:\n"
+             absl::StrCat(Common(), "grpc:\n  port: ", alerting_port_,
+                          "\nalerting:\n"
                           "  dashboard_url: https://goodput.example.org\n"
                           "  delivery: {poll_interval_s: 0.2}\n"
+                          "  reports: {ofu_address: \"127.0.0.1:",
+                          ofu_port_,
+                          "\"}\n"
                           "  targets:\n"
                           "    - {name: hook, kind: webhook, url: \"http://127.0.0.1:",
                           hook_port, "/hook\", secret: ", kSecret, "}\n",
                           "    - {name: mail, kind: smtp, url: \"smtp://127.0.0.1:", sink_->port(),
                           "\", from: goodput@example.org, from_name: \"goodput digests\"}\n"
                           "  digests:\n"
-                          "    enabled: true\n"
+                          "    enabled: ",
+                          digests ? "true" : "false",
+                          "\n"
                           "    period: ",
                           kPeriodS,
                           "\n"
@@ -166,9 +187,6 @@ class AlertingDigests : public ::testing::Test {
                           "    catch_up_periods: 30\n"
                           "    check_interval_s: 0.5\n"
                           "    targets: [hook, mail]\n"
-                          "    ofu_address: \"",
-                          ofu_->grpc_address(),
-                          "\"\n"
                           "    recipients:\n"
                           "      user_template: \"{user}@example.org\"\n"
                           "      teams: {vision: vision-leads@example.org}\n"),
@@ -214,36 +232,56 @@ class AlertingDigests : public ::testing::Test {
     return v.ok() && !v->empty() ? std::stoll(*v) : -1;
   }
 
-  // The job's report once every window of it is final and counted (its GPU-hours are those
-  // of its whole allocation).
-  void FinalReport(const TestJob& job, v1::JobReport* out) {
+  // The job's report once every window of it (each minute: the job's and one per GPU) is
+  // written, ofu's summary is final, and the report holds it: ofu writes a job's windows
+  // over several commits, each final as it is written, and alerting revises the report as
+  // they arrive.
+  void FinalReport(ServiceProcess& alerting, const TestJob& job, v1::JobReport* out) {
     const std::string& job_id = job.job_id;
     const double gpu_hours = job.gpus * job.minutes / 60.0;
-    auto reports = v1::ReportService::NewStub(ofu_->Channel());
+    auto reports = v1::ReportService::NewStub(alerting.Channel());
+    auto ofu = v1::OfuService::NewStub(ofu_->Channel());
+    const int64_t windows = int64_t{job.minutes} * (job.gpus + 1);
+    v1::JobOfuSummary summary;
     ASSERT_TRUE(PollUntil(
         [&] {
+          if (Value(absl::StrCat("SELECT count(*) FROM ofu_windows w JOIN jobs j ON j.id = w.job "
+                                 "WHERE j.job_id = '",
+                                 job_id, "'")) != windows) {
+            return false;
+          }
+          v1::GetJobSummaryRequest summary_request;
+          summary_request.mutable_job()->set_cluster("eos");
+          summary_request.mutable_job()->set_job_id(job_id);
+          v1::GetJobSummaryResponse summary_response;
+          grpc::ClientContext summary_ctx;
+          summary_ctx.set_deadline(goodput::testing::Deadline());
+          if (!ofu->GetJobSummary(&summary_ctx, summary_request, &summary_response).ok()) {
+            return false;
+          }
+          summary = summary_response.summary();
           grpc::ClientContext ctx;
           ctx.set_deadline(goodput::testing::Deadline());
           v1::GetJobReportRequest request;
-          request.mutable_job()->set_cluster("eos");
-          request.mutable_job()->set_job_id(job_id);
+          *request.mutable_job() = summary_request.job();
           v1::GetJobReportResponse response;
           if (!reports->GetJobReport(&ctx, request, &response).ok()) return false;
           *out = response.report();
-          // ofu takes in the job's samples (one transaction) in one pass, so once the report
-          // has an OFU every window of the job exists; `final` then says they are all final.
-          return out->final() && out->summary().has_ofu() && out->ofu().effective_gpu_hours() > 0 &&
-                 std::abs(out->summary().gpu_hours() - gpu_hours) < 0.01;
+          return out->final() && out->summary().has_ofu() &&
+                 std::abs(out->summary().gpu_hours() - gpu_hours) < 0.01 &&
+                 google::protobuf::util::MessageDifferencer::Equals(out->ofu(), summary);
         },
         absl::Seconds(120)))
         << "no final report of " << gpu_hours << " GPU-hours for " << job_id << ": "
-        << out->ShortDebugString();
+        << out->ShortDebugString() << "\nofu's summary: " << summary.ShortDebugString();
   }
 
   std::unique_ptr<goodput::testing::PostgresServer> pg_;
   std::unique_ptr<goodput::testing::RedisServer> redis_;
   std::unique_ptr<SmtpSink> sink_;
   std::unique_ptr<ServiceProcess> ofu_;
+  int ofu_port_ = 0;
+  int alerting_port_ = 0;
   int64_t end_ms_ = 0;
 };
 
@@ -269,6 +307,11 @@ TEST_F(AlertingDigests, UsersAndTeamGetOneDigestEachByMailAndWebhookAndARestartS
   ASSERT_TRUE(hook_port.ok());
   testing::WebhookReceiver hooks(*hook_port);
   ASSERT_TRUE(hooks.ok());
+  ASSERT_NO_FATAL_FAILURE(ReservePorts());
+  // First alerting without digests: it assembles the reports as the jobs' evaluation
+  // completes; the digests then read the final ones.
+  auto alerting = StartAlerting(*hook_port, /*digests=*/false);
+  ASSERT_TRUE(alerting.ok()) << alerting.status();
   ASSERT_NO_FATAL_FAILURE(StartOfu());
   // alice: a1 with one of four GPUs idle (her most wasteful), a2 busy; bob: b1; carol: one GPU
   // for two minutes (0.03 GPU-hours, below the 0.2 minimum), alone in team nlp.
@@ -279,14 +322,14 @@ TEST_F(AlertingDigests, UsersAndTeamGetOneDigestEachByMailAndWebhookAndARestartS
   for (const TestJob& job : jobs) ASSERT_NO_FATAL_FAILURE(StoreJob(job));
   std::map<std::string, v1::JobReport> reports;
   for (const TestJob& job : jobs) {
-    ASSERT_NO_FATAL_FAILURE(FinalReport(job, &reports[job.job_id]));
+    ASSERT_NO_FATAL_FAILURE(FinalReport(**alerting, job, &reports[job.job_id]));
   }
   ASSERT_GT(reports["a1"].summary().wasted_gpu_hours(), reports["a2"].summary().wasted_gpu_hours());
   ASSERT_GT(reports["a1"].advice_size(), 0);
   {
     // What the digests read: ListJobReports over the period, one summary a page here, most
     // wasted first, every job once, none still waiting for its report.
-    auto stub = v1::ReportService::NewStub(ofu_->Channel());
+    auto stub = v1::ReportService::NewStub((*alerting)->Channel());
     std::vector<std::string> listed;
     std::vector<double> wasted;
     std::string token;
@@ -316,7 +359,8 @@ TEST_F(AlertingDigests, UsersAndTeamGetOneDigestEachByMailAndWebhookAndARestartS
     EXPECT_TRUE(std::is_sorted(wasted.rbegin(), wasted.rend())) << absl::StrJoin(wasted, ", ");
   }
 
-  auto alerting = StartAlerting(*hook_port);
+  (*alerting)->process().Terminate(absl::Seconds(10));
+  alerting = StartAlerting(*hook_port);
   ASSERT_TRUE(alerting.ok()) << alerting.status();
   ASSERT_TRUE(PollUntil([&] { return sink_->Messages().size() >= 3 && hooks.posts().size() >= 3; },
                         absl::Seconds(90)))
@@ -434,25 +478,31 @@ TEST_F(AlertingDigests, BadConfigurationStopsStartUpNamingTheKey) {
       "    - {name: hook, kind: webhook, url: \"http://127.0.0.1:9/hook\", secret: s}\n"
       "    - {name: am, kind: alertmanager, url: \"http://127.0.0.1:9\"}\n"
       "    - {name: mail, kind: smtp, url: \"smtp://127.0.0.1:9\", from: goodput@example.org}\n";
+  const std::string reports = "  reports: {ofu_address: 127.0.0.1:9}\n";
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"  digests:\n    enabled: true\n    period: fortnightly\n    targets: [hook]\n"
-       "    ofu_address: 127.0.0.1:9\n",
+      {reports + "  digests:\n    enabled: true\n    period: fortnightly\n    targets: [hook]\n",
        "alerting.digests.period: \"fortnightly\" is not weekly, daily or a whole number of "
        "seconds >= 1"},
-      {"  digests:\n    enabled: true\n    targets: [am]\n    ofu_address: 127.0.0.1:9\n",
+      {reports + "  digests:\n    enabled: true\n    targets: [am]\n",
        "alerting.digests.targets[0]: \"am\" is a target of kind alertmanager; digests go to "
        "webhook and smtp targets"},
-      {"  digests:\n    enabled: true\n    targets: [mail]\n    ofu_address: 127.0.0.1:9\n",
+      {reports + "  digests:\n    enabled: true\n    targets: [mail]\n",
        "alerting.digests.recipients: is required with an smtp target"},
       {"  digests:\n    enabled: true\n    targets: [hook]\n",
-       "alerting.digests.ofu_address: is required when digests are enabled"},
-      {"  digests:\n    enabled: true\n    targets: [hook]\n    ofu_address: 127.0.0.1:9\n"
-       "    recipients: {user_template: \"{user} at example.org\"}\n",
+       "alerting.digests.enabled: digests are made of job reports, which need "
+       "alerting.reports.ofu_address"},
+      {reports + "  digests:\n    enabled: true\n    targets: [hook]\n"
+                 "    recipients: {user_template: \"{user} at example.org\"}\n",
        "alerting.digests.recipients.user_template: \"name at example.org\" is not an e-mail "
        "address"},
-      {"  digests:\n    enabled: true\n    targets: [hook]\n    ofu_address: 127.0.0.1:9\n"
-       "    weekday: 1\n",
+      {reports + "  digests:\n    enabled: true\n    targets: [hook]\n    weekday: 1\n",
        "alerting.digests.weekday: unknown key"},
+      {reports + "  digests:\n    enabled: true\n    targets: [hook]\n    ofu_address: x\n",
+       "alerting.digests.ofu_address: unknown key"},
+      {"  reports: {enabled: true}\n",
+       "alerting.reports.ofu_address: is required when reports are enabled"},
+      {"  reports: {ofu_address: 127.0.0.1:9, recheck_s: 1}\n",
+       "alerting.reports.recheck_s: unknown key"},
       {"  default_targets: [mail]\n",
        "alerting.default_targets: \"mail\" is an smtp target without `to`: alerts need "
        "recipients"},

@@ -630,8 +630,9 @@ TEST(HelmChart, SampleOverrideRendersConfigsTheRealServicesAcceptWithTheirTokens
   EXPECT_THAT(r.Config("ingest"), HasSubstr("cluster: eos"));
   EXPECT_THAT(r.Config("ingest"), HasSubstr("silent_after_s: 43200"));
   EXPECT_THAT(r.Config("alerting"), HasSubstr("kind: alertmanager"));
-  // Digests on: the chart points them at ofu's Service.
+  // Job-end reports read ofu's and mfu's Services.
   EXPECT_THAT(r.Config("alerting"), HasSubstr("ofu_address: prod-goodput-ofu:7102"));
+  EXPECT_THAT(r.Config("alerting"), HasSubstr("mfu_address: prod-goodput-mfu:7103"));
   EXPECT_EQ(r.Find("Secret", "-postgres"), nullptr) << "existingSecret given: none rendered";
 
   absl::StatusOr<std::unique_ptr<PostgresServer>> pg = PostgresServer::Create();

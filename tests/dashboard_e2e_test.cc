@@ -32,6 +32,7 @@
 #include "gtest/gtest.h"
 #include "sdk/cpp/reporter.h"
 #include "tests/support/child_process.h"
+#include "tests/support/free_port.h"
 #include "tests/support/postgres_server.h"
 #include "tests/support/redis_server.h"
 #include "tests/support/service_process.h"
@@ -160,13 +161,18 @@ TEST(DashboardE2E, TheFleetAndARegressingJobShowInHeadlessChromium) {
   ASSERT_TRUE(ingest.ok()) << ingest.status();
   absl::StatusOr<std::unique_ptr<ServiceProcess>> mfu = start("services/mfu/goodput-mfu", "");
   ASSERT_TRUE(mfu.ok()) << mfu.status();
+  // Job-end reports are alerting's, read from ofu's port (reserved: ofu starts after it).
+  absl::StatusOr<int> ofu_port = FreePort();
+  ASSERT_TRUE(ofu_port.ok()) << ofu_port.status();
   absl::StatusOr<std::unique_ptr<ServiceProcess>> alerting =
-      start("services/alerting/goodput-alerting", "");
+      start("services/alerting/goodput-alerting",
+            absl::StrCat("alerting:\n  reports:\n    ofu_address: \"127.0.0.1:", *ofu_port,
+                         "\"\n    mfu_address: \"", (*mfu)->grpc_address(), "\"\n"));
   ASSERT_TRUE(alerting.ok()) << alerting.status();
   absl::StatusOr<std::unique_ptr<ServiceProcess>> ofu =
       start("services/ofu/goodput-ofu",
-            absl::StrCat("ofu:\n  poll_interval_s: 0.2\n  idle_flush_s: 3\n"
-                         "  reports:\n    poll_interval_s: 0.5\n    recheck_s: 1\n  forward:\n"
+            absl::StrCat("grpc:\n  port: ", *ofu_port,
+                         "\nofu:\n  poll_interval_s: 0.2\n  idle_flush_s: 3\n  forward:\n"
                          "    mfu_address: \"",
                          (*mfu)->grpc_address(),
                          "\"\n"
@@ -284,7 +290,7 @@ TEST(DashboardE2E, TheFleetAndARegressingJobShowInHeadlessChromium) {
   }
   // The steady job has ended: its job-end report is written (its page shows it); the
   // regressing job still runs and has none yet.
-  auto report_stub = v1::ReportService::NewStub((*ofu)->Channel());
+  auto report_stub = v1::ReportService::NewStub((*alerting)->Channel());
   ASSERT_TRUE(PollUntil(
       [&] {
         v1::GetJobReportRequest request;
@@ -296,7 +302,7 @@ TEST(DashboardE2E, TheFleetAndARegressingJobShowInHeadlessChromium) {
       },
       absl::Seconds(90), absl::Milliseconds(500)))
       << "no job-end report for " << plan->steady_job << ":\n"
-      << (*ofu)->process().LogTail();
+      << (*alerting)->process().LogTail();
   // The regressing job is registered under the user with markup.
   const std::string regressed_user = kMarkupUser;
   std::cout << "regressing job " << plan->regressed_job << ", steady job " << plan->steady_job

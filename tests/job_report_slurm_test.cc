@@ -1,17 +1,21 @@
-// Job-end reports with a real goodput-ofu, PostgreSQL, Redis and a real one-node Slurm
-// (munge, slurmctld, slurmd). A job that goodput has ended while slurmctld still runs it (as
-// when goodput ends a job whose GPUs fell silent) gets its report's compact summary in its
-// AdminComment through scontrol, and `goodputctl report --from-admin-comment` decodes what
-// `scontrol show job` prints into exactly the summary of the service's report and prints it
-// as `goodputctl report` does. A job Slurm has already finished is refused by slurmctld (as
-// Slurm 22.05 does for every finished job; sites with slurmdbd use the sacctmgr mode), and the
-// report says so instead of retrying.
+// Job-end reports with a real goodput-ofu and goodput-alerting, PostgreSQL, Redis and a real
+// one-node Slurm (munge, slurmctld, slurmd). goodput-alerting writes a job's report once its
+// evaluation of the ended job is complete, from ofu's job summary (over gRPC), and its
+// AdminComment through the outbox (a `slurm_admin_comment` target of cluster eos). A job that
+// goodput has ended while slurmctld still runs it (as when goodput ends a job whose GPUs fell
+// silent) gets its report's compact summary in its AdminComment through scontrol, and
+// `goodputctl report --from-admin-comment` decodes what `scontrol show job` prints into exactly
+// the summary of the service's report and prints it as `goodputctl report` does. A job Slurm
+// has already finished is refused by slurmctld (as Slurm 22.05 does for every finished job;
+// sites with slurmdbd use the sacctmgr mode), and the report says so instead of retrying. The
+// same job id on another cluster is another job: its report is never written to eos's Slurm.
 //
 // With accounting (slurmdbd on a private MariaDB), the production path: a job Slurm has
 // finished gets its summary through `sacctmgr -i update job`, `sacct -o AdminComment` reads it
 // back and goodputctl decodes it into the service's summary; while slurmdbd is down the report
-// is stored, says why the AdminComment is missing, and the write is retried until slurmdbd is
-// back.
+// is stored, says why the AdminComment is missing, and the outbox retries the write until
+// slurmdbd is back; while sacctmgr is not even installed (missing, then present), the same.
+#include <filesystem>
 #include <functional>
 #include <string>
 #include <vector>
@@ -28,10 +32,12 @@
 #include "google/protobuf/util/time_util.h"
 #include "gtest/gtest.h"
 #include "services/api/job_report.h"
+#include "tests/support/free_port.h"
 #include "tests/support/postgres_server.h"
 #include "tests/support/redis_server.h"
 #include "tests/support/service_process.h"
 #include "tests/support/slurm_cluster.h"
+#include "tests/support/temp_dir.h"
 #include "tests/support/test_steps.h"
 
 namespace goodput::ofu {
@@ -63,18 +69,53 @@ class JobReportSlurmTest : public ::testing::Test {
 
   virtual ::goodput::testing::SlurmClusterOptions ClusterOptions() const { return {}; }
 
-  // `mode`: ofu.reports.slurm_admin_comment.
-  absl::StatusOr<std::unique_ptr<ServiceProcess>> StartOfu(const std::string& mode = "scontrol") {
-    return ServiceProcess::Start(
-        {.binary = BuiltBinary("services/ofu/goodput-ofu"),
+  std::string Common() const {
+    return absl::StrCat("postgres:\n  dsn: \"", pg_->Dsn("goodput"),
+                        "\"\nredis:\n  host: ", redis_->host(), "\n  port: ", redis_->port(),
+                        "\nlog:\n  format: text\n");
+  }
+
+  // goodput-alerting (reports, and the AdminComment target `eos-admin-comment` of cluster eos
+  // in `mode`, running `sacctmgr_path` for sacctmgr; `alerting_extra` adds keys to its
+  // section), then goodput-ofu forwarding its windows to it. Alerting reads ofu's job
+  // summaries at ofu's port, reserved first.
+  void StartServices(const std::string& mode = "scontrol",
+                     const std::string& sacctmgr_path = "sacctmgr",
+                     const std::string& alerting_extra = "", bool ofu_forwards = true) {
+    absl::StatusOr<int> ofu_port = ::goodput::testing::FreePort();
+    ASSERT_TRUE(ofu_port.ok()) << ofu_port.status();
+    ofu_port_ = *ofu_port;
+    auto alerting = ServiceProcess::Start(
+        {.binary = BuiltBinary("services/alerting/goodput-alerting"),
          .config_yaml = absl::StrCat(
-             "postgres:\n  dsn: \"", pg_->Dsn("goodput"), "\"\nredis:\n  host: ", redis_->host(),
-             "\n  port: ", redis_->port(),
-             "\nlog:\n  format: text\nofu:\n  poll_interval_s: 0.1\n  idle_flush_s: 1\n"
-             "  reports:\n    poll_interval_s: 0.2\n    recheck_s: 0.5\n"
-             "    slurm_admin_comment: ",
-             mode, "\n    slurm_conf: \"", slurm_->slurm_conf().string(), "\"\n"),
+             Common(),
+             "alerting:\n"
+             "  delivery: {poll_interval_s: 0.2, initial_backoff_s: 0.5, max_backoff_s: 2}\n"
+             "  reports:\n    ofu_address: \"127.0.0.1:",
+             ofu_port_,
+             "\"\n    admin_comment_targets: [eos-admin-comment]\n"
+             "  targets:\n"
+             "    - name: eos-admin-comment\n      kind: slurm_admin_comment\n"
+             "      cluster: eos\n      mode: ",
+             mode, "\n      sacctmgr_path: \"", sacctmgr_path, "\"\n      slurm_conf: \"",
+             slurm_->slurm_conf().string(), "\"\n", alerting_extra),
          .extra_args = ::goodput::testing::MigrateArgs()});
+    ASSERT_TRUE(alerting.ok()) << alerting.status();
+    alerting_ = *std::move(alerting);
+    ASSERT_NO_FATAL_FAILURE(StartOfu(ofu_forwards));
+  }
+
+  // goodput-ofu on its reserved port, forwarding its windows to alerting or not.
+  void StartOfu(bool forwards) {
+    auto ofu = ServiceProcess::Start(
+        {.binary = BuiltBinary("services/ofu/goodput-ofu"),
+         .config_yaml = absl::StrCat(Common(), "grpc:\n  port: ", ofu_port_,
+                                     "\nofu:\n  poll_interval_s: 0.1\n  idle_flush_s: 1\n",
+                                     forwards ? absl::StrCat("  forward:\n    alerting_address: \"",
+                                                             alerting_->grpc_address(), "\"\n")
+                                              : "")});
+    ASSERT_TRUE(ofu.ok()) << ofu.status();
+    ofu_ = *std::move(ofu);
   }
 
   void Sql(const std::string& sql) {
@@ -85,31 +126,34 @@ class JobReportSlurmTest : public ::testing::Test {
   // The job as a Slurm prolog and epilog register it (user, account as team), holding 4 H100
   // GPUs for 10 minutes; GPUs 0-2 busy at 40% tensor activity, GPU 3 idle; 20 GiB of HBM used.
   // One transaction, so that goodput-ofu sees the ended job with all its telemetry.
-  void StoreJobAndTelemetry(const std::string& job_id) {
+  void StoreJobAndTelemetry(const std::string& job_id, const std::string& cluster = "eos",
+                            const std::string& host = "node-1") {
     Sql(absl::StrCat("SELECT samples_create_partitions(", Ts(kStartMs), ", ",
                      Ts(kStartMs + 86'400'000), ")"));
     const int64_t end_ms = kStartMs + kMinutes * 60'000;
     std::vector<std::string> statements = {"BEGIN"};
     statements.push_back(absl::StrCat(
         "INSERT INTO jobs (cluster, job_id, scheduler, user_name, team, name, gpu_model, state, "
-        "start_time, end_time) VALUES ('eos', '",
-        job_id, "', 'slurm', 'alice', 'vision', 'vit-pretrain', 'NVIDIA H100 80GB HBM3', ",
-        "'completed', ", Ts(kStartMs), ", ", Ts(end_ms), ")"));
+        "start_time, end_time) VALUES ('",
+        cluster, "', '", job_id,
+        "', 'slurm', 'alice', 'vision', 'vit-pretrain', 'NVIDIA H100 80GB HBM3', ", "'completed', ",
+        Ts(kStartMs), ", ", Ts(end_ms), ")"));
+    const std::string job_row = absl::StrCat("(SELECT id FROM jobs WHERE cluster = '", cluster,
+                                             "' AND job_id = '", job_id, "')");
     for (int g = 0; g < kGpus; ++g) {
-      statements.push_back(
-          absl::StrCat("INSERT INTO job_gpus (job, cluster, host, gpu_index, valid) SELECT id, "
-                       "'eos', 'node-1', ",
-                       g, ", tstzrange(", Ts(kStartMs), ", ", Ts(end_ms), ") FROM jobs"));
+      statements.push_back(absl::StrCat(
+          "INSERT INTO job_gpus (job, cluster, host, gpu_index, valid) SELECT ", job_row, ", '",
+          cluster, "', '", host, "', ", g, ", tstzrange(", Ts(kStartMs), ", ", Ts(end_ms), ")"));
     }
     std::vector<std::string> values;
     for (int t = 0; t < kMinutes * 60; t += 10) {
       for (int g = 0; g < kGpus; ++g) {
         const bool idle = g == kGpus - 1;
-        values.push_back(absl::StrFormat(
-            "(%s, 'eos', 'node-1', %d, 'NVIDIA H100 80GB HBM3', (SELECT id FROM jobs), %.3f, "
-            "1700, %.3f, %.3f, 20480, 500)",
-            Ts(kStartMs + t * 1000 + g * 11), g, idle ? 0.0 : 0.4, idle ? 0.0 : 0.1,
-            idle ? 0.0 : 0.5));
+        values.push_back(
+            absl::StrFormat("(%s, '%s', '%s', %d, 'NVIDIA H100 80GB HBM3', %s, %.3f, "
+                            "1700, %.3f, %.3f, 20480, 500)",
+                            Ts(kStartMs + t * 1000 + g * 11), cluster, host, g, job_row,
+                            idle ? 0.0 : 0.4, idle ? 0.0 : 0.1, idle ? 0.0 : 0.5));
       }
     }
     statements.push_back(absl::StrCat(
@@ -143,16 +187,18 @@ class JobReportSlurmTest : public ::testing::Test {
     return r.final() && r.summary().has_ofu() && r.admin_comment_status() == "written";
   }
 
-  // Polls GetJobReport until `done` holds for the job's report; the last report in `out`.
-  void WaitForReport(ServiceProcess& ofu, const std::string& job_id,
-                     const std::function<bool(const v1::JobReport&)>& done, v1::JobReport* out) {
-    auto reports = v1::ReportService::NewStub(ofu.Channel());
+  // Polls alerting's GetJobReport until `done` holds for the job's report (of cluster eos
+  // unless given); the last report in `out`.
+  void WaitForReport(const std::string& job_id,
+                     const std::function<bool(const v1::JobReport&)>& done, v1::JobReport* out,
+                     const std::string& cluster = "eos") {
+    auto reports = v1::ReportService::NewStub(alerting_->Channel());
     grpc::Status last;
     ASSERT_TRUE(PollUntil(
         [&] {
           grpc::ClientContext ctx;
           v1::GetJobReportRequest request;
-          request.mutable_job()->set_cluster("eos");
+          request.mutable_job()->set_cluster(cluster);
           request.mutable_job()->set_job_id(job_id);
           v1::GetJobReportResponse response;
           last = reports->GetJobReport(&ctx, request, &response);
@@ -168,8 +214,7 @@ class JobReportSlurmTest : public ::testing::Test {
   // and prints it as the head of `goodputctl report` of the job (whose output goes to
   // `full_report` when given).
   void ExpectGoodputctlDecodes(const std::string& comment, const v1::ReportSummary& summary,
-                               ServiceProcess& ofu, const std::string& job_id,
-                               std::string* full_report = nullptr) {
+                               const std::string& job_id, std::string* full_report = nullptr) {
     auto decoded_json = Goodputctl({"report", "--from-admin-comment", comment, "--json"});
     ASSERT_TRUE(decoded_json.ok()) << decoded_json.status();
     ASSERT_TRUE(decoded_json->exit.Success()) << decoded_json->output;
@@ -181,8 +226,8 @@ class JobReportSlurmTest : public ::testing::Test {
         << summary.DebugString();
     auto decoded_text = Goodputctl({"report", "--from-admin-comment", comment});
     ASSERT_TRUE(decoded_text.ok() && decoded_text->exit.Success()) << decoded_text->output;
-    auto full_text =
-        Goodputctl({"report", absl::StrCat("eos/", job_id), "--ofu-addr", ofu.grpc_address()});
+    auto full_text = Goodputctl(
+        {"report", absl::StrCat("eos/", job_id), "--alerting-addr", alerting_->grpc_address()});
     ASSERT_TRUE(full_text.ok() && full_text->exit.Success()) << full_text->output;
     EXPECT_TRUE(absl::StartsWith(full_text->output, decoded_text->output))
         << full_text->output << "\n---\n"
@@ -193,6 +238,9 @@ class JobReportSlurmTest : public ::testing::Test {
   std::unique_ptr<::goodput::testing::PostgresServer> pg_;
   std::unique_ptr<::goodput::testing::RedisServer> redis_;
   std::unique_ptr<::goodput::testing::SlurmCluster> slurm_;
+  std::unique_ptr<ServiceProcess> alerting_;
+  std::unique_ptr<ServiceProcess> ofu_;
+  int ofu_port_ = 0;
 };
 
 TEST_F(JobReportSlurmTest, EndedJobCarriesItsReportInAdminCommentAndGoodputctlDecodesIt) {
@@ -201,11 +249,10 @@ TEST_F(JobReportSlurmTest, EndedJobCarriesItsReportInAdminCommentAndGoodputctlDe
   absl::Status running = slurm_->WaitForJobState(*job, "RUNNING", absl::Seconds(60));
   ASSERT_TRUE(running.ok()) << running;
   ASSERT_FALSE(absl::StartsWith(AdminComment(*job), "goodput1:"));
-  auto ofu = StartOfu();
-  ASSERT_TRUE(ofu.ok()) << ofu.status();
+  ASSERT_NO_FATAL_FAILURE(StartServices());
   ASSERT_NO_FATAL_FAILURE(StoreJobAndTelemetry(*job));
   v1::JobReport report;
-  ASSERT_NO_FATAL_FAILURE(WaitForReport(**ofu, *job, FinalAndWritten, &report));
+  ASSERT_NO_FATAL_FAILURE(WaitForReport(*job, FinalAndWritten, &report));
 
   // The report composes the job summary and the registry, with advice from its figures.
   const v1::ReportSummary& s = report.summary();
@@ -221,7 +268,7 @@ TEST_F(JobReportSlurmTest, EndedJobCarriesItsReportInAdminCommentAndGoodputctlDe
   ASSERT_EQ(report.advice_size(), s.advice_size());
   EXPECT_TRUE(absl::StrContains(report.advice(0).text(), "1 of 4 GPUs stayed idle"))
       << report.advice(0).text();
-  EXPECT_EQ(report.reconciliation_note(), "mfu is not configured (ofu.forward.mfu_address)");
+  EXPECT_EQ(report.reconciliation_note(), "mfu is not configured (alerting.reports.mfu_address)");
   EXPECT_EQ(report.job().name(), "vit-pretrain");
 
   // Slurm holds the summary, and the documented decoder reads back exactly the report's.
@@ -229,7 +276,7 @@ TEST_F(JobReportSlurmTest, EndedJobCarriesItsReportInAdminCommentAndGoodputctlDe
   EXPECT_EQ(comment, report.admin_comment());
   ASSERT_TRUE(absl::StartsWith(comment, "goodput1:")) << comment;
   std::string full_report;
-  ASSERT_NO_FATAL_FAILURE(ExpectGoodputctlDecodes(comment, s, **ofu, *job, &full_report));
+  ASSERT_NO_FATAL_FAILURE(ExpectGoodputctlDecodes(comment, s, *job, &full_report));
   EXPECT_TRUE(absl::StrContains(full_report, "1 of 4 GPUs stayed idle")) << full_report;
   EXPECT_TRUE(absl::StrContains(full_report, "idle GPUs")) << full_report;
 
@@ -241,17 +288,72 @@ TEST_F(JobReportSlurmTest, EndedJobCarriesItsReportInAdminCommentAndGoodputctlDe
       << refused->output;
 }
 
+// The report is a job-end product of alerting: it is written when alerting has evaluated the
+// ended job to its end, not when ofu has the job's figures. With ofu computing the job but not
+// forwarding its windows (and alerting's sweep an hour away), ofu's summary is final and still
+// no report is due; once ofu forwards them, alerting evaluates the job to its end and the
+// report, final, follows, with its AdminComment.
+TEST_F(JobReportSlurmTest, ReportIsWrittenOnceAlertingHasEvaluatedTheEndedJob) {
+  absl::StatusOr<std::string> job = slurm_->SubmitSleepJob({.name = "vit-pretrain"});
+  ASSERT_TRUE(job.ok()) << job.status();
+  ASSERT_TRUE(slurm_->WaitForJobState(*job, "RUNNING", absl::Seconds(60)).ok());
+  ASSERT_NO_FATAL_FAILURE(StartServices("scontrol", "sacctmgr", "  sweep_interval_s: 3600\n",
+                                        /*ofu_forwards=*/false));
+  ASSERT_NO_FATAL_FAILURE(StoreJobAndTelemetry(*job));
+  auto ofu = v1::OfuService::NewStub(ofu_->Channel());
+  v1::GetJobSummaryResponse summary;
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        grpc::ClientContext ctx;
+        v1::GetJobSummaryRequest request;
+        request.mutable_job()->set_cluster("eos");
+        request.mutable_job()->set_job_id(*job);
+        return ofu->GetJobSummary(&ctx, request, &summary).ok() && summary.summary().finalized();
+      },
+      absl::Seconds(60)));
+  auto count = [&](const std::string& sql) {
+    return pg_->QueryValue("goodput", sql).value_or("?");
+  };
+  EXPECT_EQ(count("SELECT count(*) FROM alert_job_state"), "0");
+  EXPECT_EQ(count("SELECT count(*) FROM job_report_requests"), "0");
+  {
+    auto reports = v1::ReportService::NewStub(alerting_->Channel());
+    grpc::ClientContext ctx;
+    v1::GetJobReportRequest request;
+    request.mutable_job()->set_cluster("eos");
+    request.mutable_job()->set_job_id(*job);
+    v1::GetJobReportResponse response;
+    grpc::Status status = reports->GetJobReport(&ctx, request, &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND) << status.error_message();
+    EXPECT_TRUE(absl::StrContains(status.error_message(), "its report is being assembled"))
+        << status.error_message();
+  }
+
+  // ofu forwards its windows (caught up from PostgreSQL): the evaluation reaches the job's end.
+  ofu_->process().Terminate(absl::Seconds(10));
+  ASSERT_NO_FATAL_FAILURE(StartOfu(/*forwards=*/true));
+  v1::JobReport report;
+  ASSERT_NO_FATAL_FAILURE(WaitForReport(*job, FinalAndWritten, &report));
+  EXPECT_EQ(count(absl::StrCat("SELECT evaluated_end = last_window_end FROM alert_job_state "
+                               "WHERE cluster = 'eos' AND job_id = '",
+                               *job, "'")),
+            "t");
+  EXPECT_NEAR(report.summary().gpu_hours(), summary.summary().gpu_hours(), 0.01);
+  EXPECT_EQ(AdminComment(*job), report.admin_comment());
+  EXPECT_TRUE(absl::StrContains(alerting_->process().LogTail(1 << 20), "job report written"))
+      << alerting_->process().LogTail();
+}
+
 TEST_F(JobReportSlurmTest, FinishedSlurmJobIsRefusedAndReportsAreListedByWaste) {
   absl::StatusOr<std::string> job = slurm_->SubmitJob("sleep 1");
   ASSERT_TRUE(job.ok()) << job.status();
   absl::Status completed = slurm_->WaitForJobState(*job, "COMPLETED", absl::Seconds(60));
   ASSERT_TRUE(completed.ok()) << completed;
-  auto ofu = StartOfu();
-  ASSERT_TRUE(ofu.ok()) << ofu.status();
+  ASSERT_NO_FATAL_FAILURE(StartServices());
   ASSERT_NO_FATAL_FAILURE(StoreJobAndTelemetry(*job));
   Sql("INSERT INTO jobs (cluster, job_id, scheduler, state, start_time) VALUES ('eos', "
       "'still-running', 'slurm', 'running', now())");
-  auto reports = v1::ReportService::NewStub((*ofu)->Channel());
+  auto reports = v1::ReportService::NewStub(alerting_->Channel());
   {
     grpc::ClientContext ctx;
     v1::GetJobReportRequest request;
@@ -279,14 +381,16 @@ TEST_F(JobReportSlurmTest, FinishedSlurmJobIsRefusedAndReportsAreListedByWaste) 
       absl::Seconds(60)));
   EXPECT_EQ(listed.reports(0).job().job_id(), *job);
   {
-    grpc::ClientContext ctx;
-    v1::GetJobReportRequest request;
-    request.mutable_job()->set_cluster("eos");
-    request.mutable_job()->set_job_id(*job);
-    v1::GetJobReportResponse response;
-    ASSERT_TRUE(reports->GetJobReport(&ctx, request, &response).ok());
-    EXPECT_TRUE(absl::StrContains(response.report().admin_comment_status(), "already finished"))
-        << response.report().admin_comment_status();
+    // The outbox's attempt is refused for good: the row fails, and the report says why.
+    v1::JobReport report;
+    ASSERT_NO_FATAL_FAILURE(WaitForReport(
+        *job,
+        [](const v1::JobReport& r) {
+          return absl::StartsWith(r.admin_comment_status(), "not written: ");
+        },
+        &report));
+    EXPECT_TRUE(absl::StrContains(report.admin_comment_status(), "already finished"))
+        << report.admin_comment_status();
     EXPECT_FALSE(absl::StartsWith(AdminComment(*job), "goodput1:"));
   }
   EXPECT_GT(listed.reports(0).wasted_gpu_hours(), 0);
@@ -294,13 +398,13 @@ TEST_F(JobReportSlurmTest, FinishedSlurmJobIsRefusedAndReportsAreListedByWaste) 
   // wasted GPU-hours.
   auto fleet =
       Goodputctl({"fleet", "summary", "--group-by", "user,team", "--from", "2026-01-01T00:00:00Z",
-                  "--to", "2026-01-02T00:00:00Z", "--ofu-addr", (*ofu)->grpc_address()});
+                  "--to", "2026-01-02T00:00:00Z", "--ofu-addr", ofu_->grpc_address()});
   ASSERT_TRUE(fleet.ok() && fleet->exit.Success()) << (fleet.ok() ? fleet->output : "");
   EXPECT_TRUE(absl::StrContains(fleet->output, "USER")) << fleet->output;
   EXPECT_TRUE(absl::StrContains(fleet->output, "alice")) << fleet->output;
   EXPECT_TRUE(absl::StrContains(fleet->output, "vision")) << fleet->output;
-  auto bad_group = Goodputctl(
-      {"fleet", "summary", "--group-by", "planet", "--ofu-addr", (*ofu)->grpc_address()});
+  auto bad_group =
+      Goodputctl({"fleet", "summary", "--group-by", "planet", "--ofu-addr", ofu_->grpc_address()});
   ASSERT_TRUE(bad_group.ok());
   EXPECT_EQ(bad_group->exit.exit_code, 2);
   EXPECT_TRUE(absl::StrContains(bad_group->output, "\"planet\" is not user, team, workload"))
@@ -349,11 +453,10 @@ TEST_F(JobReportSlurmdbdTest, FinishedJobGetsItsReportThroughSacctmgrAndSacctRea
   ASSERT_FALSE(refused.ok());
   EXPECT_TRUE(absl::StrContains(refused.status().message(), "already finished"))
       << refused.status();
-  auto ofu = StartOfu("sacctmgr");
-  ASSERT_TRUE(ofu.ok()) << ofu.status();
+  ASSERT_NO_FATAL_FAILURE(StartServices("sacctmgr"));
   ASSERT_NO_FATAL_FAILURE(StoreJobAndTelemetry(job));
   v1::JobReport report;
-  ASSERT_NO_FATAL_FAILURE(WaitForReport(**ofu, job, FinalAndWritten, &report));
+  ASSERT_NO_FATAL_FAILURE(WaitForReport(job, FinalAndWritten, &report));
   const v1::ReportSummary& s = report.summary();
   EXPECT_EQ(s.user(), "alice");
   EXPECT_EQ(s.gpus_allocated(), kGpus);
@@ -366,7 +469,7 @@ TEST_F(JobReportSlurmdbdTest, FinishedJobGetsItsReportThroughSacctmgrAndSacctRea
   ASSERT_TRUE(comment.ok()) << comment.status();
   EXPECT_EQ(*comment, report.admin_comment());
   ASSERT_TRUE(absl::StartsWith(*comment, "goodput1-b32:")) << *comment;
-  ASSERT_NO_FATAL_FAILURE(ExpectGoodputctlDecodes(*comment, s, **ofu, job));
+  ASSERT_NO_FATAL_FAILURE(ExpectGoodputctlDecodes(*comment, s, job));
   // As a user pipes it: sacct's padded column on stdin.
   auto piped = RunProgram({"/bin/sh", "-c",
                            absl::StrCat("sacct -n -X -j ", job, " -o AdminComment%4000 | ",
@@ -385,35 +488,143 @@ TEST_F(JobReportSlurmdbdTest, ReportIsStoredWhileSlurmdbdIsDownAndItsAdminCommen
   std::string job;
   ASSERT_NO_FATAL_FAILURE(RunFinishedJob(&job));
   ASSERT_TRUE(slurm_->StopSlurmdbd().ok());
-  auto ofu = StartOfu("sacctmgr");
-  ASSERT_TRUE(ofu.ok()) << ofu.status();
+  ASSERT_NO_FATAL_FAILURE(StartServices("sacctmgr"));
   ASSERT_NO_FATAL_FAILURE(StoreJobAndTelemetry(job));
 
-  // The report is stored and served; why its AdminComment is missing is in the report and the
-  // log.
+  // The report is stored and served; why its AdminComment is missing is in the report (from
+  // its outbox row) and the log.
   v1::JobReport report;
   ASSERT_NO_FATAL_FAILURE(WaitForReport(
-      **ofu, job,
+      job,
       [](const v1::JobReport& r) {
-        return r.final() && r.summary().has_ofu() && !r.admin_comment_status().empty();
+        return r.final() && r.summary().has_ofu() &&
+               absl::StrContains(r.admin_comment_status(), "Connection refused");
       },
       &report));
-  EXPECT_TRUE(absl::StartsWith(report.admin_comment_status(), "sacctmgr update ... of job "))
+  EXPECT_TRUE(absl::StartsWith(report.admin_comment_status(), "not written yet ("))
       << report.admin_comment_status();
-  EXPECT_TRUE(absl::StrContains(report.admin_comment_status(), "Connection refused"))
+  EXPECT_TRUE(absl::StrContains(report.admin_comment_status(),
+                                absl::StrCat("sacctmgr update ... of job ", job, " exited")))
       << report.admin_comment_status();
-  EXPECT_TRUE(absl::StrContains((*ofu)->process().LogTail(1 << 20), "AdminComment not written"))
-      << (*ofu)->process().LogTail();
+  const std::string log = alerting_->process().LogTail(1 << 20);
+  EXPECT_TRUE(absl::StrContains(log, "delivery attempt failed")) << log;
+  EXPECT_TRUE(absl::StrContains(log, absl::StrCat("admin_comment:eos/", job, ":"))) << log;
 
-  // Once slurmdbd is back, the retry writes it, and the report says so.
+  // Once slurmdbd is back, the outbox's retry writes it, and the report says so.
   ASSERT_TRUE(slurm_->StartSlurmdbd().ok());
   ASSERT_NO_FATAL_FAILURE(WaitForReport(
-      **ofu, job, [](const v1::JobReport& r) { return r.admin_comment_status() == "written"; },
-      &report));
+      job, [](const v1::JobReport& r) { return r.admin_comment_status() == "written"; }, &report));
   absl::StatusOr<std::string> comment = slurm_->SacctField(job, "AdminComment");
   ASSERT_TRUE(comment.ok()) << comment.status();
   EXPECT_EQ(*comment, report.admin_comment());
-  ASSERT_NO_FATAL_FAILURE(ExpectGoodputctlDecodes(*comment, report.summary(), **ofu, job));
+  ASSERT_NO_FATAL_FAILURE(ExpectGoodputctlDecodes(*comment, report.summary(), job));
+}
+
+// The AdminComment is an outbox row like any notification: while sacctmgr cannot even be run
+// (not installed yet) its attempts fail and are retried with backoff; once it is there, the
+// next attempt writes the same comment, and the row is delivered once.
+TEST_F(JobReportSlurmdbdTest, AdminCommentIsRetriedThroughTheOutboxUntilSacctmgrIsThere) {
+  std::string job;
+  ASSERT_NO_FATAL_FAILURE(RunFinishedJob(&job));
+  auto dir = ::goodput::testing::TempDir::Create("admin-comment-bin");
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  const std::filesystem::path sacctmgr = dir->path() / "sacctmgr";
+  ASSERT_NO_FATAL_FAILURE(StartServices("sacctmgr", sacctmgr.string()));
+  ASSERT_NO_FATAL_FAILURE(StoreJobAndTelemetry(job));
+  v1::JobReport report;
+  ASSERT_NO_FATAL_FAILURE(WaitForReport(
+      job,
+      [](const v1::JobReport& r) {
+        return r.final() && absl::StartsWith(r.admin_comment_status(), "not written yet (2 ");
+      },
+      &report));
+  EXPECT_TRUE(absl::StrContains(report.admin_comment_status(), sacctmgr.string()))
+      << report.admin_comment_status();
+  const std::string key = absl::StrCat("admin_comment:eos/", job, ":", report.summary().revision(),
+                                       ":eos-admin-comment");
+  auto outbox = [&](const std::string& column) {
+    absl::StatusOr<std::string> v = pg_->QueryValue(
+        "goodput",
+        absl::StrCat("SELECT ", column, " FROM alert_outbox WHERE idempotency_key = '", key, "'"));
+    return v.ok() ? *v : std::string(v.status().message());
+  };
+  EXPECT_EQ(outbox("status"), "pending");
+
+  std::filesystem::create_symlink("/usr/bin/sacctmgr", sacctmgr);
+  ASSERT_NO_FATAL_FAILURE(WaitForReport(
+      job, [](const v1::JobReport& r) { return r.admin_comment_status() == "written"; }, &report));
+  EXPECT_EQ(outbox("status"), "delivered");
+  EXPECT_GE(std::stoi(outbox("attempts")), 3);
+  absl::StatusOr<std::string> comment = slurm_->SacctField(job, "AdminComment");
+  ASSERT_TRUE(comment.ok()) << comment.status();
+  EXPECT_EQ(*comment, report.admin_comment());
+}
+
+// Job 777001 of another cluster is another job: the AdminComment target of cluster eos never
+// writes it to eos's Slurm, whatever its id. The report of the other cluster's job says why;
+// a row of it that reaches eos's target anyway is skipped with the reason, not sent. Ids that
+// are not Slurm job ids are refused naming the id, and nothing is run for them.
+TEST_F(JobReportSlurmTest, AJobOfAnotherClusterOrWithANonSlurmIdIsNotWrittenToThisClustersSlurm) {
+  absl::StatusOr<std::string> job = slurm_->SubmitSleepJob({.name = "vit-pretrain"});
+  ASSERT_TRUE(job.ok()) << job.status();
+  ASSERT_TRUE(slurm_->WaitForJobState(*job, "RUNNING", absl::Seconds(60)).ok());
+  ASSERT_NO_FATAL_FAILURE(StartServices());
+  // The same id on cluster west, and a job of eos whose id is not a Slurm job id.
+  const std::string bad_id = "7$(id)";
+  ASSERT_NO_FATAL_FAILURE(StoreJobAndTelemetry(*job, "west"));
+  ASSERT_NO_FATAL_FAILURE(StoreJobAndTelemetry(bad_id, "eos", "node-2"));
+  ASSERT_NO_FATAL_FAILURE(StoreJobAndTelemetry(*job));
+
+  v1::JobReport eos;
+  ASSERT_NO_FATAL_FAILURE(WaitForReport(*job, FinalAndWritten, &eos));
+  v1::JobReport west;
+  ASSERT_NO_FATAL_FAILURE(WaitForReport(
+      *job, [](const v1::JobReport& r) { return r.final() && r.summary().has_ofu(); }, &west,
+      "west"));
+  EXPECT_EQ(west.admin_comment_status(),
+            "not written: no slurm_admin_comment target serves cluster west "
+            "(alerting.reports.admin_comment_targets serve eos)");
+  v1::JobReport bad;
+  ASSERT_NO_FATAL_FAILURE(WaitForReport(
+      bad_id, [](const v1::JobReport& r) { return r.final() && r.summary().has_ofu(); }, &bad));
+  EXPECT_EQ(bad.admin_comment_status(), "not written: job_id=\"7$(id)\" is not a Slurm job id");
+  // Slurm's job holds eos's summary, and only eos's job is in the outbox (a row per revision).
+  EXPECT_EQ(AdminComment(*job), eos.admin_comment());
+  EXPECT_EQ(pg_->QueryValue("goodput",
+                            "SELECT string_agg(DISTINCT payload ->> 'cluster' || '/' || (payload ->> "
+                            "'job_id'), ',') FROM alert_outbox WHERE kind = 'admin_comment'")
+                .value_or("?"),
+            absl::StrCat("eos/", *job));
+
+  // Rows that reach eos's target anyway (another version's, or written by hand): west's job is
+  // skipped with the reason, the non-Slurm id fails naming it; neither runs scontrol.
+  Sql(absl::StrCat(
+      "INSERT INTO alert_outbox (alert_id, kind, target, state, idempotency_key, payload) VALUES "
+      "(NULL, 'admin_comment', 'eos-admin-comment', 'admin_comment', 'by-hand-west', "
+      "'{\"cluster\": \"west\", \"job_id\": \"",
+      *job,
+      "\", \"revision\": 9, \"comment\": \"goodput1:x\"}'), "
+      "(NULL, 'admin_comment', 'eos-admin-comment', 'admin_comment', 'by-hand-bad', "
+      "'{\"cluster\": \"eos\", \"job_id\": \"-h\", \"revision\": 9, \"comment\": "
+      "\"goodput1:x\"}')"));
+  auto row = [&](const std::string& key) {
+    absl::StatusOr<std::string> v = pg_->QueryValue(
+        "goodput",
+        absl::StrCat("SELECT status || ' ' || attempts || ' ' || last_error FROM alert_outbox "
+                     "WHERE idempotency_key = '",
+                     key, "'"));
+    return v.ok() ? *v : std::string(v.status().message());
+  };
+  ASSERT_TRUE(PollUntil([&] { return !absl::StartsWith(row("by-hand-west"), "pending"); },
+                        absl::Seconds(60)));
+  ASSERT_TRUE(PollUntil([&] { return !absl::StartsWith(row("by-hand-bad"), "pending"); },
+                        absl::Seconds(60)));
+  EXPECT_EQ(row("by-hand-west"),
+            absl::StrCat("dropped 0 skipped: job west/", *job,
+                         " is not on cluster eos that target eos-admin-comment "
+                         "(slurm_admin_comment) serves; nothing was sent"));
+  EXPECT_EQ(row("by-hand-bad"), "failed 1 INVALID_ARGUMENT: job_id=\"-h\" is not a Slurm job id");
+  EXPECT_EQ(AdminComment(*job), eos.admin_comment());
 }
 
 }  // namespace

@@ -139,6 +139,7 @@ struct AlertEngine::Tx {
   std::vector<v1::SubscribeAlertsResponse> changes;
   std::vector<ActiveSilence>* silences = nullptr;  // loaded once per transaction
   std::vector<EvaluatedJob> evaluated = {};
+  std::set<std::pair<std::string, std::string>> evaluated_to_end = {};  // for the job-end hook
 };
 
 struct AlertEngine::JobMeta {
@@ -209,8 +210,10 @@ AlertEngine::~AlertEngine() { Stop(); }
 absl::Status AlertEngine::RunAndPublish(const std::function<absl::Status(Tx&)>& fn) {
   std::vector<v1::SubscribeAlertsResponse> changes;
   std::vector<EvaluatedJob> evaluated;
+  bool job_end_changed = false;
   const int64_t now_ms = ToMs(clock_());
   absl::Status s = pg_->RunTransaction([&](pqxx::work& w) -> absl::Status {
+    job_end_changed = false;
     Tx tx{.w = w, .now_ms = now_ms, .changes = {}};
     std::vector<ActiveSilence> silences;
     absl::StatusOr<std::vector<ActiveSilence>> loaded = LoadActiveSilences(tx);
@@ -218,6 +221,16 @@ absl::Status AlertEngine::RunAndPublish(const std::function<absl::Status(Tx&)>& 
     silences = *std::move(loaded);
     tx.silences = &silences;
     absl::Status st = fn(tx);
+    if (st.ok() && job_end_hook_.in_transaction) {
+      // Jobs evaluated to their end, and jobs whose alerts changed, in this transaction.
+      std::set<std::pair<std::string, std::string>> jobs = std::move(tx.evaluated_to_end);
+      for (const v1::SubscribeAlertsResponse& c : tx.changes) {
+        jobs.emplace(c.alert().job().cluster(), c.alert().job().job_id());
+      }
+      for (const auto& [cluster, job_id] : jobs) {
+        if (job_end_hook_.in_transaction(w, cluster, job_id)) job_end_changed = true;
+      }
+    }
     if (st.ok()) {
       changes = std::move(tx.changes);
       evaluated = std::move(tx.evaluated);
@@ -225,6 +238,7 @@ absl::Status AlertEngine::RunAndPublish(const std::function<absl::Status(Tx&)>& 
     return st;
   });
   if (!s.ok()) return s;
+  if (job_end_changed && job_end_hook_.after_commit) job_end_hook_.after_commit();
   // Detector states advanced in a committed transaction are the job's state now.
   for (EvaluatedJob& e : evaluated) {
     if (e.evaluator != nullptr) PutCached(e.key, std::move(e.evaluator), e.generation);
@@ -610,6 +624,7 @@ absl::Status AlertEngine::EvaluateJob(Tx& tx, const std::string& cluster,
   // when everything the job sent was evaluated after its end.
   const int64_t checkpoint_end_s = st[6].is_null() ? INT64_MIN / 2 : st[6].as<int64_t>() / 1000;
   const bool complete = !meta.active() && ev->last_end_s() >= newest_end_s;
+  if (complete) tx.evaluated_to_end.emplace(cluster, job_id);
   const bool checkpoint = rebuild || complete ||
                           ev->last_end_s() - checkpoint_end_s >= config_.checkpoint_every_s;
   std::optional<std::string> blob;
@@ -1046,7 +1061,18 @@ absl::Status AlertEngine::Sweep() {
   });
   if (!s.ok()) return s;
   if (absl::Status st = SweepEndedJobs(); !st.ok()) return st;
-  return SweepTelemetry();
+  if (absl::Status st = SweepTelemetry(); !st.ok()) return st;
+  if (!job_end_hook_.sweep) return absl::OkStatus();
+  int added = 0;
+  if (absl::Status st = pg_->RunTransaction([&](pqxx::work& w) -> absl::Status {
+        added = job_end_hook_.sweep(w);
+        return absl::OkStatus();
+      });
+      !st.ok()) {
+    return st;
+  }
+  if (added > 0 && job_end_hook_.after_commit) job_end_hook_.after_commit();
+  return absl::OkStatus();
 }
 
 void AlertEngine::Start(absl::Duration interval, std::function<bool()> may_sweep) {

@@ -72,6 +72,21 @@ struct EngineConfig {
   size_t max_cached_jobs = 4096;
 };
 
+// Where the engine hands over to the job-end products (job_reporter.h): what happens when a
+// job has ended belongs after its evaluation, so the engine tells them, inside the
+// transaction that evaluated, of every job whose evaluation reached its end after the job
+// ended (every window it sent evaluated: its report can be written, or revised with the
+// findings of late windows) and of every job whose alerts changed (an ended job's report
+// lists them); `in_transaction` returns true when that made a report due. `after_commit` runs
+// once such a transaction committed. The sweep calls `sweep` in a transaction of its own, for
+// jobs no evaluation will bring (ended without a window to evaluate). Any may be empty.
+struct JobEndHook {
+  std::function<bool(pqxx::work&, const std::string& cluster, const std::string& job_id)>
+      in_transaction;
+  std::function<void()> after_commit;
+  std::function<int(pqxx::work&)> sweep;
+};
+
 class AlertEngine {
  public:
   using Clock = std::function<absl::Time()>;
@@ -88,7 +103,11 @@ class AlertEngine {
   absl::StatusOr<v1::DeliveryAck> PushDivergenceEvents(
       const v1::PushDivergenceEventsRequest& request);
 
-  // Telemetry-stopped detection, alerts of ended jobs, silences that started or ended.
+  // Set before Start and the first push.
+  void SetJobEndHook(JobEndHook hook) { job_end_hook_ = std::move(hook); }
+
+  // Telemetry-stopped detection, alerts of ended jobs, silences that started or ended; then
+  // the job-end hook's sweep.
   absl::Status Sweep();
   // Runs Sweep every `interval` on a thread until Stop. With several replicas, `may_sweep`
   // (e.g. holding a Redis lease) lets one of them do it; sweeping twice is harmless (every
@@ -165,6 +184,7 @@ class AlertEngine {
 
   platform::PgPool* pg_;
   EngineConfig config_;
+  JobEndHook job_end_hook_;
   AlertHub* hub_;
   platform::Logger logger_;
   Clock clock_;

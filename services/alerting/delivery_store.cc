@@ -68,6 +68,9 @@ constexpr char kMarkRetry[] =
 constexpr char kMarkFailed[] =
     "UPDATE alert_outbox SET status = 'failed', last_error = $2 WHERE id = $1";
 
+constexpr char kMarkSkipped[] =
+    "UPDATE alert_outbox SET status = 'dropped', last_error = $2 WHERE id = $1";
+
 constexpr char kMarkResendFailed[] =
     "UPDATE alert_outbox SET last_error = $2, resend_at = " GP_TS(3) " WHERE id = $1";
 
@@ -166,6 +169,13 @@ absl::Status DeliveryStore::MarkFailed(int64_t id, int attempt, const std::strin
   return pool_->RunTransaction([&](pqxx::work& tx) {
     tx.exec_params(kRecordAttempt, id, attempt, false, error);
     tx.exec_params(kMarkFailed, id, error);
+    return absl::OkStatus();
+  });
+}
+
+absl::Status DeliveryStore::MarkSkipped(int64_t id, const std::string& reason) {
+  return pool_->RunTransaction([&](pqxx::work& tx) {
+    tx.exec_params(kMarkSkipped, id, reason);
     return absl::OkStatus();
   });
 }

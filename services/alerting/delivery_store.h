@@ -23,10 +23,10 @@ namespace goodput::alerting {
 struct ClaimedRow {
   int64_t id = 0;
   int64_t alert_id = 0;     // 0 for a digest
-  std::string kind = {};    // alert | digest
-  std::string state = {};   // firing | resolved | digest
+  std::string kind = {};    // alert | digest | admin_comment
+  std::string state = {};   // firing | resolved | digest | admin_comment
   std::string idempotency_key = {};
-  std::string payload = {};  // Notification JSON, or DigestPayload JSON for a digest
+  std::string payload = {};  // Notification, DigestPayload or AdminCommentPayload JSON
   int attempts = 0;          // before this one
   absl::Time created = {};
   bool resolved_sibling = false;  // resends only: the alert has a resolution for this target
@@ -63,6 +63,9 @@ class DeliveryStore {
                          absl::Time next_attempt);
   // The attempt failed and the row is given up (status failed).
   absl::Status MarkFailed(int64_t id, int attempt, const std::string& error);
+  // The row is not for this target (a job of another cluster): status dropped with `reason`,
+  // no attempt counted, never sent.
+  absl::Status MarkSkipped(int64_t id, const std::string& reason);
   // A re-send got through; the next is due at `resend_at`.
   absl::Status MarkResent(int64_t id, int attempt, absl::Time resend_at);
   // A re-send waits for its rate limit until `at` (no attempt counted).

@@ -1,5 +1,6 @@
 #include "services/alerting/delivery_worker.h"
 
+#include <optional>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -102,7 +103,9 @@ void DeliveryWorker::Run(Target* target) {
       log.Warn("delivery step failed; retrying at the next poll",
                {{"error", std::string(result.status().message())}});
     } else {
-      busy = result->delivered + result->retrying + result->failed + result->resent > 0;
+      busy =
+          result->delivered + result->retrying + result->failed + result->resent + result->skipped >
+          0;
     }
     if (busy) continue;  // there may be more due rows
     absl::MutexLock lock(&mu_);
@@ -138,35 +141,71 @@ absl::StatusOr<StepResult> DeliveryWorker::Step(Target* target) {
       }
       break;
     }
-    absl::StatusOr<int> attempt = store_->BeginAttempt(row.id, now);
-    if (!attempt.ok()) return attempt.status();
-    absl::Status sent;
+    // What the row is for: decoded before the attempt, so that a row of another cluster is
+    // skipped without counting one.
+    std::optional<Notification> notification;
+    std::optional<DigestPayload> digest;
+    std::optional<AdminCommentPayload> admin_comment;
+    absl::Status decoded;
+    std::string row_cluster, row_job;
     if (row.kind == "digest") {
       absl::StatusOr<DigestPayload> d = DigestPayloadFromJson(row.payload);
-      if (!d.ok()) {
-        if (absl::Status s = store_->MarkFailed(row.id, *attempt, ErrorText(d.status())); !s.ok()) {
-          return s;
-        }
-        ++result.failed;
-        Report(name, "failed");
-        continue;
+      if (d.ok()) digest = *std::move(d);
+      decoded = d.status();
+    } else if (row.kind == "admin_comment") {
+      absl::StatusOr<AdminCommentPayload> a = AdminCommentPayloadFromJson(row.payload);
+      if (a.ok()) {
+        admin_comment = *std::move(a);
+        row_cluster = admin_comment->cluster;
+        row_job = admin_comment->job_id;
       }
-      sent = target->SendDigest(DigestSendRequest{.digest = &d->digest,
-                                                  .to = d->to,
+      decoded = a.status();
+    } else {
+      absl::StatusOr<Notification> n = NotificationFromJson(row.payload);
+      if (n.ok()) {
+        notification = *std::move(n);
+        row_cluster = notification->cluster;
+        row_job = notification->job_id;
+      }
+      decoded = n.status();
+    }
+    if (decoded.ok() && !target->cluster().empty() && !digest.has_value() &&
+        row_cluster != target->cluster()) {
+      const std::string reason = absl::StrCat(
+          "skipped: job ", row_cluster, "/", row_job, " is not on cluster ", target->cluster(),
+          " that target ", name, " (", target->kind(), ") serves; nothing was sent");
+      if (absl::Status s = store_->MarkSkipped(row.id, reason); !s.ok()) return s;
+      ++result.skipped;
+      Report(name, "skipped");
+      logger_.Warn("delivery row skipped: job of another cluster",
+                   {{"target", name}, {"key", row.idempotency_key}, {"reason", reason}});
+      continue;
+    }
+    absl::StatusOr<int> attempt = store_->BeginAttempt(row.id, now);
+    if (!attempt.ok()) return attempt.status();
+    if (!decoded.ok()) {
+      if (absl::Status s = store_->MarkFailed(row.id, *attempt, ErrorText(decoded)); !s.ok()) {
+        return s;
+      }
+      ++result.failed;
+      Report(name, "failed");
+      continue;
+    }
+    absl::Status sent;
+    if (digest.has_value()) {
+      sent = target->SendDigest(DigestSendRequest{.digest = &digest->digest,
+                                                  .to = digest->to,
                                                   .idempotency_key = row.idempotency_key,
                                                   .attempt = *attempt,
                                                   .now = now});
+    } else if (admin_comment.has_value()) {
+      sent =
+          target->SendAdminComment(AdminCommentSendRequest{.payload = &*admin_comment,
+                                                           .idempotency_key = row.idempotency_key,
+                                                           .attempt = *attempt,
+                                                           .now = now});
     } else {
-      absl::StatusOr<Notification> n = NotificationFromJson(row.payload);
-      if (!n.ok()) {
-        if (absl::Status s = store_->MarkFailed(row.id, *attempt, ErrorText(n.status())); !s.ok()) {
-          return s;
-        }
-        ++result.failed;
-        Report(name, "failed");
-        continue;
-      }
-      sent = target->Send(SendRequest{.notification = &*n,
+      sent = target->Send(SendRequest{.notification = &*notification,
                                       .idempotency_key = row.idempotency_key,
                                       .attempt = *attempt,
                                       .now = now});

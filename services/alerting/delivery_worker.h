@@ -44,7 +44,7 @@ struct DeliveryOptions {
   std::function<absl::Time()> clock = [] { return absl::Now(); };
   std::function<double()> uniform01 = {};  // a draw from [0, 1); default: a seeded engine
   // Told of every outcome: "delivered", "retry", "failed", "postponed", "resent",
-  // "resend_failed" (metrics); may be empty.
+  // "resend_failed", "skipped" (metrics); may be empty.
   std::function<void(const std::string& target, const char* outcome)> on_outcome = {};
 };
 
@@ -55,6 +55,7 @@ struct StepResult {
   int failed = 0;
   int postponed = 0;  // over the rate limit
   int resent = 0;
+  int skipped = 0;  // rows of a job of another cluster than the target's (dropped, not sent)
 };
 
 class DeliveryWorker {

@@ -10,14 +10,13 @@
 #include "google/protobuf/util/time_util.h"
 #include "services/alerting/alert_messages.h"
 #include "services/alerting/outbox.h"
-#include "services/platform/grpc_client.h"
 
 namespace goodput::alerting {
 namespace {
 
 constexpr char kKeys[] =
     "enabled, period, groups, top_jobs, min_gpu_hours, targets, recipients, settle_s, "
-    "report_wait_s, catch_up_periods, check_interval_s, ofu_address, token, timeout_s";
+    "report_wait_s, catch_up_periods, check_interval_s";
 
 constexpr char kDoneStarts[] =
     "SELECT (extract(epoch FROM period_start) * 1000000)::bigint FROM alert_digest_periods "
@@ -170,14 +169,12 @@ absl::StatusOr<DigestConfig> LoadDigestConfig(const platform::ConfigTree& tree) 
   if (!wait.ok()) return wait.status();
   absl::StatusOr<absl::Duration> check = tree.GetSeconds("alerting.digests.check_interval_s", 60);
   if (!check.ok()) return check.status();
-  absl::StatusOr<absl::Duration> timeout = tree.GetSeconds("alerting.digests.timeout_s", 10);
-  if (!timeout.ok()) return timeout.status();
   for (auto [key, d] : {std::pair{"settle_s", *settle}, std::pair{"report_wait_s", *wait}}) {
     if (d < absl::ZeroDuration()) {
       return Invalid(key, absl::StrCat(absl::ToDoubleSeconds(d), " is negative"));
     }
   }
-  for (auto [key, d] : {std::pair{"check_interval_s", *check}, std::pair{"timeout_s", *timeout}}) {
+  for (auto [key, d] : {std::pair{"check_interval_s", *check}}) {
     if (d <= absl::ZeroDuration()) {
       return Invalid(key, absl::StrCat(absl::ToDoubleSeconds(d), " must be > 0"));
     }
@@ -185,33 +182,21 @@ absl::StatusOr<DigestConfig> LoadDigestConfig(const platform::ConfigTree& tree) 
   c.settle = *settle;
   c.report_wait = *wait;
   c.check_interval = *check;
-  c.rpc_timeout = *timeout;
   absl::StatusOr<int64_t> catch_up =
       tree.GetIntInRange("alerting.digests.catch_up_periods", 1, 1, 1000);
   if (!catch_up.ok()) return catch_up.status();
   c.catch_up_periods = static_cast<int>(*catch_up);
-  absl::StatusOr<std::string> ofu = tree.GetString("alerting.digests.ofu_address", "");
-  if (!ofu.ok()) return ofu.status();
-  if (ofu->empty()) {
-    return Invalid("ofu_address",
-                   "is required when digests are enabled (goodput-ofu's gRPC address)");
-  }
-  c.ofu_address = *ofu;
-  absl::StatusOr<std::string> token = tree.GetString("alerting.digests.token", "");
-  if (!token.ok()) return token.status();
-  c.token = *token;
   absl::StatusOr<std::string> dashboard = tree.GetString("alerting.dashboard_url", "");
   if (!dashboard.ok()) return dashboard.status();
   c.dashboard_url = *dashboard;
   return c;
 }
 
-DigestScheduler::DigestScheduler(platform::PgPool* pool,
-                                 std::shared_ptr<v1::ReportService::StubInterface> reports,
+DigestScheduler::DigestScheduler(platform::PgPool* pool, ReportServiceImpl* reports,
                                  DigestConfig config, std::function<void()> on_enqueued,
                                  platform::Logger logger, std::function<absl::Time()> clock)
     : pool_(pool),
-      reports_(std::move(reports)),
+      reports_(reports),
       config_(std::move(config)),
       on_enqueued_(std::move(on_enqueued)),
       logger_(std::move(logger)),
@@ -305,12 +290,8 @@ absl::StatusOr<DigestScheduler::PeriodJobs> DigestScheduler::ReadJobs(const Peri
     request.set_page_size(1000);
     request.set_page_token(page_token);
     v1::ListJobReportsResponse response;
-    grpc::ClientContext ctx;
-    platform::PrepareClientContext(&ctx, config_.rpc_timeout, config_.token);
-    grpc::Status status = reports_->ListJobReports(&ctx, request, &response);
-    if (!status.ok()) {
-      return absl::UnavailableError(absl::StrCat("ofu ListJobReports at ", config_.ofu_address,
-                                                 ": ", status.error_message()));
+    if (absl::Status s = reports_->DoListJobReports(request, &response); !s.ok()) {
+      return absl::UnavailableError(absl::StrCat("job reports of the period: ", s.message()));
     }
     for (const v1::ReportSummary& s : response.reports()) {
       out.jobs.push_back(DigestJob{.cluster = s.job().cluster(),
@@ -337,12 +318,9 @@ absl::Status DigestScheduler::FillTopJob(DigestJob* job) {
   request.mutable_job()->set_cluster(job->cluster);
   request.mutable_job()->set_job_id(job->job_id);
   v1::GetJobReportResponse response;
-  grpc::ClientContext ctx;
-  platform::PrepareClientContext(&ctx, config_.rpc_timeout, config_.token);
-  grpc::Status status = reports_->GetJobReport(&ctx, request, &response);
-  if (!status.ok()) {
-    return absl::UnavailableError(absl::StrCat("ofu GetJobReport ", job->cluster, "/", job->job_id,
-                                               ": ", status.error_message()));
+  if (absl::Status s = reports_->DoGetJobReport(request, &response); !s.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("job report ", job->cluster, "/", job->job_id, ": ", s.message()));
   }
   if (response.report().advice_size() > 0) job->advice = response.report().advice(0).text();
   return absl::OkStatus();

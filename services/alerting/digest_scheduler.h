@@ -1,5 +1,6 @@
 // The digest scheduler: when a digest period has closed (plus `settle` for late job
-// reports), reads the reports of the jobs that ended in it from goodput-ofu's ReportService,
+// reports), reads the reports of the jobs that ended in it (alerting's own job-end reports,
+// report_service.h, in process),
 // assembles the per-user and per-team digests (digest.h) and enqueues one outbox row per
 // (user or team, period, target) (outbox.h EnqueueDigest). Delivery then sends them like
 // alert notifications.
@@ -12,7 +13,7 @@
 // A period whose jobs do not all have a report yet waits for them, up to `report_wait` after
 // its settle time; then it goes out with the reports there are.
 //
-//   DigestScheduler s(pool, reports_stub, config, [&] { worker.Wake(); }, logger);
+//   DigestScheduler s(pool, &report_service, config, [&] { worker.Wake(); }, logger);
 //   s.Start(may_run);   ...   s.Stop();
 //   // tests: s.RunOnce() with an injected clock
 #pragma once
@@ -28,8 +29,8 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "goodput/v1/report.grpc.pb.h"
 #include "services/alerting/digest.h"
+#include "services/alerting/report_service.h"
 #include "services/platform/config.h"
 #include "services/platform/logging.h"
 #include "services/platform/pg_pool.h"
@@ -49,9 +50,6 @@ struct DigestConfig {
   absl::Duration report_wait = absl::Hours(6);
   int catch_up_periods = 1;  // closed periods looked at, newest last
   absl::Duration check_interval = absl::Seconds(60);
-  std::string ofu_address = {};
-  std::string token = {};  // bearer token for ofu (role service) when auth is on
-  absl::Duration rpc_timeout = absl::Seconds(10);
   std::string dashboard_url = {};  // alerting.dashboard_url: links to the jobs' pages
 };
 
@@ -63,8 +61,8 @@ class DigestScheduler {
  public:
   // `on_enqueued` is called after a commit that added rows (wake the delivery worker).
   DigestScheduler(
-      platform::PgPool* pool, std::shared_ptr<v1::ReportService::StubInterface> reports,
-      DigestConfig config, std::function<void()> on_enqueued, platform::Logger logger,
+      platform::PgPool* pool, ReportServiceImpl* reports, DigestConfig config,
+      std::function<void()> on_enqueued, platform::Logger logger,
       std::function<absl::Time()> clock = [] { return absl::Now(); });
   ~DigestScheduler();
 
@@ -73,8 +71,8 @@ class DigestScheduler {
   void Stop();
 
   // Looks at the closed periods once and enqueues the digests of each that is due and not
-  // done yet. Returns the outbox rows added; UNAVAILABLE when ofu or PostgreSQL is down (the
-  // periods are looked at again next time).
+  // done yet. Returns the outbox rows added; UNAVAILABLE when PostgreSQL is down (the periods
+  // are looked at again next time).
   absl::StatusOr<int> RunOnce();
 
  private:
@@ -90,7 +88,7 @@ class DigestScheduler {
   void Run(std::function<bool()> may_run);
 
   platform::PgPool* pool_;
-  std::shared_ptr<v1::ReportService::StubInterface> reports_;
+  ReportServiceImpl* reports_;
   DigestConfig config_;
   std::function<void()> on_enqueued_;
   platform::Logger logger_;

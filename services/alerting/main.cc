@@ -13,9 +13,14 @@
 #include "services/alerting/alerting_service.h"
 #include "services/alerting/delivery_setup.h"
 #include "services/alerting/digest_scheduler.h"
+#include "services/alerting/job_reporter.h"
+#include "services/alerting/report_service.h"
+#include "services/alerting/report_store.h"
+#include "services/alerting/targets/admin_comment_target.h"
 #include "services/alerting/targets/smtp_target.h"
-#include "services/platform/tls.h"
+#include "services/platform/gpu_catalog_config.h"
 #include "services/platform/service_main.h"
+#include "services/platform/tls.h"
 
 namespace {
 
@@ -46,6 +51,12 @@ struct AlertingRuntime {
   std::unique_ptr<goodput::alerting::AlertServiceImpl> service;
   // Delivery: outbox -> targets.
   std::shared_ptr<goodput::alerting::DeliveryRuntime> delivery;
+  // Job-end reports (alerting.reports): ofu's summary, mfu's verdict, the job's alerts ->
+  // job_reports, AdminComment -> outbox.
+  std::unique_ptr<goodput::core::GpuCatalog> catalog;  // built-in + gpu_catalog.overrides
+  std::unique_ptr<goodput::alerting::ReportStore> report_store;
+  std::unique_ptr<goodput::alerting::ReportServiceImpl> report_service;
+  std::unique_ptr<goodput::alerting::JobReporter> reporter;
   // Digests (alerting.digests): job reports -> outbox.
   std::unique_ptr<goodput::alerting::DigestScheduler> digests;
 };
@@ -73,12 +84,7 @@ absl::StatusOr<std::shared_ptr<void>> Setup(goodput::platform::ServiceContext& c
   });
   rt->engine = std::make_unique<goodput::alerting::AlertEngine>(
       ctx.pg, config->engine, rt->hub.get(), ctx.logger.With({{"component", "engine"}}));
-  // One replica sweeps at a time: the holder of a Redis lease. Without Redis every replica
-  // sweeps, which is safe (idempotent under PostgreSQL locks), only redundant.
-  std::function<bool()> may_sweep = LeaseHolder(ctx, kSweepLease, 3 * config->sweep_interval);
-  rt->engine->Start(config->sweep_interval, std::move(may_sweep));
   goodput::alerting::AlertEngine* engine = rt->engine.get();
-  ctx.on_shutdown->push_back([engine] { engine->Stop(); });
   rt->service =
       std::make_unique<goodput::alerting::AlertServiceImpl>(rt->engine.get(), rt->hub.get());
   ctx.grpc->AddService(rt->service.get(), goodput::v1::AlertService::service_full_name());
@@ -100,6 +106,13 @@ absl::StatusOr<std::shared_ptr<void>> Setup(goodput::platform::ServiceContext& c
   if (!delivery.ok()) return delivery.status();
   rt->delivery = *std::move(delivery);
   for (const goodput::alerting::RoutedTarget& r : routed) {
+    if (const goodput::alerting::Target* t = rt->delivery->worker->FindTarget(r.name);
+        t != nullptr && t->delivers_admin_comments()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(r.where, ": \"", r.name,
+                       "\" is a slurm_admin_comment target: it takes job reports "
+                       "(alerting.reports.admin_comment_targets), not alerts"));
+    }
     const auto* smtp = dynamic_cast<const goodput::alerting::SmtpTarget*>(
         rt->delivery->worker->FindTarget(r.name));
     if (smtp != nullptr && !smtp->has_alert_recipients()) {
@@ -113,11 +126,87 @@ absl::StatusOr<std::shared_ptr<void>> Setup(goodput::platform::ServiceContext& c
   rt->hub->Subscribe({}, [worker](const goodput::v1::SubscribeAlertsResponse&) { worker->Wake(); });
   // --- end delivery ---
 
-  // --- Digests (opt-in): ofu's job reports -> outbox ---
+  // --- Job-end reports: at the end of the pipeline, written when an ended job's evaluation
+  // is complete (the engine's JobEndHook), read from ofu and mfu as a consumer reads its
+  // producers, over the configured TLS ---
+  absl::StatusOr<goodput::alerting::ReporterOptions> reports =
+      goodput::alerting::LoadReporterOptions(*ctx.config_tree);
+  if (!reports.ok()) return reports.status();
+  rt->report_store = std::make_unique<goodput::alerting::ReportStore>(ctx.pg);
+  rt->report_service =
+      std::make_unique<goodput::alerting::ReportServiceImpl>(rt->report_store.get());
+  ctx.grpc->AddService(rt->report_service.get(), goodput::v1::ReportService::service_full_name());
+  if (reports->enabled) {
+    for (size_t i = 0; i < reports->admin_comment_targets.size(); ++i) {
+      const std::string& name = reports->admin_comment_targets[i];
+      const std::string key = absl::StrCat("alerting.reports.admin_comment_targets[", i, "]");
+      const auto* target =
+          dynamic_cast<const goodput::alerting::AdminCommentTarget*>(worker->FindTarget(name));
+      if (target == nullptr) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(key, ": \"", name,
+                         "\" is not a target of kind slurm_admin_comment in alerting.targets"));
+      }
+      for (const goodput::alerting::AdminCommentRoute& r : reports->admin_comment_routes) {
+        if (r.cluster == target->cluster()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(key, ": \"", name, "\" writes to cluster ", r.cluster, " as \"",
+                           r.target, "\" does: one AdminComment target per cluster"));
+        }
+      }
+      reports->admin_comment_routes.push_back(
+          {.target = name, .cluster = target->cluster(), .base32 = target->base32()});
+    }
+    absl::StatusOr<goodput::core::GpuCatalog> loaded =
+        goodput::platform::LoadGpuCatalog(*ctx.config_tree);
+    if (!loaded.ok()) return loaded.status();
+    rt->catalog = std::make_unique<goodput::core::GpuCatalog>(*std::move(loaded));
+    const goodput::platform::ClientTls tls = goodput::platform::ClientTlsFrom(ctx.config->tls);
+    std::shared_ptr<goodput::v1::OfuService::StubInterface> ofu =
+        goodput::v1::OfuService::NewStub(goodput::platform::MakeChannel(reports->ofu_address, tls));
+    std::shared_ptr<goodput::v1::MfuService::StubInterface> mfu;
+    if (!reports->mfu_address.empty()) {
+      mfu = goodput::v1::MfuService::NewStub(
+          goodput::platform::MakeChannel(reports->mfu_address, tls));
+    }
+    rt->reporter = std::make_unique<goodput::alerting::JobReporter>(
+        rt->report_store.get(), rt->catalog.get(), std::move(ofu), std::move(mfu),
+        [engine](const goodput::v1::ListAlertsRequest& r) { return engine->ListAlerts(r); },
+        *std::move(reports), [worker] { worker->Wake(); },
+        ctx.logger.With({{"component", "reports"}}));
+    goodput::alerting::JobReporter* reporter = rt->reporter.get();
+    engine->SetJobEndHook(
+        {.in_transaction =
+             [reporter](pqxx::work& tx, const std::string& cluster, const std::string& job_id) {
+               return reporter->Request(tx, cluster, job_id);
+             },
+         .after_commit = [reporter] { reporter->Wake(); },
+         .sweep =
+             [](pqxx::work& tx) {
+               return goodput::alerting::ReportStore::RequestMissing(tx, 500);
+             }});
+    reporter->Start();
+    ctx.on_shutdown->push_back([reporter] { reporter->Stop(); });
+  }
+  // --- end job-end reports ---
+
+  // The engine starts once everything it hands over to is in place. One replica sweeps at a
+  // time: the holder of a Redis lease. Without Redis every replica sweeps, which is safe
+  // (idempotent under PostgreSQL locks), only redundant.
+  std::function<bool()> may_sweep = LeaseHolder(ctx, kSweepLease, 3 * config->sweep_interval);
+  engine->Start(config->sweep_interval, std::move(may_sweep));
+  ctx.on_shutdown->push_back([engine] { engine->Stop(); });
+
+  // --- Digests (opt-in): the job reports of a period -> outbox ---
   absl::StatusOr<goodput::alerting::DigestConfig> digests =
       goodput::alerting::LoadDigestConfig(*ctx.config_tree);
   if (!digests.ok()) return digests.status();
   if (digests->enabled) {
+    if (rt->reporter == nullptr) {
+      return absl::InvalidArgumentError(
+          "alerting.digests.enabled: digests are made of job reports, which need "
+          "alerting.reports.ofu_address");
+    }
     for (size_t i = 0; i < digests->targets.size(); ++i) {
       const std::string& name = digests->targets[i];
       const goodput::alerting::Target* target = worker->FindTarget(name);
@@ -140,11 +229,9 @@ absl::StatusOr<std::shared_ptr<void>> Setup(goodput::platform::ServiceContext& c
           "alerting.digests.recipients: is required with an smtp target (users, teams, "
           "user_template or team_template)");
     }
-    auto stub = goodput::v1::ReportService::NewStub(goodput::platform::MakeChannel(
-        digests->ofu_address, goodput::platform::ClientTlsFrom(ctx.config->tls)));
     const absl::Duration check = digests->check_interval;
     rt->digests = std::make_unique<goodput::alerting::DigestScheduler>(
-        ctx.pg, std::move(stub), *std::move(digests), [worker] { worker->Wake(); },
+        ctx.pg, rt->report_service.get(), *std::move(digests), [worker] { worker->Wake(); },
         ctx.logger.With({{"component", "digests"}}));
     rt->digests->Start(LeaseHolder(ctx, kDigestLease, 3 * check));
     goodput::alerting::DigestScheduler* scheduler = rt->digests.get();
@@ -159,5 +246,6 @@ absl::StatusOr<std::shared_ptr<void>> Setup(goodput::platform::ServiceContext& c
 
 int main(int argc, char** argv) {
   return goodput::platform::RunServiceMain(
-      argc, argv, {.name = "goodput-alerting", .config_sections = {"alerting"}, .setup = Setup});
+      argc, argv,
+      {.name = "goodput-alerting", .config_sections = {"alerting", "gpu_catalog"}, .setup = Setup});
 }

@@ -176,6 +176,31 @@ absl::StatusOr<int> EnqueueDigest(pqxx::work& tx, const Digest& digest,
   return added;
 }
 
+std::string AdminCommentPayloadToJson(const AdminCommentPayload& p) {
+  return nlohmann::json{{"cluster", p.cluster},
+                        {"job_id", p.job_id},
+                        {"revision", p.revision},
+                        {"comment", p.comment}}
+      .dump();
+}
+
+absl::StatusOr<AdminCommentPayload> AdminCommentPayloadFromJson(const std::string& json) {
+  try {
+    nlohmann::json j = nlohmann::json::parse(json);
+    return AdminCommentPayload{.cluster = j.at("cluster").get<std::string>(),
+                               .job_id = j.at("job_id").get<std::string>(),
+                               .revision = j.at("revision").get<int32_t>(),
+                               .comment = j.at("comment").get<std::string>()};
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("outbox payload is not an AdminComment: ", e.what()));
+  }
+}
+
+std::string AdminCommentIdempotencyKey(const AdminCommentPayload& p, const std::string& target) {
+  return absl::StrCat("admin_comment:", p.cluster, "/", p.job_id, ":", p.revision, ":", target);
+}
+
 absl::StatusOr<std::vector<DeliveryRecord>> DeliveriesForAlert(pqxx::work& tx,
                                                                std::int64_t alert_id) {
   std::vector<DeliveryRecord> out;

@@ -89,6 +89,21 @@ std::string DigestIdempotencyKey(const Digest& digest, const std::string& target
 absl::StatusOr<int> EnqueueDigest(pqxx::work& tx, const Digest& digest,
                                   const std::vector<DigestDelivery>& deliveries);
 
+// A job report's AdminComment travels through the same table (kind 'admin_comment', no
+// alert, state 'admin_comment'), one row per (report revision, target), keyed
+// "admin_comment:<cluster>/<job id>:<revision>:<target>"; job_reporter.h enqueues it in the
+// transaction that stores the revision (report_store.h Save).
+struct AdminCommentPayload {
+  std::string cluster = {};
+  std::string job_id = {};
+  int32_t revision = 0;
+  std::string comment = {};  // EncodeAdminComment of the report's summary
+};
+std::string AdminCommentPayloadToJson(const AdminCommentPayload& payload);
+absl::StatusOr<AdminCommentPayload> AdminCommentPayloadFromJson(const std::string& json);
+std::string AdminCommentIdempotencyKey(const AdminCommentPayload& payload,
+                                       const std::string& target);
+
 // One row as GetAlert shows it (Alert.deliveries).
 struct DeliveryRecord {
   std::string target;

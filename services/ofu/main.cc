@@ -10,9 +10,6 @@
 #include "services/ofu/ofu_live.h"
 #include "services/ofu/ofu_service.h"
 #include "services/ofu/ofu_store.h"
-#include "services/ofu/job_reporter.h"
-#include "services/ofu/report_service.h"
-#include "services/ofu/report_store.h"
 #include "services/platform/gpu_catalog_config.h"
 #include "services/platform/ordered_forwarder.h"
 #include "services/platform/service_main.h"
@@ -30,59 +27,7 @@ struct OfuRuntime {
   std::unique_ptr<goodput::ofu::OfuConsumer> consumer;
   std::unique_ptr<goodput::ofu::FaultEventStore> faults;
   std::unique_ptr<goodput::ofu::OfuServiceImpl> service;
-  std::unique_ptr<goodput::ofu::ReportStore> report_store;
-  std::unique_ptr<goodput::ofu::JobReporter> reporter;
-  std::unique_ptr<goodput::ofu::ReportServiceImpl> report_service;
 };
-
-// The job-end reporter's `ofu.reports.*` keys (services/ofu/README.md).
-absl::StatusOr<std::optional<goodput::ofu::ReporterOptions>> LoadReporterOptions(
-    const goodput::platform::ConfigTree& cfg) {
-  absl::StatusOr<bool> enabled = cfg.GetBool("ofu.reports.enabled", true);
-  if (!enabled.ok()) return enabled.status();
-  if (!*enabled) return std::nullopt;
-  goodput::ofu::ReporterOptions o;
-  absl::StatusOr<absl::Duration> poll = cfg.GetSeconds("ofu.reports.poll_interval_s", 10.0);
-  if (!poll.ok()) return poll.status();
-  o.poll_interval = *poll;
-  absl::StatusOr<absl::Duration> recheck = cfg.GetSeconds("ofu.reports.recheck_s", 60.0);
-  if (!recheck.ok()) return recheck.status();
-  o.recheck = *recheck;
-  absl::StatusOr<absl::Duration> revise_for = cfg.GetSeconds("ofu.reports.revise_for_s", 86400.0);
-  if (!revise_for.ok()) return revise_for.status();
-  o.revise_for = *revise_for;
-  absl::StatusOr<std::string> admin_comment =
-      cfg.GetString("ofu.reports.slurm_admin_comment", "off");
-  if (!admin_comment.ok()) return admin_comment.status();
-  using Mode = goodput::ofu::ReporterOptions::AdminCommentMode;
-  if (*admin_comment == "off") {
-    o.admin_comment = Mode::kOff;
-  } else if (*admin_comment == "sacctmgr") {
-    o.admin_comment = Mode::kSacctmgr;
-  } else if (*admin_comment == "scontrol") {
-    o.admin_comment = Mode::kScontrol;
-  } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat("ofu.reports.slurm_admin_comment: \"", *admin_comment,
-                     "\" is not off, sacctmgr or scontrol"));
-  }
-  absl::StatusOr<std::string> sacctmgr = cfg.GetString("ofu.reports.sacctmgr_path", "sacctmgr");
-  if (!sacctmgr.ok()) return sacctmgr.status();
-  if (sacctmgr->empty()) {
-    return absl::InvalidArgumentError("ofu.reports.sacctmgr_path: must not be empty");
-  }
-  o.sacctmgr_path = *sacctmgr;
-  absl::StatusOr<std::string> scontrol = cfg.GetString("ofu.reports.scontrol_path", "scontrol");
-  if (!scontrol.ok()) return scontrol.status();
-  if (scontrol->empty()) {
-    return absl::InvalidArgumentError("ofu.reports.scontrol_path: must not be empty");
-  }
-  o.scontrol_path = *scontrol;
-  absl::StatusOr<std::string> slurm_conf = cfg.GetString("ofu.reports.slurm_conf", "");
-  if (!slurm_conf.ok()) return slurm_conf.status();
-  o.slurm_conf = *slurm_conf;
-  return o;
-}
 
 absl::StatusOr<std::shared_ptr<void>> Setup(goodput::platform::ServiceContext& ctx) {
   const goodput::platform::ConfigTree& cfg = *ctx.config_tree;
@@ -192,36 +137,6 @@ absl::StatusOr<std::shared_ptr<void>> Setup(goodput::platform::ServiceContext& c
       rt->store.get(), rt->consumer.get(), rt->cache.get(), rt->hub.get(), catalog,
       goodput::ofu::OfuServiceOptions{.window_s = w, .faults = rt->faults.get()});
   ctx.grpc->AddService(rt->service.get(), goodput::v1::OfuService::service_full_name());
-
-  rt->report_store = std::make_unique<goodput::ofu::ReportStore>(
-      ctx.pg, goodput::ofu::ShardConfig{.index = static_cast<int>(*shard_index),
-                                        .count = static_cast<int>(*shard_count)});
-  absl::StatusOr<std::optional<goodput::ofu::ReporterOptions>> reporter_options =
-      LoadReporterOptions(cfg);
-  if (!reporter_options.ok()) return reporter_options.status();
-  if (reporter_options->has_value()) {
-    goodput::ofu::ReporterOptions o = **reporter_options;
-    o.token = *forward_token;
-    o.rpc_timeout = *forward_timeout;
-    std::shared_ptr<goodput::v1::MfuService::StubInterface> mfu;
-    if (!mfu_address->empty()) {
-      mfu = goodput::v1::MfuService::NewStub(
-          grpc::CreateChannel(*mfu_address, grpc::InsecureChannelCredentials()));
-    }
-    std::shared_ptr<goodput::v1::AlertService::StubInterface> alerting;
-    if (!alerting_address->empty()) {
-      alerting = goodput::v1::AlertService::NewStub(
-          grpc::CreateChannel(*alerting_address, grpc::InsecureChannelCredentials()));
-    }
-    rt->reporter = std::make_unique<goodput::ofu::JobReporter>(
-        rt->report_store.get(), rt->service.get(), catalog, std::move(mfu), std::move(alerting),
-        std::move(o), ctx.logger.With({{"component", "reporter"}}));
-    rt->reporter->Start();
-    ctx.on_shutdown->push_back([raw] { raw->reporter->Stop(); });
-  }
-  rt->report_service =
-      std::make_unique<goodput::ofu::ReportServiceImpl>(rt->store.get(), rt->report_store.get());
-  ctx.grpc->AddService(rt->report_service.get(), goodput::v1::ReportService::service_full_name());
   return rt;
 }
 

@@ -35,7 +35,7 @@ Gateway::Gateway(Backends backends, GatewayOptions options)
       ofu_(v1::OfuService::NewStub(backends.ofu)),
       mfu_(v1::MfuService::NewStub(backends.mfu)),
       alerts_(v1::AlertService::NewStub(backends.alerting)),
-      reports_(v1::ReportService::NewStub(backends.ofu)) {}
+      reports_(v1::ReportService::NewStub(backends.alerting)) {}
 
 std::unique_ptr<grpc::ClientContext> Gateway::Context() const {
   auto ctx = StreamContext();

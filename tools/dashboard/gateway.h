@@ -74,7 +74,7 @@ class Gateway {
   // registry's error) when the job registry cannot answer.
   absl::StatusOr<Json> Jobs(const JobsQuery& query);
   // One job's page: registry entry, summary, OFU series, reconciliation, alerts, job-end
-  // report (ReportService on the ofu channel). NOT_FOUND
+  // report (ReportService on the alerting channel). NOT_FOUND
   // for a job the registry does not know.
   absl::StatusOr<Json> Job(const std::string& cluster, const std::string& job_id);
   // Alerts of a cluster (or the whole fleet) open at some point in [start, end), resolved
@@ -94,7 +94,7 @@ class Gateway {
   std::unique_ptr<v1::OfuService::Stub> ofu_;
   std::unique_ptr<v1::MfuService::Stub> mfu_;
   std::unique_ptr<v1::AlertService::Stub> alerts_;
-  std::unique_ptr<v1::ReportService::Stub> reports_;  // served by goodput-ofu
+  std::unique_ptr<v1::ReportService::Stub> reports_;  // served by goodput-alerting
 };
 
 }  // namespace goodput::dashboard

@@ -469,6 +469,10 @@ void PrintSummary(const Options& options, const sim::FleetSimulator& fleet, Plat
   std::printf("  %s\n", CtlLine(options, absl::StrCat("alerts list --cluster ", options.cluster),
                                 options.alerting, "127.0.0.1:7104")
                             .c_str());
+  // Job-end reports are goodput-alerting's (ReportService), written once the job has ended.
+  std::printf("  %s\n",
+              CtlLine(options, absl::StrCat("report ", job_ref), options.alerting, "127.0.0.1:7104")
+                  .c_str());
   std::printf("  %s\n", CtlLine(options, absl::StrCat("jobs list --cluster ", options.cluster),
                                 options.ingest, "127.0.0.1:7101")
                             .c_str());

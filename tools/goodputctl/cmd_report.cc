@@ -1,4 +1,5 @@
-// Report commands (ReportService): report CLUSTER/JOB, report --from-admin-comment STRING.
+// Report commands (ReportService, served by goodput-alerting): report CLUSTER/JOB, report
+// --from-admin-comment STRING.
 #include <iostream>
 #include <iterator>
 
@@ -108,9 +109,9 @@ int Report(const Args& args) {
   v1::GetJobReportRequest request;
   *request.mutable_job() = *key;
   v1::GetJobReportResponse response;
-  grpc::Status status = v1::ReportService::NewStub(ChannelTo(args, Service::kOfu))
+  grpc::Status status = v1::ReportService::NewStub(ChannelTo(args, Service::kAlerting))
                             ->GetJobReport(CallContext(args).get(), request, &response);
-  if (!status.ok()) return RpcFailure("report", args, Service::kOfu, "GetJobReport", status);
+  if (!status.ok()) return RpcFailure("report", args, Service::kAlerting, "GetJobReport", status);
   if (args.json) {
     PrintJson(response.report());
     return kExitOk;

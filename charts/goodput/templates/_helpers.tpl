@@ -153,8 +153,8 @@ name: GOODPUT_{{ upper .name }}__FORWARD__TOKEN
 valueFrom: {secretKeyRef: {name: {{ include "goodput.authSecretName" .root }}, key: client-token, optional: true}}
 {{- end -}}
 
-{{- define "goodput.digestsTokenEnv" -}}
-name: GOODPUT_ALERTING__DIGESTS__TOKEN
+{{- define "goodput.reportsTokenEnv" -}}
+name: GOODPUT_ALERTING__REPORTS__TOKEN
 valueFrom: {secretKeyRef: {name: {{ include "goodput.authSecretName" . }}, key: client-token, optional: true}}
 {{- end -}}
 

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "services/alerting/targets/http_client.h"
+#include "services/alerting/targets/render.h"
 
 namespace goodput::alerting {
 
@@ -33,6 +34,11 @@ absl::Status OsmoTarget::Post(const std::string& path_and_query, const std::stri
 
 absl::Status OsmoTarget::Send(const SendRequest& request) {
   const Notification& n = *request.notification;
+  if (!config_.cluster.empty() && n.cluster != config_.cluster) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("job ", OneLine(n.cluster, 100), "/", OneLine(n.job_id, 100),
+                     " is not on cluster ", config_.cluster, " that target ", name(), " serves"));
+  }
   std::string workflow;
   for (const std::string& key : config_.workflow_label_keys) {
     auto it = n.labels.find(key);

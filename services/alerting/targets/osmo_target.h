@@ -23,6 +23,9 @@ namespace goodput::alerting {
 
 struct OsmoTargetConfig {
   std::string name = {};
+  // The cluster whose jobs' workflows it acts on (required in configuration): rows of other
+  // clusters are skipped by the worker and refused by Send (permanent).
+  std::string cluster = {};
   std::string url = {};  // base, e.g. https://osmo.example.org
   std::vector<std::pair<std::string, std::string>> headers = {};  // e.g. Authorization
   absl::Duration timeout = absl::Seconds(10);
@@ -42,6 +45,7 @@ class OsmoTarget final : public Target {
   // Target:
   const std::string& name() const override { return config_.name; }
   const char* kind() const override { return "osmo"; }
+  const std::string& cluster() const override { return config_.cluster; }
   absl::Status Send(const SendRequest& request) override;
 
  private:

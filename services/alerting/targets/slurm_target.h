@@ -48,7 +48,9 @@ struct SlurmTargetConfig {
   enum class Mode { kScontrol, kRest };
   std::string name = {};
   Mode mode = Mode::kScontrol;
-  std::string cluster = {};  // when set, jobs of other clusters are refused (permanent)
+  // The cluster whose jobs it tells (required in configuration): rows of other clusters are
+  // skipped by the worker and refused by Send (permanent).
+  std::string cluster = {};
   absl::Duration timeout = absl::Seconds(10);
   bool notify = true;
   bool comment = true;
@@ -116,6 +118,7 @@ class SlurmTarget final : public Target {
   // Target:
   const std::string& name() const override { return config_.name; }
   const char* kind() const override { return "slurm"; }
+  const std::string& cluster() const override { return config_.cluster; }
   absl::Status Send(const SendRequest& request) override;
 
  private:

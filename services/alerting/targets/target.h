@@ -38,14 +38,30 @@ struct DigestSendRequest {
   absl::Time now = {};
 };
 
+// One send of one job report's AdminComment row (outbox.h, AdminCommentPayload).
+struct AdminCommentSendRequest {
+  const AdminCommentPayload* payload = nullptr;
+  std::string idempotency_key = {};  // admin_comment:<cluster>/<job id>:<revision>:<target>
+  int attempt = 1;
+  absl::Time now = {};
+};
+
 class Target {
  public:
   virtual ~Target() = default;
 
   // The name routes refer to (alerting.targets[].name).
   virtual const std::string& name() const = 0;
-  // "slurm", "osmo", "alertmanager", "webhook" or "smtp".
+  // "slurm", "osmo", "alertmanager", "webhook", "smtp" or "slurm_admin_comment".
   virtual const char* kind() const = 0;
+  // The cluster whose jobs this target acts on (scheduler targets: slurm, osmo,
+  // slurm_admin_comment); empty for targets that take every cluster's rows (alertmanager,
+  // webhook, smtp). The worker skips a row of another cluster: it is recorded as dropped with
+  // the reason and never sent.
+  virtual const std::string& cluster() const {
+    static const std::string kAny;
+    return kAny;
+  }
   // Sends one notification (see the file comment for the meaning of the status). Called from
   // one thread at a time per target.
   virtual absl::Status Send(const SendRequest& request) = 0;
@@ -54,6 +70,11 @@ class Target {
   // Sends one digest; the status means what Send's does. Targets that do not deliver
   // digests refuse (FAILED_PRECONDITION, permanent).
   virtual absl::Status SendDigest(const DigestSendRequest& request);
+  // True for targets that write job reports' AdminComments (slurm_admin_comment).
+  virtual bool delivers_admin_comments() const { return false; }
+  // Writes one AdminComment; the status means what Send's does. Other targets refuse
+  // (FAILED_PRECONDITION, permanent).
+  virtual absl::Status SendAdminComment(const AdminCommentSendRequest& request);
   // Set when a delivered firing notification must be sent again at this interval until the
   // alert resolves (Alertmanager forgets alerts that are not re-sent).
   virtual std::optional<absl::Duration> resend_interval() const { return std::nullopt; }
@@ -62,6 +83,11 @@ class Target {
 inline absl::Status Target::SendDigest(const DigestSendRequest&) {
   return absl::FailedPreconditionError(
       absl::StrCat("target ", name(), " (", kind(), ") does not deliver digests"));
+}
+
+inline absl::Status Target::SendAdminComment(const AdminCommentSendRequest&) {
+  return absl::FailedPreconditionError(
+      absl::StrCat("target ", name(), " (", kind(), ") does not write AdminComments"));
 }
 
 }  // namespace goodput::alerting

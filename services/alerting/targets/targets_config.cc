@@ -7,6 +7,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "services/alerting/targets/admin_comment_target.h"
 #include "services/alerting/targets/alertmanager_target.h"
 #include "services/alerting/targets/osmo_target.h"
 #include "services/alerting/targets/slurm_target.h"
@@ -201,8 +202,13 @@ absl::StatusOr<std::unique_ptr<Target>> ReadAlertmanager(Entry& e, const std::st
 absl::StatusOr<std::unique_ptr<Target>> ReadOsmo(Entry& e, const std::string& name) {
   absl::StatusOr<HttpCommon> http = ReadHttpCommon(e);
   if (!http.ok()) return http.status();
-  OsmoTargetConfig c{
-      .name = name, .url = http->url, .headers = http->headers, .timeout = http->timeout};
+  absl::StatusOr<std::string> cluster = e.Required("cluster");
+  if (!cluster.ok()) return cluster.status();
+  OsmoTargetConfig c{.name = name,
+                     .cluster = *cluster,
+                     .url = http->url,
+                     .headers = http->headers,
+                     .timeout = http->timeout};
   absl::StatusOr<std::vector<std::string>> keys =
       e.StringList("workflow_label_keys", c.workflow_label_keys);
   if (!keys.ok()) return keys.status();
@@ -229,7 +235,9 @@ absl::StatusOr<std::unique_ptr<Target>> ReadSlurm(Entry& e, const std::string& n
   } else if (*mode != "scontrol") {
     return e.Error("mode", absl::StrCat("\"", *mode, "\" is not scontrol or rest"));
   }
-  absl::StatusOr<std::string> cluster = e.String("cluster", "");
+  // A scheduler target acts on the jobs of one cluster: job 777001 of another cluster is
+  // another job.
+  absl::StatusOr<std::string> cluster = e.Required("cluster");
   if (!cluster.ok()) return cluster.status();
   c.cluster = *cluster;
   absl::StatusOr<double> timeout_s = e.Positive("timeout_s", 10);
@@ -284,6 +292,34 @@ absl::StatusOr<std::unique_ptr<Target>> ReadSlurm(Entry& e, const std::string& n
       return e.Error("comment", "cannot be off with mode: rest (the comment is all it sets)");
   }
   return std::make_unique<SlurmTarget>(std::move(c));
+}
+
+absl::StatusOr<std::unique_ptr<Target>> ReadAdminComment(Entry& e, const std::string& name) {
+  AdminCommentTargetConfig c{.name = name};
+  absl::StatusOr<std::string> cluster = e.Required("cluster");
+  if (!cluster.ok()) return cluster.status();
+  c.cluster = *cluster;
+  absl::StatusOr<std::string> mode = e.String("mode", "sacctmgr");
+  if (!mode.ok()) return mode.status();
+  if (*mode == "scontrol") {
+    c.mode = AdminCommentTargetConfig::Mode::kScontrol;
+  } else if (*mode != "sacctmgr") {
+    return e.Error("mode", absl::StrCat("\"", *mode, "\" is not sacctmgr or scontrol"));
+  }
+  for (auto [key, field] : {std::pair{"scontrol_path", &c.scontrol_path},
+                            std::pair{"sacctmgr_path", &c.sacctmgr_path}}) {
+    absl::StatusOr<std::string> path = e.String(key, *field);
+    if (!path.ok()) return path.status();
+    if (path->empty()) return e.Error(key, "must not be empty");
+    *field = *path;
+  }
+  absl::StatusOr<std::string> conf = e.String("slurm_conf", "");
+  if (!conf.ok()) return conf.status();
+  c.slurm_conf = *conf;
+  absl::StatusOr<double> timeout_s = e.Positive("timeout_s", 15);
+  if (!timeout_s.ok()) return timeout_s.status();
+  c.timeout = absl::Seconds(*timeout_s);
+  return std::make_unique<AdminCommentTarget>(std::move(c));
 }
 
 absl::StatusOr<std::unique_ptr<Target>> ReadSmtp(Entry& e, const std::string& name,
@@ -393,10 +429,12 @@ absl::StatusOr<std::vector<ConfiguredTarget>> ParseTargets(const platform::Confi
       target = ReadWebhook(e, *name);
     } else if (*kind == "smtp") {
       target = ReadSmtp(e, *name, &warning);
+    } else if (*kind == "slurm_admin_comment") {
+      target = ReadAdminComment(e, *name);
     } else {
       return e.Error("kind", absl::StrCat("\"", *kind,
                                           "\" is not one of slurm, osmo, alertmanager, webhook, "
-                                          "smtp"));
+                                          "smtp, slurm_admin_comment"));
     }
     if (!target.ok()) return target.status();
     ConfiguredTarget configured{.target = *std::move(target), .warning = std::move(warning)};

@@ -1,4 +1,5 @@
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -9,14 +10,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
+#include "services/alerting/targets/admin_comment_target.h"
 #include "services/alerting/targets/alertmanager_target.h"
-#include "services/platform/command.h"
 #include "services/alerting/targets/http_client.h"
 #include "services/alerting/targets/osmo_target.h"
 #include "services/alerting/targets/render.h"
 #include "services/alerting/targets/slurm_target.h"
 #include "services/alerting/targets/targets_config.h"
 #include "services/alerting/targets/webhook_target.h"
+#include "services/platform/command.h"
 
 namespace goodput::alerting {
 
@@ -296,6 +298,79 @@ TEST(SlurmTarget, RefusesToWriteAMarkerWithoutASecret) {
   EXPECT_EQ(slurm.Read("scontrol.log"), "");
 }
 
+// A sacctmgr that records its arguments, one bracketed argument each, and exits with the code
+// in `exit` (printing `said`).
+class FakeSacctmgr {
+ public:
+  FakeSacctmgr()
+      : dir_(std::filesystem::temp_directory_path() / absl::StrCat("sacctmgr-", getpid())) {
+    std::filesystem::create_directories(dir_);
+    std::ofstream(dir_ / "sacctmgr") << R"sh(#!/bin/sh
+d=$(dirname "$0")
+printf '[%s]' "$@" >> "$d/log"; echo >> "$d/log"
+cat "$d/said" 2>/dev/null
+exit $(cat "$d/exit" 2>/dev/null || echo 0)
+)sh";
+    std::filesystem::permissions(dir_ / "sacctmgr", std::filesystem::perms::owner_all);
+  }
+  ~FakeSacctmgr() { std::filesystem::remove_all(dir_); }
+  void Fail(int code, const std::string& said) {
+    std::ofstream(dir_ / "exit") << code;
+    std::ofstream(dir_ / "said") << said;
+  }
+  std::string Log() const {
+    std::ifstream in(dir_ / "log");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+  AdminCommentTargetConfig Config() const {
+    return {.name = "eos-ac", .cluster = "eos", .sacctmgr_path = (dir_ / "sacctmgr").string()};
+  }
+
+ private:
+  std::filesystem::path dir_;
+};
+
+absl::Status SendComment(AdminCommentTarget& target, const std::string& cluster,
+                         const std::string& job_id) {
+  const AdminCommentPayload p{
+      .cluster = cluster, .job_id = job_id, .revision = 1, .comment = "goodput1-b32:abc"};
+  return target.SendAdminComment({.payload = &p, .idempotency_key = "k"});
+}
+
+TEST(AdminCommentTarget, WritesThroughSacctmgrWithOneArgumentPerValue) {
+  FakeSacctmgr sacctmgr;
+  AdminCommentTarget target(sacctmgr.Config());
+  ASSERT_TRUE(SendComment(target, "eos", "4242_7").ok());
+  EXPECT_EQ(sacctmgr.Log(),
+            "[-i][update][job][where][jobid=4242_7][set][AdminComment=goodput1-b32:abc]\n");
+  // slurmdbd down: retried by the outbox; finished in slurmctld: permanent.
+  sacctmgr.Fail(1, "sacctmgr: error: Problem talking to the database: Connection refused");
+  const absl::Status down = SendComment(target, "eos", "4242");
+  EXPECT_EQ(down.code(), absl::StatusCode::kUnavailable) << down;
+  EXPECT_TRUE(absl::StrContains(down.message(), "sacctmgr update ... of job 4242 exited 1"))
+      << down;
+  sacctmgr.Fail(1, "Job has already finished");
+  EXPECT_EQ(SendComment(target, "eos", "4242").code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(AdminCommentTarget, RefusesJobsOfOtherClustersAndIdsThatAreNotSlurmJobIds) {
+  FakeSacctmgr sacctmgr;
+  AdminCommentTarget target(sacctmgr.Config());
+  const absl::Status other = SendComment(target, "b", "777001");
+  EXPECT_EQ(other.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(other.message(), "job b/777001 is not on cluster eos that target eos-ac serves");
+  for (const char* job_id : {"-1", "job-7", "12 34", "1;id", "$(id)", "777001\n-h", ""}) {
+    const absl::Status s = SendComment(target, "eos", job_id);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << job_id;
+    EXPECT_TRUE(absl::StrContains(
+        s.message(), absl::StrCat("job_id=\"", OneLine(job_id, 200), "\" is not a Slurm job id")))
+        << s;
+  }
+  EXPECT_EQ(sacctmgr.Log(), "");  // nothing ran
+}
+
 TEST(OsmoTag, IsPrefixPlusKindWithDashes) {
   EXPECT_EQ(OsmoTag("goodput-", "regression_in_job"), "goodput-regression-in-job");
 }
@@ -341,19 +416,26 @@ alerting:
   targets:
     - {name: slurm-eos, kind: slurm, cluster: eos, slurm_conf: /etc/slurm/slurm.conf,
        squeue_path: /usr/bin/squeue, marker_secret: s3cret}
-    - {name: slurm-rest, kind: slurm, mode: rest, url: "http://localhost", unix_socket: /run/s.sock,
-       marker_secret_env: HOME}
-    - {name: osmo, kind: osmo, url: "https://osmo.example/", cancel: true}
+    - {name: slurm-rest, kind: slurm, cluster: eos, mode: rest, url: "http://localhost",
+       unix_socket: /run/s.sock, marker_secret_env: HOME}
+    - {name: osmo, kind: osmo, cluster: eos, url: "https://osmo.example/", cancel: true}
     - {name: am, kind: alertmanager, url: "http://am:9093", resend_interval_s: 60,
        rate_limit: {per_minute: 30, burst: 5}}
     - {name: hook, kind: webhook, url: "https://hooks.example/x", secret: abc}
+    - {name: eos-admin-comment, kind: slurm_admin_comment, cluster: eos, slurm_conf: /etc/s.conf}
 )");
   ASSERT_TRUE(tree.ok()) << tree.status();
   absl::StatusOr<std::vector<ConfiguredTarget>> targets = ParseTargets(*tree);
   ASSERT_TRUE(targets.ok()) << targets.status();
-  ASSERT_EQ(targets->size(), 5u);
+  ASSERT_EQ(targets->size(), 6u);
   EXPECT_STREQ((*targets)[0].target->kind(), "slurm");
+  EXPECT_EQ((*targets)[0].target->cluster(), "eos");
   EXPECT_STREQ((*targets)[2].target->kind(), "osmo");
+  EXPECT_EQ((*targets)[2].target->cluster(), "eos");
+  EXPECT_EQ((*targets)[4].target->cluster(), "");  // webhooks take every cluster's rows
+  EXPECT_STREQ((*targets)[5].target->kind(), "slurm_admin_comment");
+  EXPECT_EQ((*targets)[5].target->cluster(), "eos");
+  EXPECT_TRUE((*targets)[5].target->delivers_admin_comments());
   EXPECT_EQ((*targets)[3].target->resend_interval(), absl::Seconds(60));
   ASSERT_TRUE((*targets)[3].rate_limit.has_value());
   EXPECT_EQ((*targets)[3].rate_limit->per_minute, 30);
@@ -364,7 +446,17 @@ TEST(ParseTargets, RefusesBadEntriesNamingEntryKeyAndValue) {
   auto message = [](const std::string& yaml) { return std::string(ParseError(yaml).message()); };
   EXPECT_EQ(message("alerting: {targets: [{name: a, kind: pager}]}"),
             "alerting.targets[0] (a).kind: \"pager\" is not one of slurm, osmo, alertmanager, "
-            "webhook, smtp");
+            "webhook, smtp, slurm_admin_comment");
+  // Scheduler targets act on the jobs of one cluster: job 777001 of another is another job.
+  EXPECT_EQ(message("alerting: {targets: [{name: s, kind: slurm, marker_secret: m}]}"),
+            "alerting.targets[0] (s).cluster: is required");
+  EXPECT_EQ(message("alerting: {targets: [{name: o, kind: osmo, url: 'https://o'}]}"),
+            "alerting.targets[0] (o).cluster: is required");
+  EXPECT_EQ(message("alerting: {targets: [{name: a, kind: slurm_admin_comment}]}"),
+            "alerting.targets[0] (a).cluster: is required");
+  EXPECT_EQ(message("alerting: {targets: [{name: a, kind: slurm_admin_comment, cluster: c, "
+                    "mode: rest}]}"),
+            "alerting.targets[0] (a).mode: \"rest\" is not sacctmgr or scontrol");
   EXPECT_EQ(message("alerting: {targets: [{name: m, kind: smtp, url: 'http://x', from: a@b}]}"),
             "alerting.targets[0] (m).url: \"http://x\" is not an smtp:// or smtps:// URL");
   EXPECT_EQ(message("alerting: {targets: [{name: m, kind: smtp, url: 'smtp://x'}]}"),
@@ -381,16 +473,17 @@ TEST(ParseTargets, RefusesBadEntriesNamingEntryKeyAndValue) {
             "alerting.targets[0] (h).secret: is required (or secret_file, secret_env)");
   EXPECT_EQ(message("alerting: {targets: [{name: h, kind: webhook, url: 'ftp://x', secret: s}]}"),
             "alerting.targets[0] (h).url: \"ftp://x\" is not an http:// or https:// URL");
-  EXPECT_EQ(
-      message("alerting: {targets: [{name: s, kind: slurm, marker_secret: m, requeu: true}]}"),
-      "alerting.targets[0] (s).requeu: is not a known key for this kind of target");
-  EXPECT_EQ(message("alerting: {targets: [{name: s, kind: slurm, hold: true}]}"),
+  EXPECT_EQ(message("alerting: {targets: [{name: s, kind: slurm, cluster: c, marker_secret: m, "
+                    "requeu: true}]}"),
+            "alerting.targets[0] (s).requeu: is not a known key for this kind of target");
+  EXPECT_EQ(message("alerting: {targets: [{name: s, kind: slurm, cluster: c, hold: true}]}"),
             "alerting.targets[0] (s).hold: needs requeue: true (a running job is held by "
             "requeuing it held)");
-  EXPECT_EQ(message("alerting: {targets: [{name: s, kind: slurm}]}"),
+  EXPECT_EQ(message("alerting: {targets: [{name: s, kind: slurm, cluster: c}]}"),
             "alerting.targets[0] (s).marker_secret: is required (or marker_secret_file, "
             "marker_secret_env)");
-  EXPECT_EQ(message("alerting: {targets: [{name: s, kind: slurm, mode: rest, url: 'http://r'}]}"),
+  EXPECT_EQ(message("alerting: {targets: [{name: s, kind: slurm, cluster: c, mode: rest, "
+                    "url: 'http://r'}]}"),
             "alerting.targets[0] (s).marker_secret: is required (or marker_secret_file, "
             "marker_secret_env)");
   EXPECT_EQ(message("alerting: {targets: [{name: a, kind: alertmanager, url: 'http://a'}, "

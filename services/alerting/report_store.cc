@@ -1,6 +1,7 @@
-#include "services/ofu/report_store.h"
+#include "services/alerting/report_store.h"
 
 #include <algorithm>
+#include <exception>
 #include <pqxx/pqxx>
 
 #include "absl/strings/escaping.h"
@@ -10,7 +11,7 @@
 #include "services/api/api_convert.h"
 #include "services/platform/stored_json.h"
 
-namespace goodput::ofu {
+namespace goodput::alerting {
 namespace {
 
 #define GP_REPORT_MS(expr) "(extract(epoch FROM " expr ") * 1000)::bigint"
@@ -19,15 +20,47 @@ namespace {
 // label. The fleet summary groups by the same expression.
 constexpr char kTeamExpr[] = "coalesce(nullif(j.team, ''), j.labels ->> 'team', '')";
 
-// $1 recheck (s), $2 revise_for (s), $3 limit.
-constexpr char kCandidates[] =
-    "SELECT j.id, j.cluster, j.job_id, r.revision, coalesce(r.content_hash, ''), "
-    "coalesce(r.admin_comment_written, '') "
-    "FROM jobs j LEFT JOIN job_reports r ON r.job = j.id "
-    "WHERE j.end_time IS NOT NULL AND $SHARD AND (r.job IS NULL OR "
-    "(r.checked_at < now() - $1::float8 * interval '1 second' AND "
-    "(NOT r.final OR r.created_at > now() - $2::float8 * interval '1 second'))) "
-    "ORDER BY (r.job IS NOT NULL), j.end_time, j.id LIMIT $3::int";
+// $1 cluster, $2 job id, $3 revise_for (s). Only an ended job whose report may still change.
+constexpr char kRequest[] =
+    "INSERT INTO job_report_requests (job) "
+    "SELECT j.id FROM jobs j LEFT JOIN job_reports r ON r.job = j.id "
+    "WHERE j.cluster = $1 AND j.job_id = $2 AND j.end_time IS NOT NULL "
+    "  AND (r.job IS NULL OR NOT r.final "
+    "       OR r.created_at > now() - $3::float8 * interval '1 second') "
+    "ON CONFLICT (job) DO UPDATE SET generation = job_report_requests.generation + 1, "
+    "  due_at = now(), attempts = 0, last_error = '' "
+    "RETURNING job";
+
+// Ended jobs without a report or a request, oldest end first; $1 limit.
+constexpr char kRequestMissing[] =
+    "INSERT INTO job_report_requests (job) "
+    "SELECT j.id FROM jobs j WHERE j.end_time IS NOT NULL "
+    "  AND NOT EXISTS (SELECT 1 FROM job_reports r WHERE r.job = j.id) "
+    "  AND NOT EXISTS (SELECT 1 FROM job_report_requests q WHERE q.job = j.id) "
+    "ORDER BY j.end_time, j.id LIMIT $1::int "
+    "ON CONFLICT (job) DO NOTHING";
+
+// $1 lease (s), $2 limit.
+constexpr char kClaimDue[] =
+    "WITH due AS ("
+    "  SELECT job FROM job_report_requests WHERE due_at <= now() "
+    "  ORDER BY due_at, job LIMIT $2::int FOR UPDATE SKIP LOCKED), "
+    "claimed AS ("
+    "  UPDATE job_report_requests q SET due_at = now() + $1::float8 * interval '1 second' "
+    "  FROM due WHERE q.job = due.job RETURNING q.job, q.generation, q.attempts) "
+    "SELECT c.job, j.cluster, j.job_id, c.generation, c.attempts, r.revision, "
+    "  coalesce(r.content_hash, ''), coalesce(r.admin_comment_key, '') "
+    "FROM claimed c JOIN jobs j ON j.id = c.job LEFT JOIN job_reports r ON r.job = c.job "
+    "ORDER BY j.end_time, c.job";
+
+constexpr char kNextDue[] = "SELECT " GP_REPORT_MS("min(due_at)") " FROM job_report_requests";
+
+constexpr char kDone[] = "DELETE FROM job_report_requests WHERE job = $1 AND generation = $2";
+
+// $1 job, $2 error, $3 delay (s).
+constexpr char kRetry[] =
+    "UPDATE job_report_requests SET attempts = attempts + 1, last_error = $2, "
+    "  due_at = now() + $3::float8 * interval '1 second' WHERE job = $1";
 
 constexpr char kJobInfo[] =
     "SELECT j.id, j.scheduler, j.user_name, $TEAM, j.name, j.workload_fingerprint, "
@@ -38,20 +71,41 @@ constexpr char kJobInfo[] =
                       "coalesce((to_jsonb(j) ->> 'gpu_count')::int, 0) "
                       "FROM jobs j WHERE j.cluster = $1 AND j.job_id = $2";
 
+constexpr char kFindJob[] =
+    "SELECT id, end_time IS NOT NULL FROM jobs WHERE cluster = $1 AND job_id = $2";
+
 constexpr char kSave[] =
     "INSERT INTO job_reports (job, revision, content_hash, report_pb, wasted_gpu_hours, final, "
-    "admin_comment_written, generated_at, checked_at) "
-    "VALUES ($1, $2, $3, decode($4, 'base64'), $5, $6, $7, now(), now()) "
+    "admin_comment_key, generated_at, checked_at) "
+    "VALUES ($1, $2, $3, decode($4, 'base64'), $5, $6, nullif($7, ''), now(), now()) "
     "ON CONFLICT (job) DO UPDATE SET revision = EXCLUDED.revision, "
     "content_hash = EXCLUDED.content_hash, report_pb = EXCLUDED.report_pb, "
     "wasted_gpu_hours = EXCLUDED.wasted_gpu_hours, final = EXCLUDED.final, "
-    "admin_comment_written = EXCLUDED.admin_comment_written, generated_at = now(), "
+    "admin_comment_key = EXCLUDED.admin_comment_key, generated_at = now(), "
     "checked_at = now()";
+
+// $1 target, $2 payload, $3 key.
+constexpr char kEnqueueAdminComment[] =
+    "INSERT INTO alert_outbox (alert_id, kind, target, state, idempotency_key, payload) "
+    "VALUES (NULL, 'admin_comment', $1, 'admin_comment', $3, $2::jsonb) "
+    "ON CONFLICT (idempotency_key) DO NOTHING";
+
+// An earlier revision's comment for the same job and target that is still pending would
+// overwrite the newer one if it were sent after it: $1 target, $2 cluster, $3 job id,
+// $4 the new key, $5 the new revision.
+constexpr char kSupersedeAdminComments[] =
+    "UPDATE alert_outbox SET status = 'dropped', "
+    "  last_error = 'superseded by revision ' || $5::text || ' of the report' "
+    "WHERE kind = 'admin_comment' AND target = $1 AND status = 'pending' "
+    "  AND payload ->> 'cluster' = $2 AND payload ->> 'job_id' = $3 AND idempotency_key <> $4";
 
 constexpr char kTouch[] = "UPDATE job_reports SET checked_at = now() WHERE job = $1";
 
 constexpr char kLoad[] =
-    "SELECT encode(report_pb, 'base64'), content_hash FROM job_reports WHERE job = $1";
+    "SELECT encode(r.report_pb, 'base64'), r.content_hash, o.status, coalesce(o.attempts, 0), "
+    "  coalesce(o.last_error, '') "
+    "FROM job_reports r LEFT JOIN alert_outbox o ON o.idempotency_key = r.admin_comment_key "
+    "WHERE r.job = $1";
 
 // $1 from ms, $2 to ms, $3 cluster, $4 user, $5 team, $6 limit; $7 has cursor, $8 its
 // wasted GPU-hours, $9 its job row id (keyset: the page starts after the cursor).
@@ -87,28 +141,70 @@ absl::StatusOr<v1::JobReport> ParseReport(const std::string& b64, int64_t job) {
 
 }  // namespace
 
-absl::StatusOr<std::vector<ReportCandidate>> ReportStore::Candidates(absl::Duration recheck,
-                                                                     absl::Duration revise_for,
-                                                                     int limit) {
-  const std::string sql =
-      absl::StrReplaceAll(kCandidates, {{"$SHARD", ShardFilter(shard_)}});
+std::string AdminCommentStatus(const std::string& outbox_status, int attempts,
+                               const std::string& last_error) {
+  if (outbox_status == "delivered") return "written";
+  if (outbox_status == "pending") {
+    if (attempts == 0) return "queued";
+    return absl::StrCat("not written yet (", attempts, attempts == 1 ? " attempt" : " attempts",
+                        ", retried): ", last_error);
+  }
+  if (outbox_status == "failed") return absl::StrCat("not written: ", last_error);
+  return last_error;  // dropped: skipped or superseded, with why
+}
+
+bool ReportStore::Request(pqxx::work& tx, const std::string& cluster, const std::string& job_id,
+                          absl::Duration revise_for) {
+  return !tx.exec_params(kRequest, cluster, job_id, absl::ToDoubleSeconds(revise_for)).empty();
+}
+
+int ReportStore::RequestMissing(pqxx::work& tx, int limit) {
+  return static_cast<int>(tx.exec_params(kRequestMissing, limit).affected_rows());
+}
+
+absl::StatusOr<std::vector<ReportCandidate>> ReportStore::ClaimDue(absl::Duration lease,
+                                                                   int limit) {
   return pool_->RunTransactionFor<std::vector<ReportCandidate>>(
       [&](pqxx::work& txn) -> absl::StatusOr<std::vector<ReportCandidate>> {
-        pqxx::result r = txn.exec_params(sql, absl::ToDoubleSeconds(recheck),
-                                         absl::ToDoubleSeconds(revise_for), limit);
+        pqxx::result r = txn.exec_params(kClaimDue, absl::ToDoubleSeconds(lease), limit);
         std::vector<ReportCandidate> out;
         for (const auto& row : r) {
           ReportCandidate c;
           c.job = row[0].as<int64_t>();
           c.cluster = row[1].as<std::string>();
           c.job_id = row[2].as<std::string>();
-          if (!row[3].is_null()) c.revision = row[3].as<int32_t>();
-          c.content_hash = row[4].as<std::string>();
-          c.admin_comment_written = row[5].as<std::string>();
+          c.generation = row[3].as<int64_t>();
+          c.attempts = row[4].as<int>();
+          if (!row[5].is_null()) c.revision = row[5].as<int32_t>();
+          c.content_hash = row[6].as<std::string>();
+          c.admin_comment_key = row[7].as<std::string>();
           out.push_back(std::move(c));
         }
         return out;
       });
+}
+
+absl::StatusOr<std::optional<absl::Time>> ReportStore::NextDue() {
+  return pool_->RunTransactionFor<std::optional<absl::Time>>(
+      [&](pqxx::work& txn) -> absl::StatusOr<std::optional<absl::Time>> {
+        pqxx::result r = txn.exec(kNextDue);
+        if (r.empty() || r[0][0].is_null()) return std::optional<absl::Time>();
+        return std::optional<absl::Time>(absl::FromUnixMillis(r[0][0].as<int64_t>()));
+      });
+}
+
+absl::Status ReportStore::Done(int64_t job, int64_t generation) {
+  return pool_->RunTransaction([&](pqxx::work& txn) -> absl::Status {
+    txn.exec_params(kDone, job, generation);
+    return absl::OkStatus();
+  });
+}
+
+absl::Status ReportStore::Retry(int64_t job, const std::string& error, absl::Duration delay) {
+  return pool_->RunTransaction([&](pqxx::work& txn) -> absl::Status {
+    txn.exec_params(kRetry, job, error, absl::ToDoubleSeconds(delay));
+    return absl::OkStatus();
+  });
 }
 
 absl::StatusOr<ReportJobInfo> ReportStore::JobInfo(const std::string& cluster,
@@ -150,13 +246,33 @@ absl::StatusOr<ReportJobInfo> ReportStore::JobInfo(const std::string& cluster,
       });
 }
 
+absl::StatusOr<ReportJobRow> ReportStore::FindJob(const std::string& cluster,
+                                                  const std::string& job_id) {
+  return pool_->RunTransactionFor<ReportJobRow>(
+      [&](pqxx::work& txn) -> absl::StatusOr<ReportJobRow> {
+        pqxx::result r = txn.exec_params(kFindJob, cluster, job_id);
+        if (r.empty()) {
+          return absl::NotFoundError(
+              absl::StrCat("job cluster=\"", cluster, "\" job_id=\"", job_id, "\" is not known"));
+        }
+        return ReportJobRow{.id = r[0][0].as<int64_t>(), .ended = r[0][1].as<bool>()};
+      });
+}
+
 absl::Status ReportStore::Save(int64_t job, const v1::JobReport& report,
                                const std::string& content_hash,
-                               const std::string& admin_comment_written) {
+                               const std::optional<AdminCommentWrite>& admin_comment) {
   const std::string pb = absl::Base64Escape(report.SerializeAsString());
   return pool_->RunTransaction([&](pqxx::work& txn) -> absl::Status {
+    std::string key;
+    if (admin_comment.has_value()) {
+      key = admin_comment->idempotency_key;
+      txn.exec_params(kEnqueueAdminComment, admin_comment->target, admin_comment->payload, key);
+      txn.exec_params(kSupersedeAdminComments, admin_comment->target, report.job().key().cluster(),
+                      report.job().key().job_id(), key, report.summary().revision());
+    }
     txn.exec_params(kSave, job, report.summary().revision(), content_hash, pb,
-                    report.summary().wasted_gpu_hours(), report.final(), admin_comment_written);
+                    report.summary().wasted_gpu_hours(), report.final(), key);
     return absl::OkStatus();
   });
 }
@@ -175,6 +291,10 @@ absl::StatusOr<StoredReport> ReportStore::Load(int64_t job) {
         if (r.empty()) return absl::NotFoundError("no report");
         absl::StatusOr<v1::JobReport> report = ParseReport(r[0][0].as<std::string>(), job);
         if (!report.ok()) return report.status();
+        if (!r[0][2].is_null()) {
+          report->set_admin_comment_status(AdminCommentStatus(
+              r[0][2].as<std::string>(), r[0][3].as<int>(), r[0][4].as<std::string>()));
+        }
         return StoredReport{.report = *std::move(report),
                             .content_hash = r[0][1].as<std::string>()};
       });
@@ -207,4 +327,4 @@ absl::StatusOr<ReportPage> ReportStore::List(const ReportListQuery& q) {
   });
 }
 
-}  // namespace goodput::ofu
+}  // namespace goodput::alerting

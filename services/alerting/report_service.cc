@@ -1,4 +1,4 @@
-#include "services/ofu/report_service.h"
+#include "services/alerting/report_service.h"
 
 #include <algorithm>
 
@@ -10,7 +10,7 @@
 #include "services/platform/grpc_reactors.h"
 #include "services/platform/scope.h"
 
-namespace goodput::ofu {
+namespace goodput::alerting {
 
 absl::Status ReportServiceImpl::DoGetJobReport(const v1::GetJobReportRequest& request,
                                                v1::GetJobReportResponse* response) {
@@ -19,15 +19,15 @@ absl::Status ReportServiceImpl::DoGetJobReport(const v1::GetJobReportRequest& re
     return absl::InvalidArgumentError(absl::StrCat(
         "job: cluster=\"", key.cluster(), "\" and job_id=\"", key.job_id(), "\" must both be set"));
   }
-  absl::StatusOr<JobRow> job = ofu_store_->FindJob(key.cluster(), key.job_id());
+  absl::StatusOr<ReportJobRow> job = store_->FindJob(key.cluster(), key.job_id());
   if (!job.ok()) return job.status();
   absl::StatusOr<StoredReport> stored = store_->Load(job->id);
   if (absl::IsNotFound(stored.status())) {
-    return absl::NotFoundError(absl::StrCat(
-        "job cluster=\"", key.cluster(), "\" job_id=\"", key.job_id(), "\" has no report yet (",
-        job->end_ms.has_value() ? "it ended; its report is being assembled"
-                                : "reports are written when a job ends",
-        ")"));
+    return absl::NotFoundError(absl::StrCat("job cluster=\"", key.cluster(), "\" job_id=\"",
+                                            key.job_id(), "\" has no report yet (",
+                                            job->ended ? "it ended; its report is being assembled"
+                                                       : "reports are written when a job ends",
+                                            ")"));
   }
   if (!stored.ok()) return stored.status();
   *response->mutable_report() = std::move(stored->report);
@@ -95,4 +95,4 @@ grpc::ServerUnaryReactor* ReportServiceImpl::ListJobReports(
   return platform::FinishUnary(context, DoListJobReports(scoped, response));
 }
 
-}  // namespace goodput::ofu
+}  // namespace goodput::alerting

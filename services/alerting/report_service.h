@@ -1,19 +1,18 @@
-// goodput.v1.ReportService: the gRPC face of the job-end reports that job_reporter.h
-// assembles and report_store.h keeps. Reads only: a report is written by the reporter when
-// the job ends and revised by it when late data changes it.
+// goodput.v1.ReportService, served by goodput-alerting: the gRPC face of the job-end reports
+// that job_reporter.h assembles and report_store.h keeps. Reads only: a report is written by
+// the reporter when the job's evaluation reaches its end and revised by it when late data
+// changes it. A report's admin_comment_status is read from its outbox row when it is read.
 #pragma once
 
 #include "goodput/v1/report.grpc.pb.h"
-#include "services/ofu/ofu_store.h"
-#include "services/ofu/report_store.h"
+#include "services/alerting/report_store.h"
 
-namespace goodput::ofu {
+namespace goodput::alerting {
 
 class ReportServiceImpl final : public v1::ReportService::CallbackService {
  public:
-  // Both stores must outlive the service.
-  ReportServiceImpl(OfuStore* ofu_store, ReportStore* store)
-      : ofu_store_(ofu_store), store_(store) {}
+  // The store must outlive the service.
+  explicit ReportServiceImpl(ReportStore* store) : store_(store) {}
 
   grpc::ServerUnaryReactor* GetJobReport(grpc::CallbackServerContext* context,
                                          const v1::GetJobReportRequest* request,
@@ -29,8 +28,7 @@ class ReportServiceImpl final : public v1::ReportService::CallbackService {
                                 v1::ListJobReportsResponse* response);
 
  private:
-  OfuStore* ofu_store_;
   ReportStore* store_;
 };
 
-}  // namespace goodput::ofu
+}  // namespace goodput::alerting

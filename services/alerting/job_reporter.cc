@@ -1,0 +1,422 @@
+#include "services/alerting/job_reporter.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "services/alerting/outbox.h"
+#include "services/alerting/targets/slurm_target.h"
+#include "services/api/api_convert.h"
+#include "services/api/job_report.h"
+#include "services/platform/grpc_client.h"
+#include "services/platform/status_convert.h"
+
+namespace goodput::alerting {
+namespace {
+
+bool IsRegression(v1::AlertKind kind) {
+  return kind == v1::ALERT_KIND_REGRESSION_IN_JOB || kind == v1::ALERT_KIND_REGRESSION_VS_WORKLOAD;
+}
+
+std::string Fnv1a64Hex(const std::string& bytes) {
+  uint64_t h = 1469598103934665603ULL;
+  for (unsigned char c : bytes) {
+    h ^= c;
+    h *= 1099511628211ULL;
+  }
+  return absl::StrFormat("%016x-%d", h, bytes.size());
+}
+
+std::string Deterministic(const google::protobuf::Message& m) {
+  std::string out;
+  {
+    google::protobuf::io::StringOutputStream stream(&out);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    m.SerializeToCodedStream(&coded);
+  }
+  return out;
+}
+
+absl::Status Invalid(const std::string& key, const std::string& problem) {
+  return absl::InvalidArgumentError(absl::StrCat("alerting.reports.", key, ": ", problem));
+}
+
+constexpr char kReportKeys[] =
+    "enabled, ofu_address, mfu_address, token, timeout_s, revise_for_s, idle_check_s, "
+    "retry_backoff_s, admin_comment_targets";
+
+}  // namespace
+
+absl::StatusOr<ReporterOptions> LoadReporterOptions(const platform::ConfigTree& tree) {
+  ReporterOptions o;
+  for (const std::string& key : tree.ChildKeys("alerting.reports")) {
+    if (!absl::StrContains(absl::StrCat(", ", kReportKeys, ","), absl::StrCat(" ", key, ","))) {
+      return Invalid(key, absl::StrCat("unknown key (", kReportKeys, ")"));
+    }
+  }
+  absl::StatusOr<std::string> ofu = tree.GetString("alerting.reports.ofu_address", "");
+  if (!ofu.ok()) return ofu.status();
+  o.ofu_address = *ofu;
+  // On by default wherever ofu's address is known.
+  absl::StatusOr<bool> enabled = tree.GetBool("alerting.reports.enabled", !ofu->empty());
+  if (!enabled.ok()) return enabled.status();
+  o.enabled = *enabled;
+  if (!o.enabled) return o;
+  if (o.ofu_address.empty()) {
+    return Invalid("ofu_address",
+                   "is required when reports are enabled (goodput-ofu's gRPC address)");
+  }
+  absl::StatusOr<std::string> mfu = tree.GetString("alerting.reports.mfu_address", "");
+  if (!mfu.ok()) return mfu.status();
+  o.mfu_address = *mfu;
+  absl::StatusOr<std::string> token = tree.GetString("alerting.reports.token", "");
+  if (!token.ok()) return token.status();
+  o.token = *token;
+  absl::StatusOr<absl::Duration> timeout = tree.GetSeconds("alerting.reports.timeout_s", 10);
+  if (!timeout.ok()) return timeout.status();
+  absl::StatusOr<absl::Duration> revise_for =
+      tree.GetSeconds("alerting.reports.revise_for_s", 86400);
+  if (!revise_for.ok()) return revise_for.status();
+  absl::StatusOr<absl::Duration> idle = tree.GetSeconds("alerting.reports.idle_check_s", 60);
+  if (!idle.ok()) return idle.status();
+  absl::StatusOr<absl::Duration> backoff = tree.GetSeconds("alerting.reports.retry_backoff_s", 5);
+  if (!backoff.ok()) return backoff.status();
+  for (auto [key, d] : {std::pair{"timeout_s", *timeout}, std::pair{"idle_check_s", *idle},
+                        std::pair{"retry_backoff_s", *backoff}}) {
+    if (d <= absl::ZeroDuration()) {
+      return Invalid(key, absl::StrCat(absl::ToDoubleSeconds(d), " must be > 0"));
+    }
+  }
+  if (*revise_for < absl::ZeroDuration()) {
+    return Invalid("revise_for_s",
+                   absl::StrCat(absl::ToDoubleSeconds(*revise_for), " is negative"));
+  }
+  o.rpc_timeout = *timeout;
+  o.revise_for = *revise_for;
+  o.idle_check = *idle;
+  o.retry_backoff = *backoff;
+  absl::StatusOr<std::vector<std::string>> targets =
+      tree.GetStringList("alerting.reports.admin_comment_targets");
+  if (!targets.ok()) return targets.status();
+  o.admin_comment_targets = *targets;
+  return o;
+}
+
+JobReporter::JobReporter(ReportStore* store, const core::GpuCatalog* catalog,
+                         std::shared_ptr<v1::OfuService::StubInterface> ofu,
+                         std::shared_ptr<v1::MfuService::StubInterface> mfu, AlertLister alerts,
+                         ReporterOptions options, std::function<void()> on_enqueued,
+                         platform::Logger logger)
+    : store_(store),
+      catalog_(catalog),
+      ofu_(std::move(ofu)),
+      mfu_(std::move(mfu)),
+      alerts_(std::move(alerts)),
+      options_(std::move(options)),
+      on_enqueued_(std::move(on_enqueued)),
+      logger_(std::move(logger)) {}
+
+JobReporter::~JobReporter() { Stop(); }
+
+bool JobReporter::Request(pqxx::work& tx, const std::string& cluster,
+                          const std::string& job_id) const {
+  return ReportStore::Request(tx, cluster, job_id, options_.revise_for);
+}
+
+void JobReporter::Start() {
+  if (thread_.joinable()) return;
+  thread_ = std::thread([this] { Run(); });
+}
+
+void JobReporter::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    stop_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+void JobReporter::Wake() {
+  absl::MutexLock lock(&mu_);
+  ++wakes_;
+}
+
+void JobReporter::Run() {
+  while (true) {
+    int64_t seen = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      if (stop_) return;
+      seen = wakes_;
+    }
+    absl::StatusOr<int> written = RunOnce();
+    if (!written.ok()) {
+      logger_.Warn("job reports: answering the requests failed; trying again later",
+                   {{"error", written.status().ToString()}});
+    }
+    // Until woken, or until the next request is due (a retry), at most idle_check.
+    absl::Duration wait = options_.idle_check;
+    if (absl::StatusOr<std::optional<absl::Time>> next = store_->NextDue();
+        next.ok() && next->has_value()) {
+      wait = std::clamp(**next - absl::Now(), absl::ZeroDuration(), options_.idle_check);
+    }
+    absl::MutexLock lock(&mu_);
+    auto woken = [this, seen]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stop_ || wakes_ != seen; };
+    if (wait > absl::ZeroDuration()) mu_.AwaitWithTimeout(absl::Condition(&woken), wait);
+    if (stop_) return;
+  }
+}
+
+const AdminCommentRoute* JobReporter::RouteFor(const std::string& cluster) const {
+  for (const AdminCommentRoute& r : options_.admin_comment_routes) {
+    if (r.cluster == cluster) return &r;
+  }
+  return nullptr;
+}
+
+std::string JobReporter::ContentHash(const v1::JobReport& report) {
+  v1::JobReport copy = report;
+  copy.mutable_summary()->set_revision(0);
+  copy.clear_generate_time();
+  copy.clear_admin_comment();
+  copy.clear_admin_comment_status();
+  return Fnv1a64Hex(Deterministic(copy));
+}
+
+absl::StatusOr<v1::JobReport> JobReporter::Assemble(const std::string& cluster,
+                                                    const std::string& job_id, int32_t revision) {
+  absl::StatusOr<ReportJobInfo> info = store_->JobInfo(cluster, job_id);
+  if (!info.ok()) return info.status();
+  v1::JobReport report;
+  *report.mutable_job() = info->job;
+
+  v1::GetJobSummaryRequest summary_request;
+  summary_request.mutable_job()->set_cluster(cluster);
+  summary_request.mutable_job()->set_job_id(job_id);
+  v1::GetJobSummaryResponse summary_response;
+  {
+    grpc::ClientContext ctx;
+    platform::PrepareClientContext(&ctx, options_.rpc_timeout, options_.token);
+    const grpc::Status status = ofu_->GetJobSummary(&ctx, summary_request, &summary_response);
+    if (!status.ok()) {
+      // Whatever ofu answers (down, or the job not known to it yet), the request is retried.
+      return absl::UnavailableError(absl::StrCat("ofu GetJobSummary at ", options_.ofu_address,
+                                                 ": ", status.error_message()));
+    }
+  }
+  const v1::JobOfuSummary& ofu = summary_response.summary();
+  *report.mutable_ofu() = ofu;
+  report.set_final(ofu.finalized());
+
+  const v1::JobKey& key = summary_request.job();
+  if (mfu_ == nullptr) {
+    report.set_reconciliation_note("mfu is not configured (alerting.reports.mfu_address)");
+  } else {
+    grpc::ClientContext ctx;
+    platform::PrepareClientContext(&ctx, options_.rpc_timeout, options_.token);
+    v1::GetReconciliationRequest request;
+    *request.mutable_job() = key;
+    v1::GetReconciliationResponse response;
+    const grpc::Status status = mfu_->GetReconciliation(&ctx, request, &response);
+    if (status.error_code() == grpc::StatusCode::NOT_FOUND ||
+        (status.ok() && response.verdict().verdict() == v1::VERDICT_UNSPECIFIED)) {
+      report.set_reconciliation_note("no framework MFU reports");
+    } else if (!status.ok()) {
+      // A part that cannot be read now is retried at the next pass: no report is stored
+      // without it, so it cannot be taken for "no reports".
+      return absl::UnavailableError(
+          absl::StrCat("mfu GetReconciliation: ", status.error_message()));
+    } else {
+      *report.mutable_reconciliation() = response.verdict();
+    }
+  }
+
+  int regressions = 0;
+  {
+    std::string page_token;
+    std::vector<v1::ReportAlert> alerts;
+    const int64_t end_ms =
+        info->job.has_end_time() ? api::TimestampToUnixMs(info->job.end_time()) : INT64_MAX;
+    do {
+      v1::ListAlertsRequest request;
+      *request.mutable_job() = key;
+      request.set_page_size(1000);
+      request.set_page_token(page_token);
+      absl::StatusOr<v1::ListAlertsResponse> response = alerts_(request);
+      if (!response.ok()) {
+        return absl::UnavailableError(
+            absl::StrCat("alerts of the job: ", response.status().message()));
+      }
+      for (const v1::Alert& a : response->alerts()) {
+        v1::ReportAlert r;
+        r.set_alert_id(a.alert_id());
+        r.set_kind(a.kind());
+        r.set_severity(a.severity());
+        r.set_state(a.state());
+        r.set_summary(a.summary());
+        *r.mutable_start_time() = a.start_time();
+        // Alerting marks what it confirmed from data evaluated after the end (its start time
+        // is then the data time it was confirmed at, within the job).
+        r.set_after_job_end(a.found_after_job_end() ||
+                            api::TimestampToUnixMs(a.start_time()) > end_ms);
+        if (IsRegression(a.kind())) ++regressions;
+        alerts.push_back(std::move(r));
+      }
+      page_token = response->next_page_token();
+    } while (!page_token.empty());
+    std::sort(alerts.begin(), alerts.end(), [](const v1::ReportAlert& a, const v1::ReportAlert& b) {
+      const int64_t ta = api::TimestampToUnixMs(a.start_time());
+      const int64_t tb = api::TimestampToUnixMs(b.start_time());
+      return ta != tb ? ta < tb : a.alert_id() < b.alert_id();
+    });
+    for (v1::ReportAlert& a : alerts) *report.add_alerts() = std::move(a);
+  }
+
+  v1::ReportSummary& s = *report.mutable_summary();
+  s.set_version(1);
+  *s.mutable_job() = key;
+  s.set_user(info->job.user());
+  s.set_team(info->job.team());
+  s.set_gpu_model(ofu.gpu_model().empty() ? info->job.gpu_model() : ofu.gpu_model());
+  s.set_gpus_allocated(ofu.gpus_allocated() > 0 ? ofu.gpus_allocated() : info->job.gpu_count());
+  s.set_revision(revision);
+  s.set_state(info->job.state());
+  if (ofu.ofu_unavailable_reason().empty() && ofu.sample_count() > 0) {
+    s.set_ofu(ofu.ofu());
+    s.set_ofu_ci95_low(ofu.ofu_ci95_low());
+    s.set_ofu_ci95_high(ofu.ofu_ci95_high());
+    if (ofu.has_steady_state_ofu()) s.set_steady_state_ofu(ofu.steady_state_ofu());
+  }
+  s.set_gpu_coverage(ofu.gpu_coverage());
+  s.set_gpu_hours(ofu.gpu_hours());
+  s.set_effective_gpu_hours(ofu.effective_gpu_hours());
+  s.set_idle_gpu_hours(ofu.idle_gpu_hours());
+  s.set_wasted_gpu_hours(std::max(0.0, ofu.gpu_hours() - ofu.effective_gpu_hours()));
+  s.set_idle_gpu_count(ofu.idle_gpus_size());
+  s.set_straggler_count(ofu.stragglers_size());
+  if (ofu.has_hbm_peak_fraction()) s.set_hbm_peak_fraction(ofu.hbm_peak_fraction());
+  if (absl::StatusOr<const core::GpuSpec*> spec = catalog_->Find(s.gpu_model());
+      spec.ok() && (*spec)->hbm_capacity_gib > 0) {
+    s.set_hbm_capacity_gib((*spec)->hbm_capacity_gib);
+    report.set_hbm_capacity_gib((*spec)->hbm_capacity_gib);
+  }
+  if (ofu.has_energy_j()) s.set_energy_kwh(ofu.energy_j() / 3.6e6);
+  s.set_roofline_class(ofu.roofline_class());
+  for (int f : ofu.flags()) s.add_flags(static_cast<v1::DataQualityFlag>(f));
+  if (report.has_reconciliation()) {
+    s.set_mfu_verdict(report.reconciliation().verdict());
+    if (report.reconciliation().windows_used() > 0) {
+      s.set_mfu_ofu_ratio(report.reconciliation().ratio());
+    }
+  }
+  s.set_regression_count(regressions);
+  api::RoundSummary(s);
+  for (v1::AdviceKind a : api::ChooseAdvice(s)) {
+    s.add_advice(a);
+    v1::Advice* advice = report.add_advice();
+    advice->set_kind(a);
+    advice->set_text(api::AdviceText(a, s));
+  }
+  for (int f : s.flags()) report.add_caveats(api::CaveatText(static_cast<v1::DataQualityFlag>(f)));
+  if (!ofu.ofu_unavailable_reason().empty()) report.add_caveats(ofu.ofu_unavailable_reason());
+  *report.mutable_generate_time() = api::UnixMsToTimestamp(absl::ToUnixMillis(absl::Now()));
+  const AdminCommentRoute* route = RouteFor(cluster);
+  absl::StatusOr<std::string> comment = api::EncodeAdminComment(
+      s, route != nullptr && route->base32 ? api::AdminCommentEncoding::kBase32
+                                           : api::AdminCommentEncoding::kBase64);
+  if (!comment.ok()) return comment.status();
+  report.set_admin_comment(*comment);
+  return report;
+}
+
+absl::StatusOr<int> JobReporter::RunOnce() {
+  absl::StatusOr<std::vector<ReportCandidate>> candidates =
+      store_->ClaimDue(options_.claim_lease, options_.batch);
+  if (!candidates.ok()) return candidates.status();
+  int written = 0;
+  bool enqueued = false;
+  for (const ReportCandidate& c : *candidates) {
+    absl::StatusOr<v1::JobReport> report =
+        Assemble(c.cluster, c.job_id, c.revision.has_value() ? *c.revision : 0);
+    if (!report.ok()) {
+      const absl::Duration delay = std::min(
+          options_.max_retry_backoff, options_.retry_backoff * (1 << std::min(c.attempts, 16)));
+      logger_.Warn("job report: cannot assemble; retried later",
+                   {{"cluster", c.cluster},
+                    {"job_id", c.job_id},
+                    {"retry_in_s", absl::ToDoubleSeconds(delay)},
+                    {"error", report.status().ToString()}});
+      if (absl::Status s = store_->Retry(c.job, report.status().ToString(), delay); !s.ok()) {
+        return s;
+      }
+      continue;
+    }
+    const std::string hash = ContentHash(*report);
+    if (c.revision.has_value() && hash == c.content_hash) {
+      if (absl::Status s = store_->Touch(c.job); !s.ok()) return s;
+      if (absl::Status s = store_->Done(c.job, c.generation); !s.ok()) return s;
+      continue;
+    }
+    if (c.revision.has_value()) {
+      report->mutable_summary()->set_revision(*c.revision + 1);
+      // The revision is part of the summary: advice texts do not use it, the comment does.
+      const AdminCommentRoute* route = RouteFor(c.cluster);
+      absl::StatusOr<std::string> comment =
+          api::EncodeAdminComment(report->summary(), route != nullptr && route->base32
+                                                         ? api::AdminCommentEncoding::kBase32
+                                                         : api::AdminCommentEncoding::kBase64);
+      if (!comment.ok()) return comment.status();
+      report->set_admin_comment(*comment);
+    }
+    std::optional<AdminCommentWrite> write;
+    const AdminCommentRoute* route = RouteFor(c.cluster);
+    if (report->job().scheduler() != v1::SCHEDULER_KIND_SLURM) {
+      report->set_admin_comment_status("not a Slurm job");
+    } else if (options_.admin_comment_routes.empty()) {
+      report->set_admin_comment_status("disabled");
+    } else if (route == nullptr) {
+      // Job 777001 of another cluster is another job: never written to this cluster's Slurm.
+      std::vector<std::string> clusters;
+      for (const AdminCommentRoute& r : options_.admin_comment_routes)
+        clusters.push_back(r.cluster);
+      report->set_admin_comment_status(absl::StrCat(
+          "not written: no slurm_admin_comment target serves cluster ", c.cluster,
+          " (alerting.reports.admin_comment_targets serve ", absl::StrJoin(clusters, ", "), ")"));
+    } else if (!IsSlurmJobId(c.job_id)) {
+      report->set_admin_comment_status(
+          absl::StrCat("not written: job_id=\"", c.job_id, "\" is not a Slurm job id"));
+    } else {
+      AdminCommentPayload payload{.cluster = c.cluster,
+                                  .job_id = c.job_id,
+                                  .revision = report->summary().revision(),
+                                  .comment = report->admin_comment()};
+      write =
+          AdminCommentWrite{.target = route->target,
+                            .payload = AdminCommentPayloadToJson(payload),
+                            .idempotency_key = AdminCommentIdempotencyKey(payload, route->target)};
+      report->set_admin_comment_status("queued");
+    }
+    if (absl::Status s = store_->Save(c.job, *report, hash, write); !s.ok()) return s;
+    if (absl::Status s = store_->Done(c.job, c.generation); !s.ok()) return s;
+    enqueued = enqueued || write.has_value();
+    ++written;
+    logger_.Info("job report written", {{"cluster", c.cluster},
+                                        {"job_id", c.job_id},
+                                        {"revision", report->summary().revision()},
+                                        {"final", report->final()},
+                                        {"admin_comment", report->admin_comment_status()}});
+  }
+  if (enqueued && on_enqueued_) on_enqueued_();
+  return written;
+}
+
+}  // namespace goodput::alerting
