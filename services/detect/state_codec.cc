@@ -6,75 +6,13 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "services/core/bounded_document.h"
 
 namespace goodput::detect {
 
 using nlohmann::json;
 
 namespace {
-
-// Builds the document as nlohmann's DOM parser does, but counts nesting and values as they
-// come and stops the reader (which then unwinds) at the first limit exceeded: the CBOR reader
-// recurses once per nesting level, so the depth limit bounds its stack.
-class BoundedSax {
- public:
-  BoundedSax(json& out, const CheckpointLimits& limits) : dom_(out, false), limits_(limits) {}
-
-  const std::string& error() const { return error_; }
-
-  bool null() { return Value() && dom_.null(); }
-  bool boolean(bool b) { return Value() && dom_.boolean(b); }
-  bool number_integer(json::number_integer_t n) { return Value() && dom_.number_integer(n); }
-  bool number_unsigned(json::number_unsigned_t n) { return Value() && dom_.number_unsigned(n); }
-  bool number_float(json::number_float_t f, const json::string_t& s) {
-    return Value() && dom_.number_float(f, s);
-  }
-  bool string(json::string_t& s) { return Value() && dom_.string(s); }
-  bool binary(json::binary_t& b) { return Value() && dom_.binary(b); }
-  bool key(json::string_t& k) { return Value() && dom_.key(k); }
-  bool start_object(std::size_t n) { return Open("object", n) && dom_.start_object(n); }
-  bool end_object() {
-    --depth_;
-    return dom_.end_object();
-  }
-  bool start_array(std::size_t n) { return Open("array", n) && dom_.start_array(n); }
-  bool end_array() {
-    --depth_;
-    return dom_.end_array();
-  }
-  bool parse_error(std::size_t position, const std::string&, const json::exception& e) {
-    if (error_.empty()) error_ = absl::StrCat("not CBOR at byte ", position, ": ", e.what());
-    return false;
-  }
-
- private:
-  bool Value() {
-    if (++values_ <= limits_.max_values) return true;
-    return Fail(absl::StrCat("more than ", limits_.max_values, " values (max_values)"));
-  }
-  // An array or object of `n` elements (-1: of unknown length) opening one level deeper.
-  bool Open(const char* what, std::size_t n) {
-    if (!Value()) return false;
-    if (++depth_ > limits_.max_depth) {
-      return Fail(absl::StrCat("nested deeper than ", limits_.max_depth, " levels (max_depth)"));
-    }
-    if (n != static_cast<std::size_t>(-1) && n > limits_.max_values) {
-      return Fail(absl::StrCat("an ", what, " of ", n, " elements is more than ",
-                               limits_.max_values, " values (max_values)"));
-    }
-    return true;
-  }
-  bool Fail(std::string message) {
-    if (error_.empty()) error_ = std::move(message);
-    return false;
-  }
-
-  nlohmann::detail::json_sax_dom_parser<json> dom_;
-  const CheckpointLimits& limits_;
-  int depth_ = 0;
-  size_t values_ = 0;
-  std::string error_;
-};
 
 // NaN (a window whose OFU is not to be trusted) has no JSON form: null stands for it.
 json Num(double x) { return std::isfinite(x) ? json(x) : json(nullptr); }
@@ -103,30 +41,17 @@ std::string StateCodec::EncodeCbor(const json& j) {
 
 absl::StatusOr<json> StateCodec::DecodeCbor(std::string_view bytes,
                                             const CheckpointLimits& limits) {
-  if (bytes.size() > limits.max_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat("checkpoint of ", bytes.size(),
-                                                   " bytes is larger than ", limits.max_bytes,
-                                                   " bytes (max_bytes)"));
+  absl::StatusOr<json> j = core::ParseBounded<json, nlohmann::detail::json_sax_dom_parser<json>>(
+      bytes, limits, json::input_format_t::cbor, "CBOR");
+  if (!j.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("checkpoint: ", j.status().message()));
   }
-  json out;
-  BoundedSax sax(out, limits);
-  bool ok = false;
-  try {
-    ok = json::sax_parse(bytes.begin(), bytes.end(), &sax, json::input_format_t::cbor,
-                         /*strict=*/true);
-  } catch (const json::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat("checkpoint: not CBOR: ", e.what()));
-  }
-  if (!ok || !sax.error().empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("checkpoint: ", sax.error().empty() ? std::string("not CBOR") : sax.error()));
-  }
-  return out;
+  return j;
 }
 
 json StateCodec::Save(const OfuWindow& w) {
-  return json::array({w.start_s, w.end_s, Num(w.ofu), w.gpu_coverage, w.effective_peak_tflops,
-                      w.app_mfu});
+  return json::array(
+      {w.start_s, w.end_s, Num(w.ofu), w.gpu_coverage, w.effective_peak_tflops, w.app_mfu});
 }
 
 OfuWindow StateCodec::LoadWindow(const json& j) {
@@ -190,9 +115,9 @@ void StateCodec::Load(const json& j, WarmupTracker& t) {
 }
 
 json StateCodec::Save(const InJobRegressionDetector& d) {
-  return {{"warmup", Save(d.warmup_)},         {"reference", SaveWindows(d.reference_)},
-          {"test", SaveWindows(d.test_)},      {"dips", d.recent_dips_},
-          {"stall_open", d.stall_open_},       {"open_drop_before", d.open_drop_before_},
+  return {{"warmup", Save(d.warmup_)},      {"reference", SaveWindows(d.reference_)},
+          {"test", SaveWindows(d.test_)},   {"dips", d.recent_dips_},
+          {"stall_open", d.stall_open_},    {"open_drop_before", d.open_drop_before_},
           {"drop_pending", d.drop_pending_}};
 }
 

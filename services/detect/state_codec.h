@@ -22,6 +22,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "services/core/bounded_document.h"
 #include "services/detect/findings.h"
 #include "services/detect/regression.h"
 #include "services/detect/robust_stats.h"
@@ -30,11 +31,7 @@ namespace goodput::detect {
 
 // What a stored checkpoint may hold. A job's detector state is a few hundred windows and a
 // few counters per GPU: tens of KiB for a job of thousands of GPUs, nesting 6 deep.
-struct CheckpointLimits {
-  size_t max_bytes = size_t{16} << 20;
-  int max_depth = 32;
-  size_t max_values = size_t{1} << 20;  // arrays, objects, keys and scalars together
-};
+using CheckpointLimits = core::DocumentLimits;
 
 struct StateCodec {
   // A JSON document as CBOR bytes.

@@ -46,7 +46,7 @@ TEST(StateCodec, SizeAndValueLimitsAreErrorsNamingTheLimit) {
   const std::string big = StateCodec::EncodeCbor(nlohmann::json(std::string(2000, 'x')));
   absl::StatusOr<nlohmann::json> too_big = StateCodec::DecodeCbor(big, {.max_bytes = 1000});
   EXPECT_THAT(too_big.status().message(),
-              HasSubstr("checkpoint of 2003 bytes is larger than 1000 bytes (max_bytes)"));
+              HasSubstr("checkpoint: 2003 bytes is more than 1000 bytes (max_bytes)"));
 
   const std::string many = StateCodec::EncodeCbor(nlohmann::json(std::vector<int>(500, 1)));
   EXPECT_THAT(StateCodec::DecodeCbor(many, {.max_values = 100}).status().message(),

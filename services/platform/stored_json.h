@@ -13,14 +13,11 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "services/core/bounded_document.h"
 
 namespace goodput::platform {
 
-struct StoredJsonLimits {
-  size_t max_bytes = size_t{16} << 20;
-  int max_depth = 32;
-  size_t max_values = size_t{1} << 20;  // arrays, objects, keys and scalars together
-};
+using StoredJsonLimits = core::DocumentLimits;
 
 // `text` as a JSON document; INVALID_ARGUMENT naming the limit exceeded (and its value) or
 // the syntax error's position. Never echoes the text.
