@@ -18,6 +18,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 
 namespace goodput::core {
 
@@ -33,7 +34,7 @@ namespace internal {
 template <class Json, class Dom>
 class BoundedSax {
  public:
-  BoundedSax(Json& out, const DocumentLimits& limits, std::string_view format)
+  BoundedSax(Json& out, const DocumentLimits& limits, absl::string_view format)
       : dom_(out, false), limits_(limits), format_(format) {}
 
   const std::string& error() const { return error_; }
@@ -92,7 +93,7 @@ class BoundedSax {
 
   Dom dom_;
   const DocumentLimits& limits_;
-  std::string_view format_;
+  absl::string_view format_;
   int depth_ = 0;
   size_t values_ = 0;
   std::string error_;
@@ -106,7 +107,7 @@ class BoundedSax {
 template <class Json, class Dom>
 absl::StatusOr<Json> ParseBounded(std::string_view bytes, const DocumentLimits& limits,
                                   typename Json::input_format_t format,
-                                  std::string_view format_name) {
+                                  absl::string_view format_name) {
   if (bytes.size() > limits.max_bytes) {
     return absl::InvalidArgumentError(
         absl::StrCat(bytes.size(), " bytes is more than ", limits.max_bytes, " bytes (max_bytes)"));
