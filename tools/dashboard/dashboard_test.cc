@@ -1,3 +1,5 @@
+#include <stdlib.h>
+
 #include <atomic>
 #include <filesystem>
 #include <fstream>
@@ -403,12 +405,21 @@ TEST_F(DashboardRoutes, EveryResponseCarriesTheSecurityHeaders) {
   }
 }
 
+// A folder of this test's own: ctest runs the tests of this binary in parallel processes,
+// and a token file one test rewrites must not be one another test reads.
+std::string OwnTempDir() {
+  std::string pattern = ::testing::TempDir() + "/goodput-dashboard-test-XXXXXX";
+  if (mkdtemp(pattern.data()) == nullptr) return ::testing::TempDir();
+  return pattern;
+}
+
 // Sign-in in front of a route that answers whose jobs the viewer may see.
 class DashboardSignIn : public ::testing::Test {
  protected:
   void SetUp() override {
-    tokens_ = ::testing::TempDir() + "/dashboard.tokens";
-    operators_ = ::testing::TempDir() + "/operator.tokens";
+    dir_ = OwnTempDir();
+    tokens_ = dir_ + "/dashboard.tokens";
+    operators_ = dir_ + "/operator.tokens";
     std::ofstream(tokens_)
         << "alice-token scheduler user=alice\nsched-token scheduler\nml-token sdk team=ml\n";
     std::ofstream(operators_) << "op-token\n";
@@ -452,7 +463,12 @@ class DashboardSignIn : public ::testing::Test {
     return cookie.substr(0, cookie.find(';'));
   }
 
-  std::string tokens_, operators_;
+  void TearDown() override {
+    if (http_ != nullptr) http_->Stop();
+    std::filesystem::remove_all(dir_);
+  }
+
+  std::string dir_, tokens_, operators_;
   std::unique_ptr<SignIn> signin_;
   std::unique_ptr<platform::HttpServer> http_;
 };
@@ -622,7 +638,7 @@ TEST(SignInOff, TheHostIsCheckedWithoutSignInToo) {
 }
 
 TEST(DashboardStream, ALiveStreamEndsWhenItsTokenIsRemoved) {
-  const std::string tokens = ::testing::TempDir() + "/stream.tokens";
+  const std::string tokens = OwnTempDir() + "/stream.tokens";
   std::ofstream(tokens) << "op-token operator\n";
   absl::StatusOr<std::unique_ptr<SignIn>> signin = SignIn::Create({.token_file = tokens});
   ASSERT_TRUE(signin.ok()) << signin.status();
