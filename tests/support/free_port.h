@@ -8,8 +8,11 @@
 
 namespace goodput::testing {
 
-// A port that nothing listens on at the moment of the call (asks the kernel for an
-// ephemeral one); INTERNAL if no socket could be bound.
+// A port that nothing listens on at the moment of the call, chosen at random below the
+// kernel's ephemeral range (net.ipv4.ip_local_port_range): tests that open thousands of client
+// connections (the abuse and burst tests) use up ephemeral ports, and a server handed one of
+// those would find it taken by a client's connection. Falls back to an ephemeral port when
+// none below is free. INTERNAL if no socket could be bound.
 absl::StatusOr<int> FreePort();
 
 // True if something accepts TCP connections on 127.0.0.1:`port`.
