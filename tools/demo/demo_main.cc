@@ -194,9 +194,11 @@ std::string Unavailable(const std::string& service, const std::string& method,
 }
 
 // Every alert of the demo's cluster; waits until the set and its deliveries stop changing
-// (alerting decides as ofu's windows reach it), at most `timeout`.
-absl::StatusOr<std::vector<v1::Alert>> SettledAlerts(const Options& options,
-                                                     absl::Duration timeout) {
+// (alerting decides as ofu's windows reach it) and, with `until_resolved`, until every alert
+// is resolved (after the epilogs: alerting resolves an ended job's alerts at its next sweep,
+// `alerting.sweep_interval_s`), at most `timeout`.
+absl::StatusOr<std::vector<v1::Alert>> SettledAlerts(const Options& options, absl::Duration timeout,
+                                                     bool until_resolved = false) {
   auto alerts = v1::AlertService::NewStub(
       grpc::CreateChannel(options.alerting, grpc::InsecureChannelCredentials()));
   absl::Time deadline = absl::Now() + timeout;
@@ -227,8 +229,16 @@ absl::StatusOr<std::vector<v1::Alert>> SettledAlerts(const Options& options,
     }
     stable = state == previous ? stable + 1 : 0;
     previous = state;
-    std::fprintf(stderr, "\r  goodput-alerting: %zu alerts so far", all.size());
-    if (stable >= 4 || absl::Now() >= deadline) {
+    size_t resolved = 0;
+    for (const v1::Alert& a : all) resolved += a.state() == v1::ALERT_STATE_RESOLVED ? 1 : 0;
+    if (until_resolved) {
+      std::fprintf(stderr, "\r  goodput-alerting: %zu of %zu alerts resolved after the epilogs",
+                   resolved, all.size());
+    } else {
+      std::fprintf(stderr, "\r  goodput-alerting: %zu alerts so far", all.size());
+    }
+    const bool done = stable >= 4 && (!until_resolved || resolved == all.size());
+    if (done || absl::Now() >= deadline) {
       std::fprintf(stderr, "\n");
       return all;
     }
@@ -280,6 +290,16 @@ void PrintSummary(const Options& options, const sim::FleetSimulator& fleet, Plat
   // then the epilogs end the jobs, so that GPU-hours stop at each job's end.
   absl::StatusOr<std::vector<v1::Alert>> alerts = SettledAlerts(options, absl::Seconds(60));
   sink.EndJobs();
+  // The epilogs resolve the ended jobs' alerts (at alerting's next sweep): wait for that and
+  // for the deliveries it makes, so that the notification count does not depend on timing,
+  // and before anything of the summary is printed, so that progress lines stay out of it.
+  std::map<std::string, std::map<std::string, int>> by_target;  // target -> state -> count
+  int delivered = 0;
+  absl::StatusOr<std::vector<v1::Alert>> settled = alerts;
+  if (alerts.ok()) {
+    settled = SettledAlerts(options, absl::Seconds(150), /*until_resolved=*/true);
+    if (settled.ok()) delivered = DeliveryTally(options, *settled, absl::Seconds(30), &by_target);
+  }
   auto ofu =
       v1::OfuService::NewStub(grpc::CreateChannel(options.ofu, grpc::InsecureChannelCredentials()));
   auto mfu =
@@ -423,14 +443,9 @@ void PrintSummary(const Options& options, const sim::FleetSimulator& fleet, Plat
                 injected_miscounts);
   }
 
-  if (alerts.ok()) {
-    std::map<std::string, std::map<std::string, int>> by_target;  // target -> state -> count
-    // The epilogs resolve alerts of jobs that ended: wait for those (and their deliveries) to
-    // settle too, so that the resolved notifications are counted.
-    (void)SettledAlerts(options, absl::Seconds(60));
-    int delivered = DeliveryTally(options, *alerts, absl::Seconds(30), &by_target);
-    std::printf("  notifications   %d delivered for %zu alerts", delivered, alerts->size());
-    if (by_target.empty() && !alerts->empty()) std::printf(" (no delivery targets configured)");
+  if (settled.ok()) {
+    std::printf("  notifications   %d delivered for %zu alerts", delivered, settled->size());
+    if (by_target.empty() && !settled->empty()) std::printf(" (no delivery targets configured)");
     std::printf("\n");
     for (const auto& [target, states] : by_target) {
       std::vector<std::string> parts;
@@ -439,7 +454,7 @@ void PrintSummary(const Options& options, const sim::FleetSimulator& fleet, Plat
     }
   } else {
     std::printf("  notifications   not reported: %s\n",
-                std::string(alerts.status().message()).c_str());
+                std::string(settled.status().message()).c_str());
   }
 
   // An interesting job to point at: a regression if one was found, else an injected one.
