@@ -682,30 +682,4 @@ grpc::ServerUnaryReactor* OfuServiceImpl::EstimateGemmOverhead(
   return FinishUnary(context, DoEstimateGemmOverhead(*request, response));
 }
 
-grpc::ServerUnaryReactor* OfuServiceImpl::IngestAttributedBatch(
-    grpc::CallbackServerContext* context, const v1::IngestAttributedBatchRequest* request,
-    v1::IngestAttributedBatchResponse* response) {
-  const v1::DeliverySequence& pos = request->position();
-  if (pos.producer_id().empty() || pos.sequence() <= 0) {
-    return FinishUnary(
-        context, absl::InvalidArgumentError(absl::StrCat(
-                     "position: producer_id=\"", pos.producer_id(), "\" sequence=", pos.sequence(),
-                     " (a producer id and a sequence > 0 are required)")));
-  }
-  // The samples of the batch are already committed to PostgreSQL by ingest; the consumer
-  // counts them from there. The push only makes it read now, so it is acknowledged as
-  // applied: nothing a retry or a gap could make count twice or go missing.
-  {
-    absl::MutexLock lock(&mu_);
-    int64_t& watermark = producer_watermarks_[pos.producer_id()];
-    response->mutable_ack()->set_duplicate(pos.sequence() <= watermark);
-    watermark = std::max(watermark, pos.sequence());
-    response->mutable_ack()->set_watermark_sequence(watermark);
-  }
-  response->set_accepted_sample_count(0);
-  response->set_late_sample_count(0);
-  if (consumer_ != nullptr) consumer_->Wake();
-  return FinishUnary(context, absl::OkStatus());
-}
-
 }  // namespace goodput::ofu

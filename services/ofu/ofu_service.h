@@ -1,8 +1,7 @@
 // goodput.v1.OfuService: the gRPC face of goodput-ofu. Queries read the windows the
 // consumer (ofu_consumer.h) commits to PostgreSQL; GetLatestOfu reads the Redis cache first;
-// StreamJobOfu replays from PostgreSQL and then follows the consumer's commits;
-// IngestAttributedBatch only wakes the consumer, which reads the same samples from
-// PostgreSQL (the source of truth), so a push can never make a sample count twice.
+// StreamJobOfu replays from PostgreSQL and then follows the consumer's commits. Samples reach
+// ofu only through PostgreSQL (the source of truth): ingest pushes nothing to it.
 #pragma once
 
 #include <memory>
@@ -57,9 +56,6 @@ class OfuServiceImpl final : public v1::OfuService::CallbackService {
   grpc::ServerUnaryReactor* ListFaultEvents(grpc::CallbackServerContext* context,
                                             const v1::ListFaultEventsRequest* request,
                                             v1::ListFaultEventsResponse* response) override;
-  grpc::ServerUnaryReactor* IngestAttributedBatch(
-      grpc::CallbackServerContext* context, const v1::IngestAttributedBatchRequest* request,
-      v1::IngestAttributedBatchResponse* response) override;
 
   // The logic behind the RPCs, callable without gRPC (tests).
   absl::Status DoGetJobOfu(const v1::GetJobOfuRequest& request, v1::GetJobOfuResponse* response);
@@ -88,8 +84,6 @@ class OfuServiceImpl final : public v1::OfuService::CallbackService {
   StreamHub* hub_;
   const core::GpuCatalog* catalog_;
   OfuServiceOptions options_;
-  absl::Mutex mu_;
-  absl::flat_hash_map<std::string, int64_t> producer_watermarks_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace goodput::ofu

@@ -43,7 +43,6 @@ const ScopeTableEntry kScopeTable[] = {
     {"/goodput.v1.OfuService/ListFaultEvents", ScopeKind::kFiltered},
     {"/goodput.v1.OfuService/ListGpuSpecs", ScopeKind::kNone},
     {"/goodput.v1.OfuService/EstimateGemmOverhead", ScopeKind::kNone},
-    {"/goodput.v1.OfuService/IngestAttributedBatch", ScopeKind::kFleet},
     // job-end reports: ReportService
     {"/goodput.v1.ReportService/GetJobReport", ScopeKind::kJob},
     {"/goodput.v1.ReportService/ListJobReports", ScopeKind::kFiltered},
