@@ -44,6 +44,10 @@ state_from_slurm() {
     None)
       if [[ -n "$preempt_time" && "$preempt_time" != None ]]; then
         state=preempted
+      elif ((exit_code == 130 || exit_code == 137 || exit_code == 143)); then
+        # 128 + SIGINT, SIGKILL or SIGTERM, no failure reason: the batch shell reported the
+        # signal scancel sent before slurmctld recorded it (the job reads CANCELLED later)
+        state=cancelled
       elif ((exit_code != 0)); then
         state=failed
       elif ((signal != 0)); then
