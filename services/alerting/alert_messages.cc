@@ -219,6 +219,21 @@ Message DataQualityMessage(const Finding& f, const MessageContext& c) {
   return m;
 }
 
+// The resilience findings (GPU faults, silent GPUs, hung and idle jobs): the GPUs named and the
+// detector's own sentences, which carry the evidence.
+Message ResilienceMessage(const Finding& f, const MessageContext& c, absl::string_view what,
+                          absl::string_view look) {
+  Message m;
+  m.summary =
+      absl::StrCat(what, f.gpus.empty() ? "" : absl::StrCat(" (", absl::StrJoin(f.gpus, ", "), ")"),
+                   " since ", ClockTime(f.onset_s, c.now_s));
+  m.description =
+      absl::StrCat("In ", JobName(c), ": ", what, " since ", ClockTime(f.onset_s, c.now_s), ". ");
+  for (const std::string& a : f.annotations) absl::StrAppend(&m.description, a, " ");
+  absl::StrAppend(&m.description, "Look first ", look, ".");
+  return m;
+}
+
 }  // namespace
 
 std::string Percent(double fraction) {
@@ -264,6 +279,22 @@ Message Describe(const Finding& finding, const MessageContext& context) {
       return TelemetryStoppedMessage(finding, context);
     case Kind::kDataQuality:
       return DataQualityMessage(finding, context);
+    case Kind::kGpuFault:
+      return ResilienceMessage(
+          finding, context, "GPU fault",
+          "at the node's kernel log (XID lines) and nvidia-smi -q for that GPU");
+    case Kind::kSilentGpu:
+      return ResilienceMessage(
+          finding, context, "GPU silent",
+          "at whether the GPU fell off the bus (nvidia-smi on the node) and at "
+          "dcgm-exporter there");
+    case Kind::kHung:
+      return ResilienceMessage(finding, context, "Job hung: every GPU stopped computing",
+                               "at the job's last log lines and a stack dump of its ranks (py-spy "
+                               "dump); a collective waiting for a dead peer is the usual cause");
+    case Kind::kJobIdle:
+      return ResilienceMessage(finding, context, "Job idle while holding its GPUs",
+                               "at whether the job finished its work without exiting");
   }
   return {};
 }

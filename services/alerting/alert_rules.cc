@@ -23,6 +23,10 @@ constexpr KindEntry kKindNames[] = {
     {Kind::kStraggler, "straggler"},
     {Kind::kTelemetryStopped, "telemetry_stopped"},
     {Kind::kDataQuality, "data_quality"},
+    {Kind::kGpuFault, "gpu_fault"},
+    {Kind::kSilentGpu, "silent_gpu"},
+    {Kind::kHung, "hung"},
+    {Kind::kJobIdle, "job_idle"},
 };
 
 // FNV-1a, 64 bit: tiny, stable across platforms and releases (std::hash is neither).

@@ -32,10 +32,17 @@ enum class Kind {
   kStraggler,
   kTelemetryStopped,
   kDataQuality,
+  kGpuFault,
+  kSilentGpu,
+  kHung,
+  kJobIdle,
 };
-inline constexpr Kind kAllKinds[] = {
-    Kind::kRegressionInJob, Kind::kRegressionVsWorkload, Kind::kDivergence, Kind::kIdleGpus,
-    Kind::kStraggler,       Kind::kTelemetryStopped,     Kind::kDataQuality};
+inline constexpr Kind kAllKinds[] = {Kind::kRegressionInJob, Kind::kRegressionVsWorkload,
+                                     Kind::kDivergence,      Kind::kIdleGpus,
+                                     Kind::kStraggler,       Kind::kTelemetryStopped,
+                                     Kind::kDataQuality,     Kind::kGpuFault,
+                                     Kind::kSilentGpu,       Kind::kHung,
+                                     Kind::kJobIdle};
 absl::string_view KindName(Kind kind);  // "regression_in_job", ...
 std::optional<Kind> KindFromName(absl::string_view name);
 

@@ -30,7 +30,8 @@ struct Notification {
   std::int64_t alert_id = 0;
   std::string fingerprint;       // stable across the alert's life
   std::string kind;              // "regression_in_job", "regression_vs_workload", "divergence",
-                                 // "idle_gpus", "straggler", "telemetry_stopped", "data_quality"
+                                 // "idle_gpus", "straggler", "telemetry_stopped", "data_quality",
+                                 // "gpu_fault", "silent_gpu", "hung", "job_idle"
   std::string severity;          // "info", "warning", "critical"
   std::string state;             // "firing" or "resolved" (the state being announced)
   std::string cluster;

@@ -42,7 +42,7 @@ bool ParseSeverity(const std::string& n, v1::Severity* e) { return v1::Severity_
 constexpr char kStates[] = "firing, resolved, acknowledged, silenced";
 constexpr char kKinds[] =
     "regression_in_job, regression_vs_workload, divergence, idle_gpus, straggler, "
-    "telemetry_stopped, data_quality";
+    "telemetry_stopped, data_quality, gpu_fault, silent_gpu, hung, job_idle";
 constexpr char kSeverities[] = "info, warning, critical";
 
 std::string JobText(const v1::JobKey& job) {
