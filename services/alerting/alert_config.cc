@@ -166,6 +166,9 @@ absl::StatusOr<AlertingConfig> LoadAlertingConfig(const platform::ConfigTree& tr
       }
     }
     if (absl::Status s = ValidateSeverityRules(e.severity_rules); !s.ok()) return s;
+    absl::StatusOr<PolicySettings> policies = LoadPolicySettings(tree);
+    if (!policies.ok()) return policies.status();
+    c.policies = *std::move(policies);
   } catch (const std::exception& ex) {
     return absl::InvalidArgumentError(absl::StrCat("alerting configuration: ", ex.what()));
   }

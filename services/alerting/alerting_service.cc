@@ -174,4 +174,39 @@ grpc::ServerUnaryReactor* AlertServiceImpl::PushDivergenceEvents(
                             [&](v1::DeliveryAck a) { *response->mutable_ack() = std::move(a); }));
 }
 
+// The policy stage's audit log: operator-only and fleet-wide (kFleet), so no per-job check.
+namespace {
+absl::Status NoPolicies() {
+  return absl::FailedPreconditionError(
+      "the policy stage is not configured on this goodput-alerting (alerting.policies)");
+}
+}  // namespace
+
+grpc::ServerUnaryReactor* AlertServiceImpl::ListPolicyActions(
+    grpc::CallbackServerContext* context, const v1::ListPolicyActionsRequest* request,
+    v1::ListPolicyActionsResponse* response) {
+  if (policies_ == nullptr) return FinishUnary(context, NoPolicies());
+  return FinishUnary(context, Assign(policies_->List(*request), [&](v1::ListPolicyActionsResponse r) {
+                       *response = std::move(r);
+                     }));
+}
+
+grpc::ServerUnaryReactor* AlertServiceImpl::GetPolicyAction(
+    grpc::CallbackServerContext* context, const v1::GetPolicyActionRequest* request,
+    v1::GetPolicyActionResponse* response) {
+  if (policies_ == nullptr) return FinishUnary(context, NoPolicies());
+  return FinishUnary(context, Assign(policies_->Get(request->action_id()), [&](v1::PolicyAction a) {
+                       *response->mutable_action() = std::move(a);
+                     }));
+}
+
+grpc::ServerUnaryReactor* AlertServiceImpl::UndoPolicyAction(
+    grpc::CallbackServerContext* context, const v1::UndoPolicyActionRequest* request,
+    v1::UndoPolicyActionResponse* response) {
+  if (policies_ == nullptr) return FinishUnary(context, NoPolicies());
+  return FinishUnary(context, Assign(policies_->Undo(*request), [&](v1::PolicyAction a) {
+                       *response->mutable_action() = std::move(a);
+                     }));
+}
+
 }  // namespace goodput::alerting

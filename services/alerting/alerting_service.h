@@ -5,6 +5,7 @@
 
 #include "goodput/v1/alert.grpc.pb.h"
 #include "services/alerting/alert_engine.h"
+#include "services/alerting/policy_stage.h"
 
 namespace goodput::alerting {
 
@@ -14,6 +15,9 @@ class AlertServiceImpl final : public v1::AlertService::CallbackService {
  public:
   // Both must outlive the service.
   AlertServiceImpl(AlertEngine* engine, AlertHub* hub) : engine_(engine), hub_(hub) {}
+  // The policy stage's audit log (List/Get/UndoPolicyAction); without it those RPCs answer
+  // FAILED_PRECONDITION. Set before serving; must outlive the service.
+  void SetPolicyStage(PolicyStage* policies) { policies_ = policies; }
 
   grpc::ServerUnaryReactor* ListAlerts(grpc::CallbackServerContext* context,
                                        const v1::ListAlertsRequest* request,
@@ -41,10 +45,20 @@ class AlertServiceImpl final : public v1::AlertService::CallbackService {
   grpc::ServerUnaryReactor* PushDivergenceEvents(
       grpc::CallbackServerContext* context, const v1::PushDivergenceEventsRequest* request,
       v1::PushDivergenceEventsResponse* response) override;
+  grpc::ServerUnaryReactor* ListPolicyActions(grpc::CallbackServerContext* context,
+                                              const v1::ListPolicyActionsRequest* request,
+                                              v1::ListPolicyActionsResponse* response) override;
+  grpc::ServerUnaryReactor* GetPolicyAction(grpc::CallbackServerContext* context,
+                                            const v1::GetPolicyActionRequest* request,
+                                            v1::GetPolicyActionResponse* response) override;
+  grpc::ServerUnaryReactor* UndoPolicyAction(grpc::CallbackServerContext* context,
+                                             const v1::UndoPolicyActionRequest* request,
+                                             v1::UndoPolicyActionResponse* response) override;
 
  private:
   AlertEngine* engine_;
   AlertHub* hub_;
+  PolicyStage* policies_ = nullptr;
 };
 
 }  // namespace goodput::alerting

@@ -14,9 +14,11 @@
 #include "services/alerting/delivery_setup.h"
 #include "services/alerting/digest_scheduler.h"
 #include "services/alerting/job_reporter.h"
+#include "services/alerting/policy_stage.h"
 #include "services/alerting/report_service.h"
 #include "services/alerting/report_store.h"
 #include "services/alerting/targets/admin_comment_target.h"
+#include "services/alerting/targets/osmo_target.h"
 #include "services/alerting/targets/smtp_target.h"
 #include "services/platform/gpu_catalog_config.h"
 #include "services/platform/service_main.h"
@@ -59,6 +61,9 @@ struct AlertingRuntime {
   std::unique_ptr<goodput::alerting::JobReporter> reporter;
   // Digests (alerting.digests): job reports -> outbox.
   std::unique_ptr<goodput::alerting::DigestScheduler> digests;
+  // Policies (alerting.policies): findings -> warnings (outbox), then Slurm/Osmo actions.
+  std::unique_ptr<goodput::alerting::PolicyActuator> actuator;
+  std::unique_ptr<goodput::alerting::PolicyStage> policies;
 };
 
 absl::StatusOr<std::shared_ptr<void>> Setup(goodput::platform::ServiceContext& ctx) {
@@ -189,6 +194,70 @@ absl::StatusOr<std::shared_ptr<void>> Setup(goodput::platform::ServiceContext& c
     ctx.on_shutdown->push_back([reporter] { reporter->Stop(); });
   }
   // --- end job-end reports ---
+
+  // --- Policies (opt-in, dry-run by default): act on findings after warning their owners.
+  // The audit log is served (and undone) even while the stage is off, so drains done before
+  // it was turned off can be resumed. ---
+  {
+    goodput::alerting::PolicySettings& p = config->policies;
+    auto known = [&](const std::string& where, const std::string& name) -> absl::Status {
+      if (worker->FindTarget(name) == nullptr) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ": \"", name, "\" is not a target in alerting.targets"));
+      }
+      return absl::OkStatus();
+    };
+    for (size_t i = 0; i < p.config.audit_targets.size(); ++i) {
+      if (absl::Status s = known(absl::StrCat("alerting.policies.audit_targets[", i, "]"),
+                                 p.config.audit_targets[i]);
+          !s.ok()) {
+        return s;
+      }
+    }
+    for (size_t r = 0; r < p.config.rules.size(); ++r) {
+      for (size_t i = 0; i < p.config.rules[r].notify.size(); ++i) {
+        if (absl::Status s = known(absl::StrCat("alerting.policies.rules[", r, "].notify[", i, "]"),
+                                   p.config.rules[r].notify[i]);
+            !s.ok()) {
+          return s;
+        }
+      }
+    }
+    std::map<std::string, goodput::alerting::OsmoTargetConfig> osmo;
+    for (const auto& [cluster, name] : p.osmo_targets) {
+      const auto* target =
+          dynamic_cast<const goodput::alerting::OsmoTarget*>(worker->FindTarget(name));
+      if (target == nullptr) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("alerting.policies.clusters.", cluster, ".osmo_target: \"", name,
+                         "\" is not a target of kind osmo in alerting.targets"));
+      }
+      osmo[cluster] = target->config();
+    }
+    rt->actuator =
+        std::make_unique<goodput::alerting::PolicyActuator>(p.slurm, std::move(osmo));
+    char host[256] = {};
+    gethostname(host, sizeof(host) - 1);
+    rt->policies = std::make_unique<goodput::alerting::PolicyStage>(
+        ctx.pg, rt->actuator.get(),
+        goodput::alerting::PolicyStageOptions{
+            .config = p.config,
+            .replica = absl::StrCat(ctx.config->service_name, "/", host, "/", getpid()),
+            .wake_delivery = [worker] { worker->Wake(); }},
+        ctx.logger.With({{"component", "policies"}}));
+    rt->service->SetPolicyStage(rt->policies.get());
+    if (p.config.enabled) {
+      goodput::alerting::PolicyStage* stage = rt->policies.get();
+      rt->hub->Subscribe({}, [stage](const goodput::v1::SubscribeAlertsResponse&) { stage->Wake(); });
+      if (p.config.dry_run) {
+        ctx.logger.Info("policies run dry: actions are recorded, nothing is changed",
+                        {{"rules", absl::StrCat(p.config.rules.size())}});
+      }
+      stage->Start();
+      ctx.on_shutdown->push_back([stage] { stage->Stop(); });
+    }
+  }
+  // --- end policies ---
 
   // The engine starts once everything it hands over to is in place. One replica sweeps at a
   // time: the holder of a Redis lease. Without Redis every replica sweeps, which is safe

@@ -63,6 +63,9 @@ const ScopeTableEntry kScopeTable[] = {
     {"/goodput.v1.AlertService/SubscribeAlerts", ScopeKind::kFiltered},
     {"/goodput.v1.AlertService/PushWindows", ScopeKind::kFleet},
     {"/goodput.v1.AlertService/PushDivergenceEvents", ScopeKind::kFleet},
+    {"/goodput.v1.AlertService/ListPolicyActions", ScopeKind::kFleet},
+    {"/goodput.v1.AlertService/GetPolicyAction", ScopeKind::kFleet},
+    {"/goodput.v1.AlertService/UndoPolicyAction", ScopeKind::kFleet},
 };
 // clang-format on
 const size_t kScopeTableSize = sizeof(kScopeTable) / sizeof(kScopeTable[0]);

@@ -48,6 +48,9 @@ class OsmoTarget final : public Target {
   const std::string& cluster() const override { return config_.cluster; }
   absl::Status Send(const SendRequest& request) override;
 
+  // Its peer, for the policy stage's workflow cancels (policy_actuator.h).
+  const OsmoTargetConfig& config() const { return config_; }
+
  private:
   absl::Status Post(const std::string& path_and_query, const std::string& what);
 
