@@ -191,6 +191,7 @@ TEST(SlurmScripts, PrologRegistersTheNodesGpusAndEpilogEndsTheJob) {
   EXPECT_EQ(job->team(), "m1234");
   EXPECT_EQ(job->name(), "llama \"pretrain\" \\ v2\nUserId=eve(0) Account=evil");
   EXPECT_EQ(job->labels().at("partition"), "gpu");
+  EXPECT_EQ(job->labels().at("qos"), "normal");  // policies select jobs by it
   EXPECT_EQ(job->labels().at("array_task"), "4240_2");
   EXPECT_EQ(job->scheduler(), goodput::v1::SCHEDULER_KIND_SLURM);
   ASSERT_EQ(job->allocations_size(), 3);

@@ -186,9 +186,9 @@ grpc::ServerUnaryReactor* AlertServiceImpl::ListPolicyActions(
     grpc::CallbackServerContext* context, const v1::ListPolicyActionsRequest* request,
     v1::ListPolicyActionsResponse* response) {
   if (policies_ == nullptr) return FinishUnary(context, NoPolicies());
-  return FinishUnary(context, Assign(policies_->List(*request), [&](v1::ListPolicyActionsResponse r) {
-                       *response = std::move(r);
-                     }));
+  return FinishUnary(context,
+                     Assign(policies_->List(*request),
+                            [&](v1::ListPolicyActionsResponse r) { *response = std::move(r); }));
 }
 
 grpc::ServerUnaryReactor* AlertServiceImpl::GetPolicyAction(

@@ -280,6 +280,20 @@ absl::StatusOr<v1::JobReport> JobReporter::Assemble(const std::string& cluster,
     });
     for (v1::ReportAlert& a : alerts) *report.add_alerts() = std::move(a);
   }
+  if (policy_actions_) {
+    v1::ListPolicyActionsRequest request;
+    *request.mutable_job() = key;
+    request.set_page_size(1000);
+    absl::StatusOr<v1::ListPolicyActionsResponse> actions = policy_actions_(request);
+    if (!actions.ok()) {
+      return absl::UnavailableError(
+          absl::StrCat("policy actions of the job: ", actions.status().message()));
+    }
+    // Listed newest first; the report reads oldest first.
+    for (auto it = actions->actions().rbegin(); it != actions->actions().rend(); ++it) {
+      *report.add_policy_actions() = *it;
+    }
+  }
 
   v1::ReportSummary& s = *report.mutable_summary();
   s.set_version(1);

@@ -79,6 +79,10 @@ absl::StatusOr<ReporterOptions> LoadReporterOptions(const platform::ConfigTree& 
 using AlertLister =
     std::function<absl::StatusOr<v1::ListAlertsResponse>(const v1::ListAlertsRequest&)>;
 
+// The job's policy actions, as AlertService.ListPolicyActions answers (read in process).
+using PolicyActionLister = std::function<absl::StatusOr<v1::ListPolicyActionsResponse>(
+    const v1::ListPolicyActionsRequest&)>;
+
 class JobReporter {
  public:
   // `store` and `catalog` must outlive the reporter; `mfu` may be null (the report then says
@@ -97,6 +101,9 @@ class JobReporter {
   void Stop();
   // Requests were added: look now.
   void Wake();
+
+  // Reports then list the job's policy actions (JobReport.policy_actions). Set before Start.
+  void SetPolicyActions(PolicyActionLister lister) { policy_actions_ = std::move(lister); }
 
   // Answers the due requests once; the number of reports written (new or revised).
   absl::StatusOr<int> RunOnce();
@@ -118,6 +125,7 @@ class JobReporter {
   std::shared_ptr<v1::OfuService::StubInterface> ofu_;
   std::shared_ptr<v1::MfuService::StubInterface> mfu_;
   AlertLister alerts_;
+  PolicyActionLister policy_actions_ = nullptr;
   ReporterOptions options_;
   std::function<void()> on_enqueued_;
   platform::Logger logger_;

@@ -131,6 +131,70 @@ absl::StatusOr<std::shared_ptr<void>> Setup(goodput::platform::ServiceContext& c
   rt->hub->Subscribe({}, [worker](const goodput::v1::SubscribeAlertsResponse&) { worker->Wake(); });
   // --- end delivery ---
 
+  // --- Policies (opt-in, dry-run by default): act on findings after warning their owners.
+  // The audit log is served (and undone) even while the stage is off, so drains done before
+  // it was turned off can be resumed. ---
+  {
+    goodput::alerting::PolicySettings& p = config->policies;
+    auto known = [&](const std::string& where, const std::string& name) -> absl::Status {
+      if (worker->FindTarget(name) == nullptr) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ": \"", name, "\" is not a target in alerting.targets"));
+      }
+      return absl::OkStatus();
+    };
+    for (size_t i = 0; i < p.config.audit_targets.size(); ++i) {
+      if (absl::Status s = known(absl::StrCat("alerting.policies.audit_targets[", i, "]"),
+                                 p.config.audit_targets[i]);
+          !s.ok()) {
+        return s;
+      }
+    }
+    for (size_t r = 0; r < p.config.rules.size(); ++r) {
+      for (size_t i = 0; i < p.config.rules[r].notify.size(); ++i) {
+        if (absl::Status s = known(absl::StrCat("alerting.policies.rules[", r, "].notify[", i, "]"),
+                                   p.config.rules[r].notify[i]);
+            !s.ok()) {
+          return s;
+        }
+      }
+    }
+    std::map<std::string, goodput::alerting::OsmoTargetConfig> osmo;
+    for (const auto& [cluster, name] : p.osmo_targets) {
+      const auto* target =
+          dynamic_cast<const goodput::alerting::OsmoTarget*>(worker->FindTarget(name));
+      if (target == nullptr) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("alerting.policies.clusters.", cluster, ".osmo_target: \"", name,
+                         "\" is not a target of kind osmo in alerting.targets"));
+      }
+      osmo[cluster] = target->config();
+    }
+    rt->actuator = std::make_unique<goodput::alerting::PolicyActuator>(p.slurm, std::move(osmo));
+    char host[256] = {};
+    gethostname(host, sizeof(host) - 1);
+    rt->policies = std::make_unique<goodput::alerting::PolicyStage>(
+        ctx.pg, rt->actuator.get(),
+        goodput::alerting::PolicyStageOptions{
+            .config = p.config,
+            .replica = absl::StrCat(ctx.config->service_name, "/", host, "/", getpid()),
+            .wake_delivery = [worker] { worker->Wake(); }},
+        ctx.logger.With({{"component", "policies"}}));
+    rt->service->SetPolicyStage(rt->policies.get());
+    if (p.config.enabled) {
+      goodput::alerting::PolicyStage* stage = rt->policies.get();
+      rt->hub->Subscribe({},
+                         [stage](const goodput::v1::SubscribeAlertsResponse&) { stage->Wake(); });
+      if (p.config.dry_run) {
+        ctx.logger.Info("policies run dry: actions are recorded, nothing is changed",
+                        {{"rules", absl::StrCat(p.config.rules.size())}});
+      }
+      stage->Start();
+      ctx.on_shutdown->push_back([stage] { stage->Stop(); });
+    }
+  }
+  // --- end policies ---
+
   // --- Job-end reports: at the end of the pipeline, written when an ended job's evaluation
   // is complete (the engine's JobEndHook), read from ofu and mfu as a consumer reads its
   // producers, over the configured TLS ---
@@ -180,6 +244,9 @@ absl::StatusOr<std::shared_ptr<void>> Setup(goodput::platform::ServiceContext& c
         *std::move(reports), [worker] { worker->Wake(); },
         ctx.logger.With({{"component", "reports"}}));
     goodput::alerting::JobReporter* reporter = rt->reporter.get();
+    goodput::alerting::PolicyStage* policies = rt->policies.get();
+    reporter->SetPolicyActions(
+        [policies](const goodput::v1::ListPolicyActionsRequest& r) { return policies->List(r); });
     engine->SetJobEndHook(
         {.in_transaction =
              [reporter](pqxx::work& tx, const std::string& cluster, const std::string& job_id) {
@@ -194,70 +261,6 @@ absl::StatusOr<std::shared_ptr<void>> Setup(goodput::platform::ServiceContext& c
     ctx.on_shutdown->push_back([reporter] { reporter->Stop(); });
   }
   // --- end job-end reports ---
-
-  // --- Policies (opt-in, dry-run by default): act on findings after warning their owners.
-  // The audit log is served (and undone) even while the stage is off, so drains done before
-  // it was turned off can be resumed. ---
-  {
-    goodput::alerting::PolicySettings& p = config->policies;
-    auto known = [&](const std::string& where, const std::string& name) -> absl::Status {
-      if (worker->FindTarget(name) == nullptr) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(where, ": \"", name, "\" is not a target in alerting.targets"));
-      }
-      return absl::OkStatus();
-    };
-    for (size_t i = 0; i < p.config.audit_targets.size(); ++i) {
-      if (absl::Status s = known(absl::StrCat("alerting.policies.audit_targets[", i, "]"),
-                                 p.config.audit_targets[i]);
-          !s.ok()) {
-        return s;
-      }
-    }
-    for (size_t r = 0; r < p.config.rules.size(); ++r) {
-      for (size_t i = 0; i < p.config.rules[r].notify.size(); ++i) {
-        if (absl::Status s = known(absl::StrCat("alerting.policies.rules[", r, "].notify[", i, "]"),
-                                   p.config.rules[r].notify[i]);
-            !s.ok()) {
-          return s;
-        }
-      }
-    }
-    std::map<std::string, goodput::alerting::OsmoTargetConfig> osmo;
-    for (const auto& [cluster, name] : p.osmo_targets) {
-      const auto* target =
-          dynamic_cast<const goodput::alerting::OsmoTarget*>(worker->FindTarget(name));
-      if (target == nullptr) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("alerting.policies.clusters.", cluster, ".osmo_target: \"", name,
-                         "\" is not a target of kind osmo in alerting.targets"));
-      }
-      osmo[cluster] = target->config();
-    }
-    rt->actuator =
-        std::make_unique<goodput::alerting::PolicyActuator>(p.slurm, std::move(osmo));
-    char host[256] = {};
-    gethostname(host, sizeof(host) - 1);
-    rt->policies = std::make_unique<goodput::alerting::PolicyStage>(
-        ctx.pg, rt->actuator.get(),
-        goodput::alerting::PolicyStageOptions{
-            .config = p.config,
-            .replica = absl::StrCat(ctx.config->service_name, "/", host, "/", getpid()),
-            .wake_delivery = [worker] { worker->Wake(); }},
-        ctx.logger.With({{"component", "policies"}}));
-    rt->service->SetPolicyStage(rt->policies.get());
-    if (p.config.enabled) {
-      goodput::alerting::PolicyStage* stage = rt->policies.get();
-      rt->hub->Subscribe({}, [stage](const goodput::v1::SubscribeAlertsResponse&) { stage->Wake(); });
-      if (p.config.dry_run) {
-        ctx.logger.Info("policies run dry: actions are recorded, nothing is changed",
-                        {{"rules", absl::StrCat(p.config.rules.size())}});
-      }
-      stage->Start();
-      ctx.on_shutdown->push_back([stage] { stage->Stop(); });
-    }
-  }
-  // --- end policies ---
 
   // The engine starts once everything it hands over to is in place. One replica sweeps at a
   // time: the holder of a Redis lease. Without Redis every replica sweeps, which is safe

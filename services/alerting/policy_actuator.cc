@@ -238,7 +238,8 @@ absl::StatusOr<std::string> PolicyActuator::Cancel(const std::string& cluster,
   }
   absl::StatusOr<const SlurmAccess*> access = AccessFor(cluster);
   if (!access.ok()) return access.status();
-  absl::StatusOr<std::string> out = Run(**access, (*access)->scancel_path, "scancel", {"--", job_id});
+  absl::StatusOr<std::string> out =
+      Run(**access, (*access)->scancel_path, "scancel", {"--", job_id});
   if (!out.ok()) {
     if (absl::IsFailedPrecondition(out.status())) return std::string("job already ending");
     return out.status();
@@ -294,9 +295,9 @@ absl::StatusOr<std::string> PolicyActuator::Resume(const std::string& cluster,
   if (!view.ok()) return view.status();
   if (!NodeDrained(view->state)) return absl::StrCat("node already ", view->state);
   if (!absl::StartsWith(view->reason, kDrainReasonPrefix)) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "node ", node, " is drained for another reason now (\"", OneLine(view->reason, 200),
-        "\"): left as it is"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("node ", node, " is drained for another reason now (\"",
+                     OneLine(view->reason, 200), "\"): left as it is"));
   }
   absl::StatusOr<const SlurmAccess*> access = AccessFor(cluster);
   if (!access.ok()) return access.status();
@@ -321,9 +322,9 @@ absl::StatusOr<std::string> PolicyActuator::WorkflowOf(
       return l->second;
     }
   }
-  return absl::InvalidArgumentError(absl::StrCat("the job has none of the labels ",
-                                                 absl::StrJoin(it->second.workflow_label_keys, ", "),
-                                                 " that name its Osmo workflow"));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "the job has none of the labels ", absl::StrJoin(it->second.workflow_label_keys, ", "),
+      " that name its Osmo workflow"));
 }
 
 absl::StatusOr<std::string> PolicyActuator::CancelWorkflow(const std::string& cluster,

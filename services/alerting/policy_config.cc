@@ -68,7 +68,8 @@ absl::StatusOr<double> Number(const YAML::Node& node, const std::string& where, 
   absl::StatusOr<std::string> s = Scalar(node, where);
   if (!s.ok()) return s.status();
   double v = 0;
-  if (!absl::SimpleAtod(*s, &v)) return Invalid(where, absl::StrCat("\"", *s, "\" is not a number"));
+  if (!absl::SimpleAtod(*s, &v))
+    return Invalid(where, absl::StrCat("\"", *s, "\" is not a number"));
   if (!(v >= min && v <= max)) {
     return Invalid(where, absl::StrFormat("%s is outside [%.15g, %.15g]", *s, min, max));
   }
@@ -128,7 +129,8 @@ absl::Status Limits(const YAML::Node& node, const std::string& where, PolicyClus
     l.max_drains_per_hour = static_cast<int>(*v);
   }
   if (node["max_drained_share"].IsDefined()) {
-    absl::StatusOr<double> v = Number(node["max_drained_share"], where + ".max_drained_share", 0, 1);
+    absl::StatusOr<double> v =
+        Number(node["max_drained_share"], where + ".max_drained_share", 0, 1);
     if (!v.ok()) return v.status();
     l.max_drained_share = *v;
   }
@@ -166,12 +168,12 @@ absl::StatusOr<PolicyRule> Rule(const YAML::Node& node, const std::string& where
         !s.ok()) {
       return s;
     }
-    for (auto [key, field] : std::vector<std::pair<const char*, OneOf*>>{
-             {"cluster", &r.clusters},
-             {"partition", &r.partitions},
-             {"account", &r.accounts},
-             {"user", &r.users},
-             {"qos", &r.qos}}) {
+    for (auto [key, field] :
+         std::vector<std::pair<const char*, OneOf*>>{{"cluster", &r.clusters},
+                                                     {"partition", &r.partitions},
+                                                     {"account", &r.accounts},
+                                                     {"user", &r.users},
+                                                     {"qos", &r.qos}}) {
       absl::StatusOr<std::vector<std::string>> v = List(match[key], absl::StrCat(m, ".", key));
       if (!v.ok()) return v.status();
       *field = *v;
@@ -186,8 +188,9 @@ absl::StatusOr<PolicyRule> Rule(const YAML::Node& node, const std::string& where
   for (size_t i = 0; i < actions->size(); ++i) {
     std::optional<PolicyAction> a = PolicyActionFromName((*actions)[i]);
     if (!a) {
-      return Invalid(absl::StrCat(where, ".actions[", i, "]"),
-                     absl::StrCat("\"", (*actions)[i], "\" is not an action (cancel, requeue, drain)"));
+      return Invalid(
+          absl::StrCat(where, ".actions[", i, "]"),
+          absl::StrCat("\"", (*actions)[i], "\" is not an action (cancel, requeue, drain)"));
     }
     if (std::find(r.actions.begin(), r.actions.end(), *a) != r.actions.end()) continue;
     r.actions.push_back(*a);
@@ -205,7 +208,8 @@ absl::StatusOr<PolicyRule> Rule(const YAML::Node& node, const std::string& where
     r.grace = absl::Seconds(*v);
   }
   if (node["min_job_age_s"].IsDefined()) {
-    absl::StatusOr<double> v = Number(node["min_job_age_s"], where + ".min_job_age_s", 0, 365 * 86400);
+    absl::StatusOr<double> v =
+        Number(node["min_job_age_s"], where + ".min_job_age_s", 0, 365 * 86400);
     if (!v.ok()) return v.status();
     r.min_job_age = absl::Seconds(*v);
   }
@@ -261,7 +265,8 @@ absl::StatusOr<PolicySettings> LoadPolicySettings(const platform::ConfigTree& tr
         List(node["audit_targets"], "alerting.policies.audit_targets");
     if (!audit.ok()) return audit.status();
     c.audit_targets = *audit;
-    absl::StatusOr<PolicyExemptions> exempt = Exemptions(node["exempt"], "alerting.policies.exempt");
+    absl::StatusOr<PolicyExemptions> exempt =
+        Exemptions(node["exempt"], "alerting.policies.exempt");
     if (!exempt.ok()) return exempt.status();
     c.exempt = *exempt;
     const YAML::Node limits = node["limits"];
@@ -332,7 +337,8 @@ absl::StatusOr<PolicySettings> LoadPolicySettings(const platform::ConfigTree& tr
     if (rules.IsDefined() && !rules.IsNull()) {
       if (!rules.IsSequence()) return Invalid("alerting.policies.rules", "expected a list");
       for (size_t i = 0; i < rules.size(); ++i) {
-        absl::StatusOr<PolicyRule> r = Rule(rules[i], absl::StrCat("alerting.policies.rules[", i, "]"));
+        absl::StatusOr<PolicyRule> r =
+            Rule(rules[i], absl::StrCat("alerting.policies.rules[", i, "]"));
         if (!r.ok()) return r.status();
         c.rules.push_back(*std::move(r));
       }

@@ -37,7 +37,7 @@ namespace goodput::alerting {
 
 struct PolicySettings {
   PolicyConfig config = {};
-  std::map<std::string, SlurmAccess> slurm = {};        // by cluster
+  std::map<std::string, SlurmAccess> slurm = {};         // by cluster
   std::map<std::string, std::string> osmo_targets = {};  // cluster -> osmo target name
 };
 

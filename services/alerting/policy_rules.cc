@@ -116,20 +116,18 @@ const PolicyClusterLimits& LimitsFor(const PolicyConfig& config, const std::stri
 absl::Status ValidatePolicyConfig(const PolicyConfig& config) {
   const std::string base = "alerting.policies";
   if (config.interval <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(absl::StrCat(base, ".interval_s: ",
-                                                   absl::ToDoubleSeconds(config.interval),
-                                                   " must be positive"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        base, ".interval_s: ", absl::ToDoubleSeconds(config.interval), " must be positive"));
   }
   if (absl::Status s = CheckExemptions(config.exempt, base + ".exempt"); !s.ok()) return s;
   auto check_limits = [](const PolicyClusterLimits& l, const std::string& where) -> absl::Status {
     if (l.max_drains_per_hour < 0 || l.max_drains_per_hour > 10000) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ".max_drains_per_hour: ",
-                                                     l.max_drains_per_hour,
-                                                     " is outside [0, 10000]"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, ".max_drains_per_hour: ", l.max_drains_per_hour, " is outside [0, 10000]"));
     }
     if (!(l.max_drained_share >= 0 && l.max_drained_share <= 1)) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ".max_drained_share: ",
-                                                     l.max_drained_share, " is outside [0, 1]"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ".max_drained_share: ", l.max_drained_share, " is outside [0, 1]"));
     }
     return absl::OkStatus();
   };
@@ -147,12 +145,12 @@ absl::Status ValidatePolicyConfig(const PolicyConfig& config) {
   for (size_t i = 0; i < config.rules.size(); ++i) {
     const PolicyRule& r = config.rules[i];
     const std::string where = absl::StrCat(base, ".rules[", i, "]");
-    if (r.name.empty()) return absl::InvalidArgumentError(absl::StrCat(where, ".name: is required"));
+    if (r.name.empty())
+      return absl::InvalidArgumentError(absl::StrCat(where, ".name: is required"));
     for (char c : r.name) {
       if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') {
-        return absl::InvalidArgumentError(
-            absl::StrCat(where, ".name: \"", r.name,
-                         "\" may hold only letters, digits, '-', '_' and '.'"));
+        return absl::InvalidArgumentError(absl::StrCat(
+            where, ".name: \"", r.name, "\" may hold only letters, digits, '-', '_' and '.'"));
       }
     }
     if (!names.insert(r.name).second) {
@@ -166,9 +164,9 @@ absl::Status ValidatePolicyConfig(const PolicyConfig& config) {
     for (size_t k = 0; k < r.kinds.size(); ++k) {
       if (std::find(std::begin(kPolicyKinds), std::end(kPolicyKinds), r.kinds[k]) ==
           std::end(kPolicyKinds)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            where, ".kinds[", k, "]: \"", KindName(r.kinds[k]),
-            "\" is not a kind a policy may act on (", KindList(kPolicyKinds), ")"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ".kinds[", k, "]: \"", KindName(r.kinds[k]),
+                         "\" is not a kind a policy may act on (", KindList(kPolicyKinds), ")"));
       }
     }
     if (r.actions.empty()) {
@@ -179,9 +177,9 @@ absl::Status ValidatePolicyConfig(const PolicyConfig& config) {
       if (r.actions[a] != PolicyAction::kDrain) continue;
       for (Kind k : r.kinds) {
         if (std::find(std::begin(kNodeKinds), std::end(kNodeKinds), k) == std::end(kNodeKinds)) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              where, ".actions[", a, "]: drain needs findings that name their GPUs (",
-              KindList(kNodeKinds), "); \"", KindName(k), "\" names none"));
+          return absl::InvalidArgumentError(
+              absl::StrCat(where, ".actions[", a, "]: drain needs findings that name their GPUs (",
+                           KindList(kNodeKinds), "); \"", KindName(k), "\" names none"));
         }
       }
     }
@@ -195,9 +193,9 @@ absl::Status ValidatePolicyConfig(const PolicyConfig& config) {
           where, ".grace_s: ", absl::ToDoubleSeconds(r.grace), " must not be negative"));
     }
     if (r.min_job_age < absl::ZeroDuration()) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ".min_job_age_s: ",
-                                                     absl::ToDoubleSeconds(r.min_job_age),
-                                                     " must not be negative"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ".min_job_age_s: ", absl::ToDoubleSeconds(r.min_job_age),
+                       " must not be negative"));
     }
     for (size_t t = 0; t < r.notify.size(); ++t) {
       if (r.notify[t].empty()) {
@@ -216,13 +214,12 @@ absl::Time ActAfter(const PolicyRule& rule, absl::Time warned,
   return t;
 }
 
-std::string DrainHeldBack(const PolicyClusterLimits& limits, int drains_last_hour,
-                          int unavailable, int total) {
+std::string DrainHeldBack(const PolicyClusterLimits& limits, int drains_last_hour, int unavailable,
+                          int total) {
   if (drains_last_hour >= limits.max_drains_per_hour) {
-    return absl::StrCat("rate limit: ", drains_last_hour, " drain",
-                        drains_last_hour == 1 ? "" : "s",
-                        " in the last hour on this cluster (max_drains_per_hour ",
-                        limits.max_drains_per_hour, ")");
+    return absl::StrCat(
+        "rate limit: ", drains_last_hour, " drain", drains_last_hour == 1 ? "" : "s",
+        " in the last hour on this cluster (max_drains_per_hour ", limits.max_drains_per_hour, ")");
   }
   if (total <= 0) return "rate limit: the cluster's node count is unknown";
   const double share = static_cast<double>(unavailable + 1) / total;

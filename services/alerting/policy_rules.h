@@ -38,7 +38,7 @@ std::optional<PolicyAction> PolicyActionFromName(absl::string_view name);
 // The finding kinds a rule may act on: the resilience findings and persistent stragglers.
 // (Regressions, divergence and data quality say something about efficiency, not about a job
 // that must be stopped.)
-inline constexpr Kind kPolicyKinds[] = {Kind::kGpuFault, Kind::kHung, Kind::kJobIdle,
+inline constexpr Kind kPolicyKinds[] = {Kind::kGpuFault,  Kind::kHung,      Kind::kJobIdle,
                                         Kind::kSilentGpu, Kind::kStraggler, Kind::kIdleGpus};
 // Kinds whose alerts name the GPUs (and so the nodes) concerned: the only ones `drain` fits.
 inline constexpr Kind kNodeKinds[] = {Kind::kGpuFault, Kind::kSilentGpu, Kind::kStraggler};
@@ -77,12 +77,12 @@ struct PolicyRule {
   std::vector<Kind> kinds = {};
   OneOf clusters = {}, partitions = {}, accounts = {}, users = {}, qos = {};
   std::map<std::string, std::string> labels = {};  // every one must be equal
-  std::vector<PolicyAction> actions = {};           // in order (drain before requeue)
-  std::vector<std::string> notify = {};             // outbox targets that warn the owner
-  absl::Duration grace = absl::Minutes(30);         // warned -> act
-  absl::Duration min_job_age = absl::Hours(1);      // no action on a younger job (it waits)
-  std::optional<bool> dry_run = {};                 // unset: the stage's
-  PolicyExemptions exempt = {};                     // in addition to the stage's
+  std::vector<PolicyAction> actions = {};          // in order (drain before requeue)
+  std::vector<std::string> notify = {};            // outbox targets that warn the owner
+  absl::Duration grace = absl::Minutes(30);        // warned -> act
+  absl::Duration min_job_age = absl::Hours(1);     // no action on a younger job (it waits)
+  std::optional<bool> dry_run = {};                // unset: the stage's
+  PolicyExemptions exempt = {};                    // in addition to the stage's
 };
 
 // Per-cluster safety limits and how to reach the cluster's scheduler.
@@ -121,8 +121,8 @@ absl::Time ActAfter(const PolicyRule& rule, absl::Time warned, std::optional<abs
 
 // Why a drain must wait, or empty: `drains_last_hour` drains on the cluster already, and
 // `unavailable` of `total` nodes drained or down (not counting the node itself).
-std::string DrainHeldBack(const PolicyClusterLimits& limits, int drains_last_hour,
-                          int unavailable, int total);
+std::string DrainHeldBack(const PolicyClusterLimits& limits, int drains_last_hour, int unavailable,
+                          int total);
 
 // True for Slurm node names goodput may pass to scontrol: letters, digits, '-', '_', '.',
 // starting with a letter or digit (so never an option).

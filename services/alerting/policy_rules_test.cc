@@ -46,11 +46,14 @@ TEST(PolicyRules, ARuleMatchesItsKindsAndEverySelectorItNames) {
   for (auto change : std::vector<std::function<void(PolicyRule&)>>{
            [](PolicyRule& r) { r.clusters = {"west"}; },
            [](PolicyRule& r) { r.partitions = {"debug"}; },
-           [](PolicyRule& r) { r.accounts = {"vision"}; },
-           [](PolicyRule& r) { r.users = {"bob"}; },
+           [](PolicyRule& r) { r.accounts = {"vision"}; }, [](PolicyRule& r) { r.users = {"bob"}; },
            [](PolicyRule& r) { r.qos = {"high"}; },
-           [](PolicyRule& r) { r.labels = {{"project", "p8"}}; },
-           [](PolicyRule& r) { r.labels = {{"missing", ""}}; }}) {
+           [](PolicyRule& r) {
+             r.labels = {{"project", "p8"}};
+           },
+           [](PolicyRule& r) {
+             r.labels = {{"missing", ""}};
+           }}) {
     PolicyRule other = rule;
     change(other);
     EXPECT_FALSE(RuleMatches(other, Kind::kJobIdle, Subject()));

@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <exception>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 
-#include <nlohmann/json.hpp>
-
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -37,14 +37,14 @@ constexpr char kNewFindings[] =
 constexpr char kInsertAction[] =
     "INSERT INTO policy_actions (rule, alert_id, fingerprint, kind, cluster, job_id, scheduler, "
     "  action, node, dry_run, evidence, command, warned_at, act_after) "
-    "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::jsonb, $12, " GP_TS(13) ", " GP_TS(14)
-    ") ON CONFLICT ON CONSTRAINT policy_actions_once DO NOTHING RETURNING id";
+    "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::jsonb, $12, " GP_TS(13) ", " GP_TS(
+        14) ") ON CONFLICT ON CONSTRAINT policy_actions_once DO NOTHING RETURNING id";
 
 constexpr char kEnqueueNotice[] =
     "INSERT INTO alert_outbox (alert_id, kind, target, state, idempotency_key, payload) "
     "VALUES ($1, 'policy', $2, 'policy', $3, $4::jsonb) ON CONFLICT (idempotency_key) DO NOTHING";
 
-#define GP_ROW_COLUMNS                                                                        \
+#define GP_ROW_COLUMNS \
   "id, rule, alert_id, kind, cluster, job_id, scheduler, action, node, dry_run, status, "    \
   "evidence::text, command, outcome, note, peer_before, attempts, " GP_US("warned_at") ", " \
   GP_US("act_after") ", " GP_US("acted_at") ", acted_by, " GP_US("undone_at")              \
@@ -68,15 +68,17 @@ constexpr char kFinish[] =
     "  claimed_until = NULL, acted_at = " GP_TS(6) " "
     "WHERE id = $1 AND status = 'acting' AND attempts = $2 RETURNING id";
 
+// A hold that ran no command (a rate limit) gives the attempt back.
 constexpr char kHold[] =
     "UPDATE policy_actions SET status = 'waiting', act_after = " GP_TS(3) ", note = $4, "
-    "  claimed_until = NULL "
+    "  claimed_until = NULL, attempts = attempts - $5 "
     "WHERE id = $1 AND status = 'acting' AND attempts = $2";
 
 constexpr char kSetPeerBefore[] =
     "UPDATE policy_actions SET peer_before = $2 WHERE id = $1 AND peer_before = ''";
 
-constexpr char kDrainLock[] = "SELECT pg_advisory_xact_lock(hashtext('goodput.policy.drain:' || $1))";
+constexpr char kDrainLock[] =
+    "SELECT pg_advisory_xact_lock(hashtext('goodput.policy.drain:' || $1))";
 
 constexpr char kDrainsLastHour[] =
     "SELECT count(*) FROM policy_actions WHERE cluster = $1 AND action = 'drain' "
@@ -84,14 +86,16 @@ constexpr char kDrainsLastHour[] =
     "  AND acted_at > " GP_TS(2);
 
 constexpr char kGetRow[] = "SELECT " GP_ROW_COLUMNS " FROM policy_actions WHERE id = $1";
-constexpr char kLockRow[] = "SELECT " GP_ROW_COLUMNS " FROM policy_actions WHERE id = $1 FOR UPDATE";
+constexpr char kLockRow[] =
+    "SELECT " GP_ROW_COLUMNS " FROM policy_actions WHERE id = $1 FOR UPDATE";
 
 constexpr char kUndone[] =
     "UPDATE policy_actions SET status = 'undone', undone_at = " GP_TS(2) ", undone_by = $3, "
     "  undo_outcome = $4, claimed_until = NULL WHERE id = $1";
 
 constexpr char kList[] =
-    "SELECT " GP_ROW_COLUMNS " FROM policy_actions "
+    "SELECT " GP_ROW_COLUMNS
+    " FROM policy_actions "
     "WHERE ($1 = '' OR cluster = $1) AND ($2 = '' OR job_id = $2) AND ($3 = '' OR status = $3) "
     "  AND ($4 = 0 OR id < $4) "
     "ORDER BY id DESC LIMIT $5";
@@ -99,7 +103,9 @@ constexpr char kList[] =
 absl::Time FromUs(int64_t us) { return absl::FromUnixMicros(us); }
 int64_t Us(absl::Time t) { return absl::ToUnixMicros(t); }
 
-std::string Clock(absl::Time t) { return absl::FormatTime("%Y-%m-%d %H:%M UTC", t, absl::UTCTimeZone()); }
+std::string Clock(absl::Time t) {
+  return absl::FormatTime("%Y-%m-%d %H:%M UTC", t, absl::UTCTimeZone());
+}
 
 // One row of policy_actions.
 struct ActionRow {
@@ -244,8 +250,8 @@ struct PolicyStage::Claimed {
   ActionRow row;
 };
 
-PolicyStage::PolicyStage(platform::PgPool* pg, PolicyActuator* actuator,
-                         PolicyStageOptions options, platform::Logger logger)
+PolicyStage::PolicyStage(platform::PgPool* pg, PolicyActuator* actuator, PolicyStageOptions options,
+                         platform::Logger logger)
     : pg_(pg), actuator_(actuator), options_(std::move(options)), logger_(std::move(logger)) {}
 
 PolicyStage::~PolicyStage() { Stop(); }
@@ -289,6 +295,7 @@ absl::StatusOr<int> PolicyStage::RecordFindings() {
         std::vector<Finding> out;
         for (const pqxx::row& r : tx.exec_params(kNewFindings, kind_array)) {
           Finding f{.alert_id = r[0].as<int64_t>(),
+                    .alert = {},
                     .kind = r[2].as<std::string>(),
                     .fingerprint = r[3].as<std::string>(),
                     .job_start_us = r[4].as<int64_t>()};
@@ -337,10 +344,10 @@ absl::StatusOr<int> PolicyStage::RecordFindings() {
         {"gpus", gpus},
         {"labels", job_labels},
         {"dashboard_url", f.alert.dashboard_url()},
-        {"alert_start", absl::FormatTime(absl::RFC3339_sec,
-                                         absl::FromUnixMillis(api::TimestampToUnixMs(
-                                             f.alert.start_time())),
-                                         absl::UTCTimeZone())}};
+        {"alert_start",
+         absl::FormatTime(absl::RFC3339_sec,
+                          absl::FromUnixMillis(api::TimestampToUnixMs(f.alert.start_time())),
+                          absl::UTCTimeZone())}};
     const std::optional<absl::Time> job_start =
         f.job_start_us > 0 ? std::optional<absl::Time>(FromUs(f.job_start_us)) : std::nullopt;
     absl::Status s = pg_->RunTransaction([&](pqxx::work& tx) -> absl::Status {
@@ -353,9 +360,8 @@ absl::StatusOr<int> PolicyStage::RecordFindings() {
         for (PolicyAction action : rule->actions) {
           const std::string name(PolicyActionName(action));
           std::vector<std::string> targets_nodes =
-              action == PolicyAction::kDrain
-                  ? std::vector<std::string>(nodes.begin(), nodes.end())
-                  : std::vector<std::string>{""};
+              action == PolicyAction::kDrain ? std::vector<std::string>(nodes.begin(), nodes.end())
+                                             : std::vector<std::string>{""};
           for (const std::string& node : targets_nodes) {
             std::string command;
             const std::string& cluster = f.alert.job().cluster();
@@ -369,12 +375,13 @@ absl::StatusOr<int> PolicyStage::RecordFindings() {
               command = actuator_->RequeueCommand(cluster, job);
             } else {
               command = actuator_->DrainCommand(
-                  cluster, node, absl::StrCat(kDrainReasonPrefix, " ", f.alert.summary(), ", job ", job));
+                  cluster, node,
+                  absl::StrCat(kDrainReasonPrefix, " ", f.alert.summary(), ", job ", job));
             }
-            pqxx::result r = tx.exec_params(
-                kInsertAction, rule->name, f.alert_id, f.fingerprint, f.kind, cluster, job,
-                subject.scheduler, name, node, dry_run, evidence.dump(), command, Us(now),
-                Us(act_after));
+            pqxx::result r =
+                tx.exec_params(kInsertAction, rule->name, f.alert_id, f.fingerprint, f.kind,
+                               cluster, job, subject.scheduler, name, node, dry_run,
+                               evidence.dump(), command, Us(now), Us(act_after));
             if (!r.empty()) {
               added = true;
               ++added_here;
@@ -389,19 +396,17 @@ absl::StatusOr<int> PolicyStage::RecordFindings() {
           return e.empty() ? ExemptionOf(rule->exempt, subject) : e;
         }();
         const std::string what = absl::StrJoin(words, " and ");
-        const std::string summary =
-            exempt_reason.empty()
-                ? absl::StrCat("goodput will ", what, " after ", Clock(act_after), ": ",
-                               f.alert.summary())
-                : absl::StrCat("goodput would ", what, " (", exempt_reason, "): ",
-                               f.alert.summary());
+        const std::string summary = exempt_reason.empty()
+                                        ? absl::StrCat("goodput will ", what, " after ",
+                                                       Clock(act_after), ": ", f.alert.summary())
+                                        : absl::StrCat("goodput would ", what, " (", exempt_reason,
+                                                       "): ", f.alert.summary());
         const std::string description = absl::StrCat(
             "Policy ", rule->name, " acts on this finding (", f.kind, ", job ",
             f.alert.job().cluster(), "/", f.alert.job().job_id(), "). ",
-            exempt_reason.empty()
-                ? absl::StrCat("Unless it clears before ", Clock(act_after), ", goodput will ",
-                               what, ".")
-                : "Nothing will be done: the job is exempt.",
+            exempt_reason.empty() ? absl::StrCat("Unless it clears before ", Clock(act_after),
+                                                 ", goodput will ", what, ".")
+                                  : "Nothing will be done: the job is exempt.",
             " Ask an operator to undo it with goodputctl actions undo.");
         std::vector<std::string> targets = rule->notify;
         targets.insert(targets.end(), config.audit_targets.begin(), config.audit_targets.end());
@@ -427,9 +432,8 @@ absl::StatusOr<std::vector<PolicyStage::Claimed>> PolicyStage::ClaimDue() {
   return pg_->RunTransactionFor<std::vector<Claimed>>(
       [&](pqxx::work& tx) -> absl::StatusOr<std::vector<Claimed>> {
         std::vector<Claimed> out;
-        for (const pqxx::row& r : tx.exec_params(kClaimDue, Us(now),
-                                                 Us(now + options_.config.lease),
-                                                 options_.replica)) {
+        for (const pqxx::row& r : tx.exec_params(
+                 kClaimDue, Us(now), Us(now + options_.config.lease), options_.replica)) {
           out.push_back(Claimed{RowFrom(r)});
         }
         std::sort(out.begin(), out.end(),
@@ -454,8 +458,8 @@ absl::Status PolicyStage::Finish(const Claimed& c, const std::string& status,
       summary = absl::StrCat("goodput ", Past(row.action, row.node), " (job ", job, ", policy ",
                              row.rule, ")");
     } else if (status == "dry_run") {
-      summary = absl::StrCat("[dry run] goodput would ", Words(row.action, row.node), " (job ",
-                             job, ", policy ", row.rule, ")");
+      summary = absl::StrCat("[dry run] goodput would ", Words(row.action, row.node), " (job ", job,
+                             ", policy ", row.rule, ")");
     } else if (status == "failed") {
       summary = absl::StrCat("goodput could not ", Words(row.action, row.node), " (job ", job,
                              ", policy ", row.rule, ")");
@@ -476,9 +480,10 @@ absl::Status PolicyStage::Finish(const Claimed& c, const std::string& status,
   });
 }
 
-absl::Status PolicyStage::Hold(const Claimed& c, absl::Time until, const std::string& note) {
+absl::Status PolicyStage::Hold(const Claimed& c, absl::Time until, const std::string& note,
+                               bool attempted) {
   return pg_->RunTransaction([&](pqxx::work& tx) -> absl::Status {
-    tx.exec_params(kHold, c.row.id, c.row.attempts, Us(until), note);
+    tx.exec_params(kHold, c.row.id, c.row.attempts, Us(until), note, attempted ? 0 : 1);
     return absl::OkStatus();
   });
 }
@@ -522,16 +527,16 @@ absl::StatusOr<bool> PolicyStage::Act(const Claimed& c) {
   const nlohmann::json ev = EvidenceOf(row);
   // The finding must still be firing: resolved (the job recovered or ended), acknowledged (a
   // person took it) or silenced (muted) all stop the ladder.
-  absl::StatusOr<std::string> alert_state = pg_->RunTransactionFor<std::string>(
-      [&](pqxx::work& tx) -> absl::StatusOr<std::string> {
+  absl::StatusOr<std::string> alert_state =
+      pg_->RunTransactionFor<std::string>([&](pqxx::work& tx) -> absl::StatusOr<std::string> {
         pqxx::result r = tx.exec_params(kAlertState, row.alert_id);
         return r.empty() ? std::string("gone") : r[0][0].as<std::string>();
       });
   if (!alert_state.ok()) return alert_state.status();
   if (*alert_state != "firing") {
-    if (absl::Status s = Finish(c, "cleared",
-                                absl::StrCat("the finding is ", *alert_state, ": nothing done"),
-                                row.command);
+    if (absl::Status s =
+            Finish(c, "cleared", absl::StrCat("the finding is ", *alert_state, ": nothing done"),
+                   row.command);
         !s.ok()) {
       return s;
     }
@@ -542,9 +547,8 @@ absl::StatusOr<bool> PolicyStage::Act(const Claimed& c) {
     if (r.name == row.rule) rule = &r;
   }
   if (rule == nullptr) {
-    if (absl::Status s = Finish(c, "cleared",
-                                absl::StrCat("rule ", row.rule, " is no longer configured"),
-                                row.command);
+    if (absl::Status s = Finish(
+            c, "cleared", absl::StrCat("rule ", row.rule, " is no longer configured"), row.command);
         !s.ok()) {
       return s;
     }
@@ -567,8 +571,8 @@ absl::StatusOr<bool> PolicyStage::Act(const Claimed& c) {
     return true;
   }
   if (row.dry_run) {
-    if (absl::Status s = Finish(c, "dry_run", absl::StrCat("dry run: would run ", row.command),
-                                row.command);
+    if (absl::Status s =
+            Finish(c, "dry_run", absl::StrCat("dry run: would run ", row.command), row.command);
         !s.ok()) {
       return s;
     }
@@ -615,8 +619,8 @@ absl::StatusOr<bool> PolicyStage::Act(const Claimed& c) {
     }
   } else {
     if (!actuator_->HasSlurm(row.cluster)) {
-      outcome = absl::FailedPreconditionError(
-          absl::StrCat("cluster ", row.cluster, " has no Slurm access: its nodes cannot be drained"));
+      outcome = absl::FailedPreconditionError(absl::StrCat(
+          "cluster ", row.cluster, " has no Slurm access: its nodes cannot be drained"));
     } else {
       outcome = DrainWithLimits(
           c, absl::StrCat(kDrainReasonPrefix, " ", summary, ", job ", row.job_id), &held, &note);
@@ -624,7 +628,8 @@ absl::StatusOr<bool> PolicyStage::Act(const Claimed& c) {
   }
   const absl::Time now = Now();
   if (held) {
-    if (absl::Status s = Hold(c, now + std::max(config.interval, absl::Seconds(60)), note);
+    if (absl::Status s =
+            Hold(c, now + std::max(config.interval, absl::Seconds(60)), note, /*attempted=*/false);
         !s.ok()) {
       return s;
     }
@@ -637,8 +642,9 @@ absl::StatusOr<bool> PolicyStage::Act(const Claimed& c) {
     if (Transient(outcome.status()) && row.attempts < kMaxAttempts) {
       const absl::Duration backoff =
           std::min(absl::Seconds(10) * (1 << std::min(row.attempts, 6)), absl::Minutes(10));
-      if (absl::Status s = Hold(c, now + backoff,
-                                absl::StrCat("attempt ", row.attempts, " failed: ", error));
+      if (absl::Status s =
+              Hold(c, now + backoff, absl::StrCat("attempt ", row.attempts, " failed: ", error),
+                   /*attempted=*/true);
           !s.ok()) {
         return s;
       }
@@ -692,14 +698,14 @@ absl::StatusOr<v1::ListPolicyActionsResponse> PolicyStage::List(
     const v1::ListPolicyActionsRequest& request) {
   const int page_size = request.page_size() <= 0 ? 100 : std::min(request.page_size(), 1000);
   int64_t before = 0;
-  if (!request.page_token().empty() && (!absl::SimpleAtoi(request.page_token(), &before) || before <= 0)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("page_token: \"", OneLine(request.page_token(), 100),
-                     "\" is not a token of this list"));
+  if (!request.page_token().empty() &&
+      (!absl::SimpleAtoi(request.page_token(), &before) || before <= 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "page_token: \"", OneLine(request.page_token(), 100), "\" is not a token of this list"));
   }
-  const std::string cluster =
-      request.has_job() && !request.job().cluster().empty() ? request.job().cluster()
-                                                            : request.cluster();
+  const std::string cluster = request.has_job() && !request.job().cluster().empty()
+                                  ? request.job().cluster()
+                                  : request.cluster();
   const std::string job_id = request.has_job() ? request.job().job_id() : "";
   return pg_->RunTransactionFor<v1::ListPolicyActionsResponse>(
       [&](pqxx::work& tx) -> absl::StatusOr<v1::ListPolicyActionsResponse> {
@@ -733,8 +739,8 @@ absl::StatusOr<v1::PolicyAction> PolicyStage::Get(const std::string& action_id) 
 absl::StatusOr<v1::PolicyAction> PolicyStage::Undo(const v1::UndoPolicyActionRequest& request) {
   int64_t id = 0;
   if (!absl::SimpleAtoi(request.action_id(), &id) || id <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "action_id: \"", OneLine(request.action_id(), 100), "\" is not an action id"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("action_id: \"", OneLine(request.action_id(), 100), "\" is not an action id"));
   }
   if (request.by().empty()) return absl::InvalidArgumentError("by: is required");
   const std::string by = OneLine(request.by(), 200);
@@ -748,15 +754,15 @@ absl::StatusOr<v1::PolicyAction> PolicyStage::Undo(const v1::UndoPolicyActionReq
     if (row.status == "waiting") {
       outcome = "stopped before acting";
     } else if (row.status == "acting") {
-      return absl::FailedPreconditionError(
-          absl::StrCat("action ", id, " is running now (", row.command, "); undo it once it is done"));
+      return absl::FailedPreconditionError(absl::StrCat("action ", id, " is running now (",
+                                                        row.command, "); undo it once it is done"));
     } else if (row.status != "done") {
       return absl::FailedPreconditionError(absl::StrCat(
           "action ", id, " is ", row.status, ": nothing was done, so there is nothing to undo"));
     } else if (row.action != "drain") {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "action ", id, " ", Past(row.action, row.node),
-          ": goodput cannot undo that (the job's owner resubmits or releases it)"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("action ", id, " ", Past(row.action, row.node),
+                       ": goodput cannot undo that (the job's owner resubmits or releases it)"));
     } else if (!row.peer_before.empty()) {
       return absl::FailedPreconditionError(absl::StrCat("goodput did not drain node ", row.node,
                                                         " (", row.peer_before,
@@ -766,18 +772,19 @@ absl::StatusOr<v1::PolicyAction> PolicyStage::Undo(const v1::UndoPolicyActionReq
       if (!resumed.ok()) return resumed.status();
       outcome = absl::StrCat(*resumed, " (", actuator_->ResumeCommand(row.cluster, row.node), ")");
     }
-    if (!request.comment().empty()) absl::StrAppend(&outcome, ": ", OneLine(request.comment(), 300));
+    if (!request.comment().empty())
+      absl::StrAppend(&outcome, ": ", OneLine(request.comment(), 300));
     tx.exec_params(kUndone, id, Us(now), by, outcome);
     if (!options_.config.audit_targets.empty()) {
       const nlohmann::json ev = EvidenceOf(row);
-      return EnqueueNotices(
-          tx,
-          Notice(ev, row.alert_id, absl::StrCat("policy-action-", row.id), "info",
-                 absl::StrCat(by, " undid goodput's action ", row.id, " (",
-                              Words(row.action, row.node), ", job ", row.cluster, "/", row.job_id,
-                              ")"),
-                 outcome, now),
-          absl::StrCat("policy:action:", row.id, ":undone"), options_.config.audit_targets);
+      return EnqueueNotices(tx,
+                            Notice(ev, row.alert_id, absl::StrCat("policy-action-", row.id), "info",
+                                   absl::StrCat(by, " undid goodput's action ", row.id, " (",
+                                                Words(row.action, row.node), ", job ", row.cluster,
+                                                "/", row.job_id, ")"),
+                                   outcome, now),
+                            absl::StrCat("policy:action:", row.id, ":undone"),
+                            options_.config.audit_targets);
     }
     return absl::OkStatus();
   });

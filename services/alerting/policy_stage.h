@@ -11,12 +11,12 @@
 //     job is `min_job_age` old.
 //  2. Due actions: claimed FOR UPDATE SKIP LOCKED with a lease (`claimed_until`), so one
 //     replica runs each; a replica that dies mid-command leaves the row to another once the
-//     lease ends, and the actuator looks at the job or node before acting again (policy_actuator.h):
-//     every action happens at most once at the peer. Before acting: a finding that resolved, was
-//     acknowledged or silenced clears the action; an exempt job is only warned; a dry run
-//     records the command it would run. Drains are serialized per cluster (an advisory lock)
-//     and held back while the cluster's limits say so (drains in the last hour, share of nodes
-//     drained or down). Every outcome is recorded and sent to `audit_targets`.
+//     lease ends, and the actuator looks at the job or node before acting again
+//     (policy_actuator.h): every action happens at most once at the peer. Before acting: a finding
+//     that resolved, was acknowledged or silenced clears the action; an exempt job is only warned;
+//     a dry run records the command it would run. Drains are serialized per cluster (an advisory
+//     lock) and held back while the cluster's limits say so (drains in the last hour, share of
+//     nodes drained or down). Every outcome is recorded and sent to `audit_targets`.
 //
 // The audit log is read and undone through AlertService (List/Get/UndoPolicyAction).
 //
@@ -45,8 +45,8 @@ namespace v1 = ::goodput::v1;
 
 struct PolicyStageOptions {
   PolicyConfig config = {};
-  std::string replica = {};  // recorded as acted_by
-  std::function<absl::Time()> clock = nullptr;  // default absl::Now
+  std::string replica = {};                       // recorded as acted_by
+  std::function<absl::Time()> clock = nullptr;    // default absl::Now
   std::function<void()> wake_delivery = nullptr;  // after notices were enqueued
 };
 
@@ -86,7 +86,7 @@ class PolicyStage {
   absl::StatusOr<bool> Act(const Claimed& row);
   absl::Status Finish(const Claimed& row, const std::string& status, const std::string& outcome,
                       const std::string& command);
-  absl::Status Hold(const Claimed& row, absl::Time until, const std::string& note);
+  absl::Status Hold(const Claimed& row, absl::Time until, const std::string& note, bool attempted);
   absl::StatusOr<std::string> DrainWithLimits(const Claimed& row, const std::string& reason,
                                               bool* held, std::string* note);
 

@@ -32,5 +32,6 @@ std::vector<Command> MfuCommands();    // reconcile, fleet report
 std::vector<Command> AlertCommands();  // alerts list|show|ack, alerts silence create|list|delete
 std::vector<Command> ReportCommands();  // report
 std::vector<Command> FaultCommands();   // faults
+std::vector<Command> ActionCommands();  // actions list|show|undo
 
 }  // namespace goodput::ctl

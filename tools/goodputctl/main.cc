@@ -30,8 +30,8 @@ TLS (when the services serve it): $GOODPUT_TLS_CA (the CA file; turns TLS on),
 
 std::vector<Command> AllCommands() {
   std::vector<Command> all;
-  for (auto group :
-       {JobCommands, OfuCommands, MfuCommands, AlertCommands, ReportCommands, FaultCommands}) {
+  for (auto group : {JobCommands, OfuCommands, MfuCommands, AlertCommands, ReportCommands,
+                     FaultCommands, ActionCommands}) {
     for (Command& c : group()) all.push_back(std::move(c));
   }
   return all;

@@ -35,6 +35,7 @@ account=${SLURM_JOB_ACCOUNT:-}
 array_job_id=${SLURM_ARRAY_JOB_ID:-}
 array_task_id=${SLURM_ARRAY_TASK_ID:-}
 partition=${SLURM_JOB_PARTITION:-}
+qos=${SLURM_JOB_QOS:-}
 info=$(timeout 5 scontrol --oneliner show job "$job_id" 2>&1)
 if [[ "$info" != "JobId=$job_id "* || "$info" != *" JobName="* ]]; then
   info=${info//[[:cntrl:]]/ }
@@ -61,11 +62,18 @@ else
       account=${after#*" Account="}
       account=${account%%[[:space:]]*}
     fi
+    # QOS follows Account, before any field a user writes; the first one after the trusted
+    # UserId is Slurm's (policies select jobs by it: services/alerting/README.md, "Policies").
+    if [[ -z "$qos" && "$after" == *" QOS="* && "$others" == "$after" ]]; then
+      qos=${after#*" QOS="}
+      qos=${qos%%[[:space:]]*}
+    fi
   fi
 fi
 [[ "$array_job_id" =~ ^[0-9]+$ ]] || array_job_id=""
 [[ "$array_task_id" =~ ^[0-9]+$ ]] || array_task_id=""
 [[ "$account" == "(null)" ]] && account=""
+[[ "$qos" =~ ^[A-Za-z0-9._-]+$ && "$qos" != "(null)" ]] || qos=""
 
 # SLURM_JOB_GPUS lists the GPU indexes allocated on this node ("0,1,2,3"); fall back to
 # CUDA_VISIBLE_DEVICES, which prologs see on some configurations (indexes or GPU UUIDs).
@@ -122,6 +130,9 @@ labels=""
 if [[ -n "$partition" ]]; then
   gp_json_string j_partition "$partition"
   labels="\"partition\":$j_partition"
+fi
+if [[ -n "$qos" ]]; then
+  labels+="${labels:+,}\"qos\":\"$qos\""
 fi
 # Array tasks and heterogeneous-job components each have their own SLURM_JOB_ID (what
 # dcgm-exporter's hpc_job label carries); keep the names users know from squeue/sacct.
