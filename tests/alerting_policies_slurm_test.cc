@@ -80,7 +80,7 @@ class PolicySlurmTest : public DeliveryTest {
         platform::Logger());
   }
 
-  PolicyStepResult StepOrDie(PolicyStage& stage) {
+  PolicyStepResult PassOrDie(PolicyStage& stage) {
     absl::StatusOr<PolicyStepResult> r = stage.Step();
     EXPECT_TRUE(r.ok()) << r.status();
     return r.ok() ? *r : PolicyStepResult{};
@@ -224,15 +224,15 @@ TEST_F(PolicySlurmTest, AFaultyGpuDrainsItsNodeAndRequeuesTheJobAndUndoResumesTh
       Config({Rule("faults", {Kind::kGpuFault}, {PolicyAction::kRequeue, PolicyAction::kDrain})}));
 
   // Warned: two actions recorded, the owner's warning queued once; nothing done yet.
-  EXPECT_EQ(StepOrDie(*stage).recorded, 2);
+  EXPECT_EQ(PassOrDie(*stage).recorded, 2);
   EXPECT_EQ(PolicyRows("slurm-eos", "goodput will drain node gpnode and requeue the job after%"),
             1);
   EXPECT_FALSE(NodeDrainedNow());
   EXPECT_EQ(JobState(job), "RUNNING");
-  EXPECT_EQ(StepOrDie(*stage).recorded, 0);  // seen again: nothing new
+  EXPECT_EQ(PassOrDie(*stage).recorded, 0);  // seen again: nothing new
 
   clock_.Advance(absl::Minutes(5) + absl::Seconds(1));
-  EXPECT_EQ(StepOrDie(*stage).acted, 2);
+  EXPECT_EQ(PassOrDie(*stage).acted, 2);
   const auto [state, reason] = NodeState();
   EXPECT_TRUE(absl::StartsWith(state, "drain") || state == "drng") << state;
   EXPECT_EQ(reason, absl::StrCat("goodput: XID 79 (fallen off the bus) on GPU 3, job ", job));
@@ -260,7 +260,7 @@ TEST_F(PolicySlurmTest, AFaultyGpuDrainsItsNodeAndRequeuesTheJobAndUndoResumesTh
   EXPECT_EQ(PolicyRows("hook", "goodput requeued the job%"), 1);
 
   // Nothing happens twice.
-  EXPECT_EQ(StepOrDie(*stage).acted, 0);
+  EXPECT_EQ(PassOrDie(*stage).acted, 0);
 
   // A requeue cannot be undone; the drain can: the node resumes, once.
   v1::UndoPolicyActionRequest undo;
@@ -290,7 +290,7 @@ TEST_F(PolicySlurmTest, AnIdleJobIsWarnedOnItsStderrThenCancelledAfterItsGrace) 
       Stage(Config({Rule("idle", {Kind::kJobIdle, Kind::kHung}, {PolicyAction::kCancel})}));
   auto worker = SlurmWorker();
 
-  EXPECT_EQ(StepOrDie(*stage).recorded, 1);
+  EXPECT_EQ(PassOrDie(*stage).recorded, 1);
   EXPECT_EQ(StepOrDie(*worker, "slurm-eos").delivered, 1);
   ASSERT_TRUE(testing::PollUntil(
       [&] {
@@ -302,11 +302,11 @@ TEST_F(PolicySlurmTest, AnIdleJobIsWarnedOnItsStderrThenCancelledAfterItsGrace) 
 
   // Within the grace nothing happens.
   clock_.Advance(absl::Minutes(4));
-  EXPECT_EQ(StepOrDie(*stage).acted, 0);
+  EXPECT_EQ(PassOrDie(*stage).acted, 0);
   EXPECT_EQ(JobState(job), "RUNNING");
 
   clock_.Advance(absl::Minutes(1) + absl::Seconds(1));
-  EXPECT_EQ(StepOrDie(*stage).acted, 1);
+  EXPECT_EQ(PassOrDie(*stage).acted, 1);
   ASSERT_TRUE(slurm_->WaitForJobState(job, "CANCELLED", absl::Seconds(30)).ok()) << JobState(job);
   std::vector<v1::PolicyAction> actions = Actions(*stage, job);
   ASSERT_EQ(actions.size(), 1u);
@@ -322,13 +322,13 @@ TEST_F(PolicySlurmTest, AFindingThatClearsWithinTheGraceStopsTheLadder) {
   const int64_t alert = AddAlert(Kind::kHung, job, "Hung in a collective for 12 minutes");
   auto stage =
       Stage(Config({Rule("idle", {Kind::kJobIdle, Kind::kHung}, {PolicyAction::kCancel})}));
-  EXPECT_EQ(StepOrDie(*stage).recorded, 1);
+  EXPECT_EQ(PassOrDie(*stage).recorded, 1);
   ASSERT_TRUE(pg_->Execute("goodput", absl::StrCat("UPDATE alerts SET state = 'resolved', "
                                                    "end_time = now() WHERE id = ",
                                                    alert))
                   .ok());
   clock_.Advance(absl::Minutes(6));
-  EXPECT_EQ(StepOrDie(*stage).acted, 1);
+  EXPECT_EQ(PassOrDie(*stage).acted, 1);
   EXPECT_EQ(JobState(job), "RUNNING");
   std::vector<v1::PolicyAction> actions = Actions(*stage, job);
   ASSERT_EQ(actions.size(), 1u);
@@ -343,10 +343,10 @@ TEST_F(PolicySlurmTest, AnExemptAccountIsOnlyWarned) {
   AddAlert(Kind::kJobIdle, job, "Job idle since 13:40", "prod");
   auto stage = Stage(Config({Rule("idle", {Kind::kJobIdle}, {PolicyAction::kCancel})}));
 
-  EXPECT_EQ(StepOrDie(*stage).recorded, 1);
+  EXPECT_EQ(PassOrDie(*stage).recorded, 1);
   EXPECT_EQ(PolicyRows("slurm-eos", "goodput would cancel the job (account prod is exempt)%"), 1);
   clock_.Advance(absl::Minutes(6));
-  EXPECT_EQ(StepOrDie(*stage).acted, 1);
+  EXPECT_EQ(PassOrDie(*stage).acted, 1);
   std::vector<v1::PolicyAction> actions = Actions(*stage, job);
   ASSERT_EQ(actions.size(), 1u);
   EXPECT_EQ(actions[0].status(), "exempt");
@@ -362,9 +362,9 @@ TEST_F(PolicySlurmTest, TheDrainLimitsHold) {
   ASSERT_FALSE(first.empty());
   RegisterJob(first);
   AddAlert(Kind::kGpuFault, first, "XID 79 on GPU 3", "ml", "gpnode");
-  EXPECT_EQ(StepOrDie(*stage).recorded, 1);
+  EXPECT_EQ(PassOrDie(*stage).recorded, 1);
   clock_.Advance(absl::Minutes(6));
-  EXPECT_EQ(StepOrDie(*stage).acted, 1);
+  EXPECT_EQ(PassOrDie(*stage).acted, 1);
   ASSERT_TRUE(NodeDrainedNow());
   std::vector<v1::PolicyAction> actions = Actions(*stage);
   ASSERT_EQ(actions.size(), 1u);
@@ -376,9 +376,9 @@ TEST_F(PolicySlurmTest, TheDrainLimitsHold) {
 
   // A second fault within the hour: the drain waits, the node stays up.
   AddAlert(Kind::kGpuFault, "4242", "XID 48 on GPU 3", "ml", "gpnode");
-  EXPECT_EQ(StepOrDie(*stage).recorded, 1);
+  EXPECT_EQ(PassOrDie(*stage).recorded, 1);
   clock_.Advance(absl::Minutes(6));
-  PolicyStepResult r = StepOrDie(*stage);
+  PolicyStepResult r = PassOrDie(*stage);
   EXPECT_EQ(r.acted, 0);
   EXPECT_EQ(r.held, 1);
   EXPECT_FALSE(NodeDrainedNow());
@@ -393,7 +393,7 @@ TEST_F(PolicySlurmTest, TheDrainLimitsHold) {
   shared.default_limits = {.max_drains_per_hour = 10, .max_drained_share = 0.5};
   auto other = Stage(shared, "r2");
   clock_.Advance(absl::Minutes(2));
-  r = StepOrDie(*other);
+  r = PassOrDie(*other);
   EXPECT_EQ(r.held, 1);
   EXPECT_FALSE(NodeDrainedNow());
   actions = Actions(*other, "4242");
@@ -418,10 +418,10 @@ TEST_F(PolicySlurmTest, ADryRunChangesNothingInSlurmButRecordsTheWouldBeActions)
   ASSERT_TRUE(config.dry_run);
   auto stage = Stage(config);
 
-  EXPECT_EQ(StepOrDie(*stage).recorded, 3);
+  EXPECT_EQ(PassOrDie(*stage).recorded, 3);
   EXPECT_EQ(PolicyRows("slurm-eos"), 0);  // no owner is told of what will not happen
   clock_.Advance(absl::Minutes(6));
-  EXPECT_EQ(StepOrDie(*stage).acted, 3);
+  EXPECT_EQ(PassOrDie(*stage).acted, 3);
   EXPECT_FALSE(NodeDrainedNow());
   EXPECT_EQ(JobState(job), "RUNNING");
   std::vector<v1::PolicyAction> actions = Actions(*stage, job);
@@ -451,15 +451,15 @@ TEST_F(PolicySlurmTest, AReplicaStoppedBetweenWarnedAndActLeavesItToAnotherThatA
   const PolicyConfig config = Config({Rule("idle", {Kind::kJobIdle}, {PolicyAction::kCancel})});
   {
     auto first = Stage(config, "replica-a");
-    EXPECT_EQ(StepOrDie(*first).recorded, 1);
+    EXPECT_EQ(PassOrDie(*first).recorded, 1);
   }  // replica-a is gone after warning
 
   clock_.Advance(absl::Minutes(6));
   auto b = Stage(config, "replica-b");
   auto c = Stage(config, "replica-c");
   PolicyStepResult rb, rc;
-  std::thread tb([&] { rb = StepOrDie(*b); });
-  std::thread tc([&] { rc = StepOrDie(*c); });
+  std::thread tb([&] { rb = PassOrDie(*b); });
+  std::thread tc([&] { rc = PassOrDie(*c); });
   tb.join();
   tc.join();
   EXPECT_EQ(rb.recorded + rc.recorded, 0);
@@ -481,7 +481,7 @@ TEST_F(PolicySlurmTest, AReplicaThatDiedDuringARequeueIsNotFollowedByASecondRequ
   AddAlert(Kind::kGpuFault, job, "XID 79 on GPU 3", "ml", "gpnode");
   const PolicyConfig config = Config({Rule("faults", {Kind::kGpuFault}, {PolicyAction::kRequeue})});
   auto a = Stage(config, "replica-a");
-  EXPECT_EQ(StepOrDie(*a).recorded, 1);
+  EXPECT_EQ(PassOrDie(*a).recorded, 1);
   // replica-a claimed the action, noted the job's start, ran the requeue and died before
   // recording it: its lease ends.
   absl::StatusOr<std::string> start =
@@ -499,7 +499,7 @@ TEST_F(PolicySlurmTest, AReplicaThatDiedDuringARequeueIsNotFollowedByASecondRequ
 
   clock_.Advance(absl::Minutes(6));
   auto b = Stage(config, "replica-b");
-  EXPECT_EQ(StepOrDie(*b).acted, 1);
+  EXPECT_EQ(PassOrDie(*b).acted, 1);
   std::vector<v1::PolicyAction> actions = Actions(*b, job);
   ASSERT_EQ(actions.size(), 1u);
   EXPECT_EQ(actions[0].status(), "done");
@@ -551,9 +551,9 @@ TEST_F(PolicySlurmTest, AStragglerTheEngineFindsDrainsItsNode) {
   PolicyRule rule = Rule("stragglers", {Kind::kStraggler}, {PolicyAction::kDrain});
   rule.notify = {};
   auto stage = Stage(Config({rule}));
-  EXPECT_EQ(StepOrDie(*stage).recorded, 1);
+  EXPECT_EQ(PassOrDie(*stage).recorded, 1);
   clock_.Advance(absl::Minutes(6));
-  EXPECT_EQ(StepOrDie(*stage).acted, 1);
+  EXPECT_EQ(PassOrDie(*stage).acted, 1);
   EXPECT_TRUE(NodeDrainedNow()) << NodeState().first;
   EXPECT_TRUE(absl::StartsWith(NodeState().second, "goodput: ")) << NodeState().second;
   std::vector<v1::PolicyAction> actions = Actions(*stage, job);

@@ -357,7 +357,12 @@ absl::StatusOr<int> PolicyStage::RecordFindings() {
         const absl::Time act_after = ActAfter(*rule, now, job_start);
         std::vector<std::string> words;
         bool added = false;
-        for (PolicyAction action : rule->actions) {
+        // A node is drained before its job is requeued or cancelled, so that the job does not
+        // start again on it (rows are acted on in id order).
+        std::vector<PolicyAction> ordered = rule->actions;
+        std::stable_partition(ordered.begin(), ordered.end(),
+                              [](PolicyAction x) { return x == PolicyAction::kDrain; });
+        for (PolicyAction action : ordered) {
           const std::string name(PolicyActionName(action));
           std::vector<std::string> targets_nodes =
               action == PolicyAction::kDrain ? std::vector<std::string>(nodes.begin(), nodes.end())
