@@ -25,6 +25,7 @@
 #include "services/alerting/targets/slurm_target.h"
 #include "services/api/api_convert.h"
 #include "tests/alerting_delivery_fixture.h"
+#include "tests/support/service_process.h"
 #include "tests/support/slurm_cluster.h"
 
 namespace goodput::alerting {
@@ -560,6 +561,90 @@ TEST_F(PolicySlurmTest, AStragglerTheEngineFindsDrainsItsNode) {
   ASSERT_EQ(actions.size(), 1u);
   EXPECT_EQ(actions[0].kind(), v1::ALERT_KIND_STRAGGLER);
   EXPECT_EQ(actions[0].status(), "done") << actions[0].outcome();
+}
+
+// The running service: goodput-alerting with policies on acts by itself (its own pass every
+// second), and goodputctl lists, shows and undoes what it did; a bad rule stops it at start-up
+// naming the field and the value.
+TEST_F(PolicySlurmTest, GoodputctlListsShowsAndUndoesWhatTheRunningServiceDid) {
+  const std::string job = RunningJob();
+  ASSERT_FALSE(job.empty());
+  RegisterJob(job);
+  auto config = [&](const std::string& actions) {
+    return absl::StrCat("postgres:\n  dsn: \"", pg_->Dsn("goodput"), "\"\nlog:\n  format: text\n",
+                        "alerting:\n"
+                        "  targets:\n"
+                        "    - {name: hook, kind: webhook, url: \"http://127.0.0.1:9/\", "
+                        "secret: s}\n"
+                        "  policies:\n"
+                        "    enabled: true\n"
+                        "    dry_run: false\n"
+                        "    interval_s: 1\n"
+                        "    audit_targets: [hook]\n"
+                        "    limits: {max_drains_per_hour: 5, max_drained_share: 1}\n"
+                        "    clusters:\n"
+                        "      eos: {slurm_conf: \"",
+                        slurm_->slurm_conf().string(),
+                        "\"}\n"
+                        "    rules:\n"
+                        "      - {name: faults, kinds: [gpu_fault], actions: ",
+                        actions, ", grace_s: 0, min_job_age_s: 0}\n");
+  };
+  absl::StatusOr<std::unique_ptr<testing::ServiceProcess>> bad = testing::ServiceProcess::Start(
+      {.binary = testing::BuiltBinary("services/alerting/goodput-alerting"),
+       .config_yaml = config("[drain, reboot]")});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(absl::StrContains(
+      bad.status().message(), "alerting.policies.rules[0].actions[1]: \"reboot\" is not an action"))
+      << bad.status();
+
+  absl::StatusOr<std::unique_ptr<testing::ServiceProcess>> alerting =
+      testing::ServiceProcess::Start(
+          {.binary = testing::BuiltBinary("services/alerting/goodput-alerting"),
+           .config_yaml = config("[drain]")});
+  ASSERT_TRUE(alerting.ok()) << alerting.status();
+  AddAlert(Kind::kGpuFault, job, "XID 79 on GPU 3", "ml", "gpnode");
+  ASSERT_TRUE(testing::PollUntil([&] { return NodeDrainedNow(); }, absl::Seconds(60)))
+      << NodeState().first;
+
+  auto ctl = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), testing::BuiltBinary("tools/goodputctl/goodputctl").string());
+    absl::StatusOr<testing::ProgramResult> r = testing::RunProgram(
+        args, {{"GOODPUT_TOKEN", ""}, {"GOODPUT_ALERTING_ADDR", (*alerting)->grpc_address()}});
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? *r : testing::ProgramResult{};
+  };
+  testing::ProgramResult listed = ctl({"actions", "list"});
+  ASSERT_EQ(listed.exit.exit_code, 0) << listed.output;
+  EXPECT_TRUE(absl::StrContains(listed.output, "drain node gpnode")) << listed.output;
+  EXPECT_TRUE(absl::StrContains(listed.output, "drained (was ")) << listed.output;
+  std::vector<v1::PolicyAction> actions = Actions(*Stage(Config({})), job);
+  ASSERT_EQ(actions.size(), 1u);
+  const std::string id = actions[0].action_id();
+  EXPECT_EQ(actions[0].status(), "done");
+  EXPECT_TRUE(absl::StrContains(actions[0].acted_by(), "goodput-alerting/"))
+      << actions[0].acted_by();
+
+  testing::ProgramResult shown = ctl({"actions", "show", id});
+  ASSERT_EQ(shown.exit.exit_code, 0) << shown.output;
+  EXPECT_TRUE(absl::StrContains(shown.output, "rule         faults")) << shown.output;
+  EXPECT_TRUE(absl::StrContains(shown.output, "finding      alert ")) << shown.output;
+  EXPECT_TRUE(absl::StrContains(
+      shown.output,
+      "command      scontrol -- update NodeName=gpnode State=DRAIN \"Reason=goodput: "
+      "XID 79 on GPU 3, job "))
+      << shown.output;
+
+  testing::ProgramResult undone =
+      ctl({"actions", "undo", id, "--by", "oncall", "--comment", "GPU reseated"});
+  ASSERT_EQ(undone.exit.exit_code, 0) << undone.output;
+  EXPECT_TRUE(absl::StrContains(undone.output,
+                                absl::StrCat("undone ", id, " (drain node gpnode): resumed")))
+      << undone.output;
+  EXPECT_FALSE(NodeDrainedNow());
+  testing::ProgramResult missing = ctl({"actions", "undo", "999999", "--by", "oncall"});
+  EXPECT_EQ(missing.exit.exit_code, 1) << missing.output;
+  EXPECT_TRUE(absl::StrContains(missing.output, "no policy action 999999")) << missing.output;
 }
 
 }  // namespace

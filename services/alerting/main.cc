@@ -178,7 +178,12 @@ absl::StatusOr<std::shared_ptr<void>> Setup(goodput::platform::ServiceContext& c
         goodput::alerting::PolicyStageOptions{
             .config = p.config,
             .replica = absl::StrCat(ctx.config->service_name, "/", host, "/", getpid()),
-            .wake_delivery = [worker] { worker->Wake(); }},
+            .wake_delivery = [worker] { worker->Wake(); },
+            .outcomes = &ctx.metrics->AddCounter(
+                "goodput_alerting_policy_actions_total",
+                "Policy actions that reached a final status on this replica (done, failed, "
+                "dry_run, exempt, cleared), by rule and action.",
+                {"rule", "action", "status"})},
         ctx.logger.With({{"component", "policies"}}));
     rt->service->SetPolicyStage(rt->policies.get());
     if (p.config.enabled) {

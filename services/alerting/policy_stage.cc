@@ -455,6 +455,9 @@ absl::Status PolicyStage::Finish(const Claimed& c, const std::string& status,
     pqxx::result r =
         tx.exec_params(kFinish, row.id, row.attempts, status, outcome, command, Us(now));
     if (r.empty()) return absl::OkStatus();  // another replica took it over meanwhile
+    if (options_.outcomes != nullptr) {
+      options_.outcomes->WithLabels({row.rule, row.action, status}).Increment();
+    }
     if (options_.config.audit_targets.empty()) return absl::OkStatus();
     const nlohmann::json ev = EvidenceOf(row);
     const std::string job = absl::StrCat(row.cluster, "/", row.job_id);

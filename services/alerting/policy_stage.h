@@ -37,6 +37,7 @@
 #include "services/alerting/policy_actuator.h"
 #include "services/alerting/policy_rules.h"
 #include "services/platform/logging.h"
+#include "services/platform/metrics.h"
 #include "services/platform/pg_pool.h"
 
 namespace goodput::alerting {
@@ -48,6 +49,8 @@ struct PolicyStageOptions {
   std::string replica = {};                       // recorded as acted_by
   std::function<absl::Time()> clock = nullptr;    // default absl::Now
   std::function<void()> wake_delivery = nullptr;  // after notices were enqueued
+  // goodput_alerting_policy_actions_total{rule, action, status}: final outcomes; may be null.
+  platform::CounterFamily* outcomes = nullptr;
 };
 
 // What one pass did.
