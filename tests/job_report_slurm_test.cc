@@ -288,6 +288,40 @@ TEST_F(JobReportSlurmTest, EndedJobCarriesItsReportInAdminCommentAndGoodputctlDe
       << refused->output;
 }
 
+// What alerting's policy stage did about the job (its audit log, policy_stage.h) is part of
+// the job's report, oldest first.
+TEST_F(JobReportSlurmTest, TheReportListsThePolicyActionsTakenOnTheJob) {
+  absl::StatusOr<std::string> job = slurm_->SubmitSleepJob({.name = "vit-pretrain"});
+  ASSERT_TRUE(job.ok()) << job.status();
+  ASSERT_TRUE(slurm_->WaitForJobState(*job, "RUNNING", absl::Seconds(60)).ok());
+  ASSERT_NO_FATAL_FAILURE(StartServices());
+  for (const auto& [action, outcome] :
+       {std::pair{"drain", "drained (was alloc)"}, std::pair{"requeue", "requeued"}}) {
+    Sql(absl::StrCat(
+        "INSERT INTO policy_actions (rule, alert_id, fingerprint, kind, cluster, job_id, "
+        "scheduler, action, node, dry_run, status, command, outcome, warned_at, act_after, "
+        "acted_at) VALUES ('gpu-faults', 7, 'gpu_fault-1', 'gpu_fault', 'eos', '",
+        *job, "', 'slurm', '", action, "', '", std::string(action) == "drain" ? "node-1" : "",
+        "', false, 'done', 'scontrol -- ", action, "', '", outcome, "', now(), now(), now())"));
+  }
+  ASSERT_NO_FATAL_FAILURE(StoreJobAndTelemetry(*job));
+  v1::JobReport report;
+  ASSERT_NO_FATAL_FAILURE(WaitForReport(*job, FinalAndWritten, &report));
+  ASSERT_EQ(report.policy_actions_size(), 2) << report.DebugString();
+  EXPECT_EQ(report.policy_actions(0).action(), "drain");
+  EXPECT_EQ(report.policy_actions(0).node(), "node-1");
+  EXPECT_EQ(report.policy_actions(0).rule(), "gpu-faults");
+  EXPECT_EQ(report.policy_actions(0).kind(), v1::ALERT_KIND_GPU_FAULT);
+  EXPECT_EQ(report.policy_actions(1).action(), "requeue");
+  EXPECT_EQ(report.policy_actions(1).outcome(), "requeued");
+  EXPECT_EQ(report.policy_actions(1).status(), "done");
+  auto text = Goodputctl(
+      {"report", absl::StrCat("eos/", *job), "--alerting-addr", alerting_->grpc_address()});
+  ASSERT_TRUE(text.ok() && text->exit.Success()) << (text.ok() ? text->output : "");
+  EXPECT_TRUE(absl::StrContains(text->output, "gpu-faults: drain node node-1, done: drained"))
+      << text->output;
+}
+
 // The report is a job-end product of alerting: it is written when alerting has evaluated the
 // ended job to its end, not when ofu has the job's figures. With ofu computing the job but not
 // forwarding its windows (and alerting's sweep an hour away), ofu's summary is final and still
@@ -590,11 +624,12 @@ TEST_F(JobReportSlurmTest, AJobOfAnotherClusterOrWithANonSlurmIdIsNotWrittenToTh
   EXPECT_EQ(bad.admin_comment_status(), "not written: job_id=\"7$(id)\" is not a Slurm job id");
   // Slurm's job holds eos's summary, and only eos's job is in the outbox (a row per revision).
   EXPECT_EQ(AdminComment(*job), eos.admin_comment());
-  EXPECT_EQ(pg_->QueryValue("goodput",
-                            "SELECT string_agg(DISTINCT payload ->> 'cluster' || '/' || (payload ->> "
-                            "'job_id'), ',') FROM alert_outbox WHERE kind = 'admin_comment'")
-                .value_or("?"),
-            absl::StrCat("eos/", *job));
+  EXPECT_EQ(
+      pg_->QueryValue("goodput",
+                      "SELECT string_agg(DISTINCT payload ->> 'cluster' || '/' || (payload ->> "
+                      "'job_id'), ',') FROM alert_outbox WHERE kind = 'admin_comment'")
+          .value_or("?"),
+      absl::StrCat("eos/", *job));
 
   // Rows that reach eos's target anyway (another version's, or written by hand): west's job is
   // skipped with the reason, the non-Slurm id fails naming it; neither runs scontrol.

@@ -88,6 +88,14 @@ void PrintDetails(const v1::JobReport& r) {
                       Printable(a.summary()),
                       a.after_job_end() ? " (found after the job ended)" : ""));
   }
+  for (int i = 0; i < r.policy_actions_size(); ++i) {
+    const v1::PolicyAction& p = r.policy_actions(i);
+    line(i == 0 ? "policy actions" : "",
+         absl::StrCat(p.dry_run() ? "[dry run] " : "", Printable(p.rule()), ": ", p.action(),
+                      p.node().empty() ? "" : absl::StrCat(" node ", Printable(p.node())), ", ",
+                      p.status(), p.outcome().empty() ? "" : ": ", Printable(p.outcome()),
+                      " (goodputctl actions show ", p.action_id(), ")"));
+  }
   for (int i = 0; i < r.caveats_size(); ++i) {
     line(i == 0 ? "caveats" : "", Printable(r.caveats(i)));
   }
