@@ -445,8 +445,7 @@ JobWindow ToJobWindow(const v1::OfuWindow& w) {
   }
   j.power_w_mean = w.power_w_mean();
   for (const v1::SilentGpu& g : w.silent_gpus()) {
-    j.silent_gpus.push_back(
-        {GpuKey(g.gpu()), TsMs(g.last_sample_time()) / 1000, g.host_silent()});
+    j.silent_gpus.push_back({GpuKey(g.gpu()), TsMs(g.last_sample_time()) / 1000, g.host_silent()});
   }
   if (w.has_gr_engine_active_mean()) j.activity.gr_engine_mean = w.gr_engine_active_mean();
   if (w.has_sm_active_mean()) j.activity.sm_mean = w.sm_active_mean();

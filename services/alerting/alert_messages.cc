@@ -265,8 +265,7 @@ Message SilentGpuMessage(const Finding& f, const MessageContext& c) {
                            " while the other GPUs of its host report");
   m.description = absl::StrCat(
       "In ", JobName(c), ", GPU ", gpu, " has sent no telemetry since ", since, " (", how_long,
-      "), while the job's other GPUs on ", host, " keep reporting; ",
-      ConfidenceWords(f.confidence),
+      "), while the job's other GPUs on ", host, " keep reporting; ", ConfidenceWords(f.confidence),
       ". Evidence: every OFU window since then names it silent. A GPU that drops out of "
       "dcgm-exporter alone has usually fallen off the bus; an idle GPU would report zeros. Look "
       "first at nvidia-smi on ",
@@ -289,14 +288,13 @@ Message HungMessage(const Finding& f, const MessageContext& c) {
   Message m;
   const std::string since = ClockTime(f.onset_s, c.now_s);
   const ActivityObs a = f.activity.value_or(ActivityObs{});
-  m.summary = absl::StrCat("Job hung since ", since, ": ",
-                           f.spinning ? "every GPU spinning, none computing"
-                                      : "every GPU stopped computing",
-                           " (", ActivityFigures(f), ")");
-  std::string d = absl::StrCat(
-      "For ", Minutes(f.detected_s - f.onset_s), " (", f.stopped_windows,
-      f.stopped_windows == 1 ? " window" : " windows", ") no GPU of ", JobName(c),
-      " has done tensor work");
+  m.summary = absl::StrCat(
+      "Job hung since ", since, ": ",
+      f.spinning ? "every GPU spinning, none computing" : "every GPU stopped computing", " (",
+      ActivityFigures(f), ")");
+  std::string d = absl::StrCat("For ", Minutes(f.detected_s - f.onset_s), " (", f.stopped_windows,
+                               f.stopped_windows == 1 ? " window" : " windows", ") no GPU of ",
+                               JobName(c), " has done tensor work");
   if (f.spinning) {
     absl::StrAppend(&d,
                     " while the GR engine stayed busy and every GPU's SMs stayed nearly empty: "

@@ -191,8 +191,8 @@ void JobEvaluator::AddWindow(const JobWindow& jw) {
       in_job_open_ = e;
       // A stall inside a run of hung or idle windows is told by those findings, not as a
       // regression (one window of the stall may be neither).
-      stall_explained_ = e->stalled && stopped_since_s_ >= 0 &&
-                         stopped_since_s_ <= e->onset_s + window_len_s_;
+      stall_explained_ =
+          e->stalled && stopped_since_s_ >= 0 && stopped_since_s_ <= e->onset_s + window_len_s_;
       // A baseline of regressed runs would hide the next regression.
       if (!e->stalled) steady_.Freeze();
     }
@@ -255,8 +255,8 @@ void JobEvaluator::AddWindow(const JobWindow& jw) {
       jw.gpus_reporting + static_cast<int>(jw.silent_gpus.size()) >= jw.gpus_allocated) {
     dq_flags &= ~((1u << 4) | (1u << 6));
   }
-  data_quality_.push_back({jw.window.start_s, dq_flags, jw.gpus_allocated, jw.gpus_reporting,
-                           jw.power_w_mean});
+  data_quality_.push_back(
+      {jw.window.start_s, dq_flags, jw.gpus_allocated, jw.gpus_reporting, jw.power_w_mean});
   if (static_cast<int>(data_quality_.size()) > options_.data_quality_windows) {
     data_quality_.pop_front();
   }
@@ -477,8 +477,8 @@ void JobEvaluator::TrackActivity(const JobWindow& w) {
   if (a == Activity::kHung) {
     if (hung_since_s_ < 0) hung_since_s_ = w.window.start_s;
     ++hung_windows_;
-    spinning_ = spinning_ || (w.activity.gr_engine_mean.value_or(0) >=
-                              options_.spinning_gr_engine_active);
+    spinning_ =
+        spinning_ || (w.activity.gr_engine_mean.value_or(0) >= options_.spinning_gr_engine_active);
     idle_since_s_ = -1;
     idle_windows_ = 0;
   } else {
@@ -529,12 +529,13 @@ void JobEvaluator::Silent(std::vector<Finding>& out) const {
   for (size_t i = first; i < out.size(); ++i) {
     Finding* f = &out[i];
     f->detected_s = last_end_s_;
-    f->recent_windows = static_cast<int>(std::max<int64_t>(1, (last_end_s_ - f->onset_s) / window_len_s_));
+    f->recent_windows =
+        static_cast<int>(std::max<int64_t>(1, (last_end_s_ - f->onset_s) / window_len_s_));
     // The longer the silence while its neighbours report, the less a scrape hiccup explains it.
-    f->confidence = std::clamp(1.0 - 0.5 * static_cast<double>(options_.silent_gpu_after_s) /
-                                         static_cast<double>(std::max<int64_t>(
-                                             1, last_end_s_ - f->onset_s)),
-                               0.5, 0.99);
+    f->confidence =
+        std::clamp(1.0 - 0.5 * static_cast<double>(options_.silent_gpu_after_s) /
+                             static_cast<double>(std::max<int64_t>(1, last_end_s_ - f->onset_s)),
+                   0.5, 0.99);
     f->evidence_from_s = f->onset_s - kEvidenceHalfSpanWindows * window_len_s_;
     f->evidence_to_s = last_end_s_;
   }
@@ -552,10 +553,9 @@ void JobEvaluator::Stopped(std::vector<Finding>& out) const {
     f.activity = stopped_activity_;
     f.stopped_windows = windows;
     f.spinning = kind == Kind::kHung && spinning_;
-    f.confidence = std::clamp(
-        static_cast<double>(windows * window_len_s_) /
-            static_cast<double>(std::max<int64_t>(1, last_end_s_ - since_s)),
-        0.5, 0.99);
+    f.confidence = std::clamp(static_cast<double>(windows * window_len_s_) /
+                                  static_cast<double>(std::max<int64_t>(1, last_end_s_ - since_s)),
+                              0.5, 0.99);
     f.evidence_from_s = since_s - kEvidenceHalfSpanWindows * window_len_s_;
     f.evidence_to_s = last_end_s_;
     out.push_back(std::move(f));
@@ -631,10 +631,14 @@ std::string JobEvaluator::Checkpoint() const {
     silent.push_back(json::array({gpu, g.last_sample_s, g.host_silent}));
   }
   j["silent"] = std::move(silent);
-  j["activity"] = {{"computed", computed_},       {"hung_since", hung_since_s_},
-                   {"idle_since", idle_since_s_}, {"stopped_since", stopped_since_s_},
-                   {"hung_windows", hung_windows_}, {"idle_windows", idle_windows_},
-                   {"spinning", spinning_},       {"last", SaveActivity(stopped_activity_)},
+  j["activity"] = {{"computed", computed_},
+                   {"hung_since", hung_since_s_},
+                   {"idle_since", idle_since_s_},
+                   {"stopped_since", stopped_since_s_},
+                   {"hung_windows", hung_windows_},
+                   {"idle_windows", idle_windows_},
+                   {"spinning", spinning_},
+                   {"last", SaveActivity(stopped_activity_)},
                    {"stall_explained", stall_explained_}};
   return StateCodec::EncodeCbor(j);
 }
@@ -718,9 +722,9 @@ absl::StatusOr<std::unique_ptr<JobEvaluator>> JobEvaluator::Restore(
       for (const json& g : j.at("silent")) {
         SilentGpuObs o{g.at(0).get<std::string>(), g.at(1).get<int64_t>(), g.at(2).get<bool>()};
         if (o.last_sample_s < -kMaxTimeS || o.last_sample_s > kMaxTimeS) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "checkpoint: silent GPU last sample ", o.last_sample_s, " is outside [", -kMaxTimeS,
-              ", ", kMaxTimeS, "]"));
+          return absl::InvalidArgumentError(absl::StrCat("checkpoint: silent GPU last sample ",
+                                                         o.last_sample_s, " is outside [",
+                                                         -kMaxTimeS, ", ", kMaxTimeS, "]"));
         }
         ev->silent_[o.gpu] = std::move(o);
       }
@@ -742,9 +746,8 @@ absl::StatusOr<std::unique_ptr<JobEvaluator>> JobEvaluator::Restore(
             std::pair{"hung_windows", ev->hung_windows_},
             std::pair{"idle_windows", ev->idle_windows_}}) {
         if (value < -1 || value > kMaxTimeS) {
-          return absl::InvalidArgumentError(absl::StrCat("checkpoint: activity ", name, "=",
-                                                         value, " is outside [-1, ", kMaxTimeS,
-                                                         "]"));
+          return absl::InvalidArgumentError(absl::StrCat("checkpoint: activity ", name, "=", value,
+                                                         " is outside [-1, ", kMaxTimeS, "]"));
         }
       }
     }

@@ -142,7 +142,7 @@ class JobEvaluator {
   int64_t stopped_since_s_ = -1;  // hung or idle windows in a row
   int64_t hung_windows_ = 0;
   int64_t idle_windows_ = 0;
-  bool spinning_ = false;  // the hung run saw the GR engine busy
+  bool spinning_ = false;         // the hung run saw the GR engine busy
   ActivityObs stopped_activity_;  // the latest hung or idle window's
   // The open in-job stall fell within a run of hung or idle windows: those findings tell it.
   bool stall_explained_ = false;

@@ -57,7 +57,7 @@ JobWindow Window(int m, const Minute& x) {
 
 // Feeds `minutes` windows, minute m as `shape(m)`; returns the evaluator.
 std::unique_ptr<JobEvaluator> Feed(int minutes, const std::function<Minute(int)>& shape,
-                                  const DetectorOptions& options = {}) {
+                                   const DetectorOptions& options = {}) {
   auto ev = std::make_unique<JobEvaluator>(options, std::vector<EarlierJob>{});
   for (int m = 0; m < minutes; ++m) ev->AddWindow(Window(m, shape(m)));
   return ev;
@@ -134,16 +134,17 @@ TEST(HungJob, ASpinningCollectiveForTenMinutesIsHungNotARegression) {
 TEST(HungJob, HungFromTheConfiguredTimeOnAndResolvedWhenItComputesAgain) {
   DetectorOptions o;
   // Nine minutes of spinning: not yet.
-  EXPECT_TRUE(OfKind(*Feed(69, [](int m) { return m < 60 ? Computing() : Spinning(); }),
-                     Kind::kHung)
-                  .empty());
+  EXPECT_TRUE(
+      OfKind(*Feed(69, [](int m) { return m < 60 ? Computing() : Spinning(); }), Kind::kHung)
+          .empty());
   // Ten: hung.
   EXPECT_EQ(OfKind(*Feed(70, [](int m) { return m < 60 ? Computing() : Spinning(); }), Kind::kHung)
                 .size(),
             1u);
   // A configured 20 minutes.
   o.hung_after_s = 1200;
-  EXPECT_TRUE(OfKind(*Feed(75, [](int m) { return m < 60 ? Computing() : Spinning(); }, o),
+  EXPECT_TRUE(OfKind(*Feed(
+                         75, [](int m) { return m < 60 ? Computing() : Spinning(); }, o),
                      Kind::kHung)
                   .empty());
   // Computing again ends it, with its end time.
@@ -209,7 +210,8 @@ TEST(JobIdle, NotBeforeTheConfiguredTimeAndNotForAJobThatNeverComputed) {
           .empty());
   DetectorOptions o;
   o.job_idle_after_s = 600;
-  EXPECT_EQ(OfKind(*Feed(60 + 10, [](int m) { return m < 60 ? Computing() : Idle(); }, o),
+  EXPECT_EQ(OfKind(*Feed(
+                       60 + 10, [](int m) { return m < 60 ? Computing() : Idle(); }, o),
                    Kind::kJobIdle)
                 .size(),
             1u);

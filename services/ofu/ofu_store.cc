@@ -269,8 +269,8 @@ std::string WindowValues(pqxx::work& txn, const WindowResult& w, int64_t window_
       static_cast<int>(w.roofline), ",", Num(w.hbm_peak_fraction), ",", Num(w.energy_j), ",",
       Num(w.power_w_mean), ",", w.finalized ? "true" : "false", ",",
       txn.quote(w.gpu.empty() ? producer : ""), ",", w.gpu.empty() ? commit_seq : 0, ",",
-      Num(std::optional<double>(w.gpu_equivalents)), ",", activity ? txn.quote(activity->dump()) : "NULL",
-      "::jsonb)");
+      Num(std::optional<double>(w.gpu_equivalents)), ",",
+      activity ? txn.quote(activity->dump()) : "NULL", "::jsonb)");
 }
 
 constexpr char kUpsertWindowsHead[] =

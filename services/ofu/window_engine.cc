@@ -179,9 +179,9 @@ std::vector<WindowResult> ComputeWindow(const WindowInput& input, const EngineOp
     ofu_series.push_back({.gpu_id = input.gpu_names[g], .samples = {}, .sampling = c});
     // Silent while others report (none reporting: the job's telemetry stopped, not a GPU).
     if (!c.earlier_ms.empty() && !telemetry.empty()) {
-      silent.push_back({.gpu = input.gpu_names[g],
-                        .last_sample_ms = *std::max_element(c.earlier_ms.begin(),
-                                                            c.earlier_ms.end())});
+      silent.push_back(
+          {.gpu = input.gpu_names[g],
+           .last_sample_ms = *std::max_element(c.earlier_ms.begin(), c.earlier_ms.end())});
     }
   }
   if (!silent.empty()) {
