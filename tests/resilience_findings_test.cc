@@ -18,6 +18,7 @@
 #include "goodput/v1/alert.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "services/alerting/alert_config.h"
 #include "services/alerting/alert_engine.h"
 #include "services/alerting/alerting_service.h"
 #include "services/api/api_convert.h"
@@ -201,6 +202,28 @@ TEST_F(ResilienceFindings, ASixMinuteCheckpointDipIsNothing) {
   Feed(60, [](int, int, int t) { return t >= 30 * 60 && t < 36 * 60 ? kCheckpoint : kComputing; });
   const std::vector<v1::Alert> alerts = Alerts();
   EXPECT_TRUE(alerts.empty()) << Describe(alerts);
+}
+
+TEST(ResilienceConfig, TheTimesLoadAndOutOfRangeOnesAreNamed) {
+  auto tree = platform::ConfigTree::LoadString(
+      "alerting: {silent_gpu_after_s: 120, hung_after_s: 900, job_idle_after_s: 3600}");
+  ASSERT_TRUE(tree.ok()) << tree.status();
+  auto c = alerting::LoadAlertingConfig(*tree);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->engine.detectors.silent_gpu_after_s, 120);
+  EXPECT_EQ(c->engine.detectors.hung_after_s, 900);
+  EXPECT_EQ(c->engine.detectors.job_idle_after_s, 3600);
+  auto defaults = alerting::LoadAlertingConfig(*platform::ConfigTree::LoadString("alerting: {}"));
+  ASSERT_TRUE(defaults.ok()) << defaults.status();
+  EXPECT_EQ(defaults->engine.detectors.silent_gpu_after_s, 300);
+  EXPECT_EQ(defaults->engine.detectors.hung_after_s, 600);
+  EXPECT_EQ(defaults->engine.detectors.job_idle_after_s, 1800);
+  auto bad = platform::ConfigTree::LoadString("alerting: {hung_after_s: 30}");
+  ASSERT_TRUE(bad.ok());
+  auto refused = alerting::LoadAlertingConfig(*bad);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("alerting.hung_after_s"), std::string::npos)
+      << refused.status();
 }
 
 }  // namespace
