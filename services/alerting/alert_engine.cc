@@ -444,6 +444,14 @@ JobWindow ToJobWindow(const v1::OfuWindow& w) {
     if (f > 0 && f < 32) j.flags |= 1u << f;
   }
   j.power_w_mean = w.power_w_mean();
+  for (const v1::SilentGpu& g : w.silent_gpus()) {
+    j.silent_gpus.push_back({GpuKey(g.gpu()), TsMs(g.last_sample_time()) / 1000, g.host_silent()});
+  }
+  if (w.has_gr_engine_active_mean()) j.activity.gr_engine_mean = w.gr_engine_active_mean();
+  if (w.has_sm_active_mean()) j.activity.sm_mean = w.sm_active_mean();
+  if (w.has_gpu_tensor_active_max()) j.activity.tensor_max = w.gpu_tensor_active_max();
+  if (w.has_gpu_sm_active_max()) j.activity.sm_max = w.gpu_sm_active_max();
+  if (w.has_gpu_gr_engine_active_max()) j.activity.gr_engine_max = w.gpu_gr_engine_active_max();
   return j;
 }
 
@@ -712,6 +720,7 @@ v1::Alert AlertEngine::DescribeFinding(const Tx& tx, const JobMeta& meta, const 
       {"user", meta.user},           {"kind", std::string(KindName(f.kind))},
       {"gpu_model", meta.gpu_model}, {"workload_fingerprint", meta.workload_fingerprint}};
   if (f.kind == Kind::kStraggler) own["gpu"] = f.detail;
+  if (f.kind == Kind::kSilentGpu) own[f.host.empty() ? "gpu" : "host"] = f.detail;
   for (auto& [k, v] : own) labels[k] = v;
   const Severity severity = DecideSeverity(config_.severity_rules, labels, f.factor);
   labels["severity"] = std::string(SeverityName(severity));
@@ -752,7 +761,7 @@ v1::Alert AlertEngine::DescribeFinding(const Tx& tx, const JobMeta& meta, const 
   for (int bit = 1; bit < 32; ++bit) {
     if (f.flags & (1u << bit)) ev->add_data_quality_flags(static_cast<v1::DataQualityFlag>(bit));
   }
-  if (f.kind == Kind::kTelemetryStopped)
+  if (f.kind == Kind::kTelemetryStopped || f.kind == Kind::kSilentGpu)
     *ev->mutable_last_sample_time() = MsTs(f.last_sample_s * 1000);
   return a;
 }
@@ -770,6 +779,7 @@ void AlertEngine::AddEvidence(Tx& tx, const JobMeta& meta, const Finding& f, v1:
       }
       for (const v1::Straggler& s : w->stragglers()) refs[GpuKey(s.gpu())] = s.gpu();
       for (const v1::GpuRef& g : w->idle_gpus()) refs[GpuKey(g)] = g;
+      for (const v1::SilentGpu& g : w->silent_gpus()) refs[GpuKey(g.gpu())] = g.gpu();
     }
   }
   for (const std::string& g : f.gpus) {
