@@ -337,6 +337,12 @@ absl::StatusOr<v1::JobReport> JobReporter::Assemble(const std::string& cluster,
       grpc::ClientContext ctx;
       platform::PrepareClientContext(&ctx, options_.rpc_timeout, options_.token);
       const grpc::Status status = ofu_->ListFaultEvents(&ctx, request, &response);
+      if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
+        // An ofu older than fault events (a rolling upgrade): the report goes without them.
+        logger_.Warn("job report without GPU faults: ofu does not serve ListFaultEvents",
+                     {{"cluster", cluster}, {"job_id", job_id}});
+        break;
+      }
       if (!status.ok()) {
         return absl::UnavailableError(absl::StrCat("ofu ListFaultEvents at ", options_.ofu_address,
                                                    ": ", status.error_message()));
