@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cmath>
 #include <memory>
 #include <string>
 #include <thread>
@@ -294,6 +295,45 @@ TEST_F(GpuFaultAlerts, StragglerOnAGpuWithNvlinkErrorsNamesThemAsLikelyCause) {
   // NVLink errors alert nothing by themselves.
   Sweep();
   EXPECT_EQ(Count("SELECT count(*) FROM alerts WHERE kind = 'gpu_fault'"), 0);
+}
+
+// A job whose OFU falls 2.5x at minute 120, two minutes after XID 79 on its GPU 5: the
+// regression alert names the XID as its likely cause.
+TEST_F(GpuFaultAlerts, RegressionAfterAnXidNamesItAsLikelyCause) {
+  const int64_t t0 = (NowMs() - 210 * kMinuteMs) / kMinuteMs * kMinuteMs;
+  ASSERT_NO_FATAL_FAILURE(Register("drop-1", t0));
+  ASSERT_NO_FATAL_FAILURE(PushFaults("d0", t0 + kMinuteMs, "drop-1", 5, "0"));
+  ASSERT_NO_FATAL_FAILURE(PushFaults("d1", t0 + 118 * kMinuteMs, "drop-1", 5, "79"));
+  v1::PushWindowsRequest request;
+  request.mutable_position()->set_producer_id("ofu-0-of-1");
+  request.mutable_position()->set_sequence(1);
+  for (int m = 0; m < 200; ++m) {
+    const double ramp = m < 8 ? 0.1 + 0.9 * m / 8.0 : 1.0;
+    v1::OfuWindow* w = request.add_windows();
+    w->mutable_job()->set_cluster("eos");
+    w->mutable_job()->set_job_id("drop-1");
+    *w->mutable_start_time() = api::UnixMsToTimestamp(t0 + m * kMinuteMs);
+    *w->mutable_end_time() = api::UnixMsToTimestamp(t0 + (m + 1) * kMinuteMs);
+    w->set_window_s(60);
+    w->set_gpu_model("NVIDIA H100 80GB HBM3");
+    w->set_ofu(0.5 * ramp * (1.0 + 0.02 * std::sin(m * 1.3)) * (m >= 120 ? 0.4 : 1.0));
+    w->set_gpus_reporting(8);
+    w->set_gpus_allocated(8);
+    w->set_gpu_coverage(1.0);
+    w->set_gpu_ofu_median(w->ofu());
+    w->set_warmup(m < 8);
+    w->set_finalized(true);
+  }
+  absl::StatusOr<v1::DeliveryAck> ack = engine_->PushWindows(request);
+  ASSERT_TRUE(ack.ok()) << ack.status();
+  std::vector<v1::Alert> alerts = Alerts("drop-1");
+  ASSERT_EQ(alerts.size(), 1u);
+  EXPECT_EQ(alerts[0].kind(), v1::ALERT_KIND_REGRESSION_IN_JOB);
+  EXPECT_THAT(alerts[0].summary(), HasSubstr("likely cause: XID 79 (GPU has fallen off the bus"));
+  EXPECT_THAT(alerts[0].evidence().likely_cause(), HasSubstr("2 minutes before the onset"));
+  ASSERT_GE(alerts[0].evidence().faults_size(), 1);
+  EXPECT_EQ(alerts[0].evidence().faults(0).xid(), 79);
+  EXPECT_EQ(alerts[0].evidence().faults(0).gpu().gpu_index(), 5);
 }
 
 // With goodput-ofu and goodput-alerting running: a job that meets XID 79 and fails ten minutes
