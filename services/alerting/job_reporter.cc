@@ -355,9 +355,29 @@ absl::StatusOr<v1::JobReport> JobReporter::Assemble(const std::string& cluster,
     const v1::JobState state = info->job.state();
     if ((state == v1::JOB_STATE_FAILED || state == v1::JOB_STATE_TIMED_OUT) &&
         info->job.has_end_time() && report.faults_size() > 0) {
+      const int64_t end_ms = api::TimestampToUnixMs(info->job.end_time());
+      const int64_t end_s = end_ms / 1000;
       std::vector<FaultObs> faults;
       for (const v1::FaultEvent& e : report.faults()) faults.push_back(FaultObsFromProto(e));
-      const int64_t end_s = api::TimestampToUnixMs(info->job.end_time()) / 1000;
+      if (report.faults_size() >= kMaxReportFaults) {
+        // The list stops at its first 1000: ask for the ones before the end.
+        v1::ListFaultEventsRequest request;
+        *request.mutable_job() = key;
+        *request.mutable_range()->mutable_start_time() =
+            api::UnixMsToTimestamp(end_ms - options_.fault_correlation_window_s * 1000);
+        *request.mutable_range()->mutable_end_time() = api::UnixMsToTimestamp(end_ms + 1000);
+        request.set_page_size(kMaxReportFaults);
+        v1::ListFaultEventsResponse response;
+        grpc::ClientContext ctx;
+        platform::PrepareClientContext(&ctx, options_.rpc_timeout, options_.token);
+        const grpc::Status status = ofu_->ListFaultEvents(&ctx, request, &response);
+        if (!status.ok()) {
+          return absl::UnavailableError(absl::StrCat(
+              "ofu ListFaultEvents at ", options_.ofu_address, ": ", status.error_message()));
+        }
+        faults.clear();
+        for (const v1::FaultEvent& e : response.events()) faults.push_back(FaultObsFromProto(e));
+      }
       std::vector<FaultObs> before =
           FaultsBeforeEnd(faults, end_s, options_.fault_correlation_window_s);
       if (!before.empty()) {
