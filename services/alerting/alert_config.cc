@@ -105,6 +105,10 @@ absl::StatusOr<AlertingConfig> LoadAlertingConfig(const platform::ConfigTree& tr
         tree.GetIntInRange("alerting.max_cached_jobs", 4096, 1, 1'000'000);
     if (!cached.ok()) return cached.status();
     e.max_cached_jobs = static_cast<size_t>(*cached);
+    absl::StatusOr<int64_t> fault_window =
+        tree.GetIntInRange("alerting.fault_correlation_window_s", 1800, 0, 86400);
+    if (!fault_window.ok()) return fault_window.status();
+    e.fault_correlation_window_s = *fault_window;
 
     const YAML::Node& root = tree.root();
     absl::StatusOr<std::vector<std::string>> defaults =

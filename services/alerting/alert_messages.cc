@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
+#include "services/alerting/gpu_fault_findings.h"
 
 namespace goodput::alerting {
 namespace {
@@ -385,6 +386,7 @@ Message Describe(const Finding& finding, const MessageContext& context) {
     case Kind::kDataQuality:
       return DataQualityMessage(finding, context);
     case Kind::kGpuFault:
+      if (!finding.faults.empty()) return GpuFaultMessage(finding, context);
       return ResilienceMessage(
           finding, context, "GPU fault",
           "at the node's kernel log (XID lines) and nvidia-smi -q for that GPU");

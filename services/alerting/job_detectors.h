@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -71,6 +72,26 @@ struct PrecisionSwitchObs {
   int64_t time_s = 0;
   double peak_before_tflops = 0;
   double peak_after_tflops = 0;
+};
+
+// One GPU fault event (a gpu_fault_events row ingest derived; gpu_fault_findings.h).
+struct FaultObs {
+  int64_t id = 0;
+  std::string host = {};
+  std::optional<int> gpu_index = {};
+  std::string gpu_uuid = {};
+  std::optional<int> mig_instance = {};
+  int64_t time_ms = 0;
+  std::string signal = {};  // core::FaultSignalName: "xid", "ecc_dbe_volatile", ...
+  std::optional<int64_t> xid = {};
+  double value = 0;
+  std::optional<double> previous_value = {};
+  double count = 1;
+  bool counter_reset = false;
+  std::string source = {};
+  // Flags (row remap pending) that are down again: when the GPU's state says it went to 0
+  // after this event (the fault state cleared, e.g. after a GPU reset).
+  std::optional<int64_t> cleared_ms = {};
 };
 
 // mfu's latest divergence verdict for the job.
@@ -187,6 +208,13 @@ struct Finding {
   // When the condition stopped holding (start of the first window without it); unset while
   // it holds.
   std::optional<int64_t> condition_end_s;
+  // gpu_fault: the GPU's alerting faults, worst first. Other kinds: the faults on the job's
+  // GPUs that coincide with the finding, likely cause first (gpu_fault_findings.h; set by the
+  // engine, not by the detectors).
+  std::vector<FaultObs> faults;
+  // Labels the finding adds to the job's (gpu_fault: gpu, host, gpu_index, gpu_uuid, fault,
+  // xid, fault_blame).
+  std::map<std::string, std::string> extra_labels;
 };
 
 struct JobEvaluation {

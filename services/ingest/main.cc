@@ -17,6 +17,7 @@
 //   ingest.retention_days [30]               samples older are refused; partitions dropped
 //   ingest.partitions_ahead_days [7]         daily partitions created ahead of time
 //   ingest.batch_id_retention_days [7]       how long a batch id is remembered for retries
+//   ingest.fault_event_retention_days [365]  GPU fault events older are deleted
 //   ingest.maintenance_interval_s [300]      partition, batch-id and silent-job upkeep period
 //   ingest.jobs.max_http_body_bytes [1048576]  body limit of the HTTP job endpoints (413 above)
 //   ingest.jobs.max_request_bytes [4194304]  a JobService request, gRPC or HTTP (refused
@@ -187,6 +188,10 @@ absl::StatusOr<std::shared_ptr<void>> Setup(platform::ServiceContext& ctx) {
       config.GetIntInRange("ingest.batch_id_retention_days", 7, 1, 3650);
   if (!batch_days.ok()) return batch_days.status();
   maintenance.batch_id_retention_ms = *batch_days * kDayMs;
+  absl::StatusOr<int64_t> fault_days =
+      config.GetIntInRange("ingest.fault_event_retention_days", 365, 1, 3650);
+  if (!fault_days.ok()) return fault_days.status();
+  maintenance.fault_event_retention_ms = *fault_days * kDayMs;
   absl::StatusOr<absl::Duration> interval = config.GetSeconds("ingest.maintenance_interval_s", 300);
   if (!interval.ok()) return interval.status();
   if (*interval <= absl::ZeroDuration()) {

@@ -37,6 +37,20 @@ absl::Status Maintenance::RunOnce() {
                    {{"count", static_cast<int64_t>(*dropped)}});
     }
   }
+  if (options_.fault_event_retention_ms > 0) {
+    int64_t deleted = 0;
+    for (int i = 0; i < options_.fault_event_deletes_per_round; ++i) {
+      absl::StatusOr<int64_t> n = store_->DeleteFaultEventsBefore(
+          now - options_.fault_event_retention_ms, options_.fault_events_per_delete);
+      if (!n.ok()) {
+        first.Update(n.status());
+        break;
+      }
+      deleted += *n;
+      if (*n < options_.fault_events_per_delete) break;
+    }
+    if (deleted > 0) logger_.Info("GPU fault events deleted by retention", {{"count", deleted}});
+  }
   if (options_.batch_id_retention_ms > 0) {
     absl::StatusOr<int64_t> forgotten =
         store_->ForgetBatchesBefore(now - options_.batch_id_retention_ms);

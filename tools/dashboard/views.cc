@@ -219,6 +219,8 @@ Json AlertJson(const v1::Alert& a) {
               {"after_ofu", Optional(e.has_after_ofu(), e.after_ofu())},
               {"factor", Optional(e.has_factor(), e.factor())},
               {"baseline_ofu", Optional(e.has_baseline_ofu(), e.baseline_ofu())},
+              {"likely_cause", e.likely_cause()},
+              {"gpu_faults", e.faults_size()},
               {"deliveries", a.deliveries_size()},
               {"delivered", delivered}};
 }

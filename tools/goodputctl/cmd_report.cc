@@ -88,6 +88,19 @@ void PrintDetails(const v1::JobReport& r) {
                       Printable(a.summary()),
                       a.after_job_end() ? " (found after the job ended)" : ""));
   }
+  if (!r.failure_cause().empty()) line("failure cause", Printable(r.failure_cause()));
+  for (const v1::ReportAlert& a : r.alerts()) {
+    if (!a.likely_cause().empty()) {
+      line("likely cause",
+           absl::StrCat("of alert ", a.alert_id(), ": ", Printable(a.likely_cause())));
+    }
+  }
+  for (int i = 0; i < r.faults_size(); ++i) {
+    line(i == 0 ? "GPU faults" : "", FaultEventLine(r.faults(i)));
+  }
+  if (r.summary().fault_count() > r.faults_size()) {
+    line("", absl::StrCat("... ", r.summary().fault_count() - r.faults_size(), " more"));
+  }
   for (int i = 0; i < r.caveats_size(); ++i) {
     line(i == 0 ? "caveats" : "", Printable(r.caveats(i)));
   }

@@ -10,6 +10,10 @@
 
 #include "tools/goodputctl/cli.h"
 
+namespace goodput::v1 {
+class FaultEvent;
+}
+
 namespace goodput::ctl {
 
 struct Command {
@@ -32,5 +36,9 @@ std::vector<Command> MfuCommands();    // reconcile, fleet report
 std::vector<Command> AlertCommands();  // alerts list|show|ack, alerts silence create|list|delete
 std::vector<Command> ReportCommands();  // report
 std::vector<Command> FaultCommands();   // faults
+
+// One fault event in a line (cmd_faults.cc), as `faults`, reports and alerts print it:
+// "2026-11-28 14:02:05  gpu-node-042:3  XID 79 GPU has fallen off the bus (hardware)".
+std::string FaultEventLine(const v1::FaultEvent& e);
 
 }  // namespace goodput::ctl
