@@ -210,9 +210,8 @@ TEST_F(WorkloadsIntegration, ScrapedVllmMetricsAreAttributedByHostAndMakeTheJobI
   ASSERT_TRUE(Register(Job("vllm-svc", "127.0.0.1", 0, NowMs() - 3'600'000), &r).ok());
   ASSERT_TRUE(PollUntil(
       [&] {
-        return Query(
-                   "SELECT count(DISTINCT sample_time) FROM serving_samples s JOIN jobs j ON "
-                   "j.id = s.job WHERE j.job_id = 'vllm-svc'") >= "2";
+        return std::stoi(Query("SELECT count(DISTINCT sample_time) FROM serving_samples s "
+                               "JOIN jobs j ON j.id = s.job WHERE j.job_id = 'vllm-svc'")) >= 3;
       },
       absl::Seconds(60)))
       << Query("SELECT count(*) FROM serving_samples");
