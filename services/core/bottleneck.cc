@@ -12,7 +12,6 @@ namespace {
 
 constexpr double kIdleGr = 0.05;
 constexpr double kBusyGr = 0.5;
-constexpr double kFewSms = 0.3;
 constexpr double kFewSmsOfGr = 0.4;
 constexpr double kFullKernelsOfGr = 0.6;
 constexpr double kMemoryDram = 0.5;
@@ -90,6 +89,21 @@ BottleneckVerdict ClassifyBottleneck(const BottleneckInputs& in) {
   const double tensor = in.tensor_active.value_or(0);
   const double dram = in.dram_active.value_or(0);
 
+  // Communication first: copy engines move data with the GR engine idle (host-to-device
+  // copies read 0% GR engine active on the H200 calibration).
+  auto link_share = [](const std::optional<double>& bytes, double peak) {
+    return bytes && peak > 0 ? *bytes / peak : 0.0;
+  };
+  const double nvlink = link_share(in.nvlink_bytes_per_s, in.nvlink_peak_bytes_per_s);
+  const double pcie = link_share(in.pcie_bytes_per_s, in.pcie_peak_bytes_per_s);
+  if (std::max(nvlink, pcie) >= kLinkShare && tensor < kLinkMaxTensor) {
+    return Verdict(BottleneckClass::kCommunicationBound, in.tensor_active ? kFull : kFallback,
+                   absl::StrFormat("%s at %.0f%% of its peak, tensor active %.0f%%",
+                                   nvlink >= pcie ? "NVLink" : "PCIe", 100 * std::max(nvlink, pcie),
+                                   100 * tensor),
+                   missing);
+  }
+
   // Idle.
   if (in.gr_engine_active) {
     if (*in.gr_engine_active < kIdleGr) {
@@ -104,20 +118,6 @@ BottleneckVerdict ClassifyBottleneck(const BottleneckInputs& in) {
     }
   } else {
     return Verdict(BottleneckClass::kUnknown, 0, "no activity field exported", missing);
-  }
-
-  // Communication: link traffic near its peak while the tensor cores wait.
-  auto link_share = [](const std::optional<double>& bytes, double peak) {
-    return bytes && peak > 0 ? *bytes / peak : 0.0;
-  };
-  const double nvlink = link_share(in.nvlink_bytes_per_s, in.nvlink_peak_bytes_per_s);
-  const double pcie = link_share(in.pcie_bytes_per_s, in.pcie_peak_bytes_per_s);
-  if (std::max(nvlink, pcie) >= kLinkShare && tensor < kLinkMaxTensor) {
-    return Verdict(BottleneckClass::kCommunicationBound, in.tensor_active ? kFull : kFallback,
-                   absl::StrFormat("%s at %.0f%% of its peak, tensor active %.0f%%",
-                                   nvlink >= pcie ? "NVLink" : "PCIe", 100 * std::max(nvlink, pcie),
-                                   100 * tensor),
-                   missing);
   }
 
   // Memory: DRAM busy, well beyond the tensor cores.
@@ -147,45 +147,49 @@ BottleneckVerdict ClassifyBottleneck(const BottleneckInputs& in) {
                    missing);
   }
   const double gr = *in.gr_engine_active;
-  if (gr >= kBusyGr) {
-    if (in.sm_active) {
-      if (*in.sm_active < kFewSms || *in.sm_active < kFewSmsOfGr * gr) {
-        return Verdict(BottleneckClass::kLaunchBound, kFull,
-                       absl::StrFormat("GR engine active %.0f%% but SM active %.0f%%: small "
-                                       "kernels, few SMs each",
-                                       100 * gr, 100 * *in.sm_active),
-                       missing);
-      }
-    } else if (tensor < 0.05 && dram < 0.1) {
-      return Verdict(BottleneckClass::kLaunchBound, kFallback,
-                     absl::StrFormat("GR engine active %.0f%% with tensor %.0f%% and DRAM "
-                                     "%.0f%%: busy with little work (SM activity not exported)",
-                                     100 * gr, 100 * tensor, 100 * dram),
+  if (in.sm_active) {
+    // Kernels run, but on few SMs: small kernels launched one by one (the H200's tiny-kernel
+    // loop: GR engine 21%, SM active 0%).
+    if (*in.sm_active < kFewSmsOfGr * gr) {
+      return Verdict(BottleneckClass::kLaunchBound, kFull,
+                     absl::StrFormat("GR engine active %.0f%% but SM active %.0f%%: small "
+                                     "kernels, few SMs each",
+                                     100 * gr, 100 * *in.sm_active),
                      missing);
     }
-    return Verdict(BottleneckClass::kUnknown, 0,
-                   absl::StrFormat("GR engine active %.0f%%, no resource saturated", 100 * gr),
-                   missing);
-  }
-  // Busy less than half the time: gaps between kernels.
-  if (in.sm_active) {
-    if (*in.sm_active >= kFullKernelsOfGr * gr) {
+    // Full kernels with gaps between them (the H200's CPU-heavy loader: GR engine 15%, SM
+    // active 12%).
+    if (gr < kBusyGr && *in.sm_active >= kFullKernelsOfGr * gr) {
       return Verdict(BottleneckClass::kInputBound, kFull,
                      absl::StrFormat("GR engine active %.0f%% with full kernels (SM active "
                                      "%.0f%%): the GPU waits between them",
                                      100 * gr, 100 * *in.sm_active),
                      missing);
     }
-    return Verdict(BottleneckClass::kLaunchBound, kFallback,
-                   absl::StrFormat("GR engine active %.0f%%, SM active %.0f%%: small kernels "
-                                   "with gaps",
+    return Verdict(BottleneckClass::kUnknown, 0,
+                   absl::StrFormat("GR engine active %.0f%%, SM active %.0f%%: no resource "
+                                   "saturated",
                                    100 * gr, 100 * *in.sm_active),
                    missing);
   }
-  return Verdict(BottleneckClass::kInputBound, kFallback,
-                 absl::StrFormat("GR engine active %.0f%%: gaps between kernels (SM activity "
-                                 "not exported)",
-                                 100 * gr),
+  // Without SM activity: a busy engine doing no tensor or DRAM work is launching small
+  // kernels; an engine with gaps that does real work between them waits for its input.
+  if (tensor < 0.02 && dram < 0.02) {
+    return Verdict(BottleneckClass::kLaunchBound, kFallback,
+                   absl::StrFormat("GR engine active %.0f%% with tensor and DRAM activity ~0: "
+                                   "small kernels (SM activity not exported)",
+                                   100 * gr),
+                   missing);
+  }
+  if (gr < kBusyGr) {
+    return Verdict(BottleneckClass::kInputBound, kFallback,
+                   absl::StrFormat("GR engine active %.0f%% with tensor %.0f%% between gaps "
+                                   "(SM activity not exported)",
+                                   100 * gr, 100 * tensor),
+                   missing);
+  }
+  return Verdict(BottleneckClass::kUnknown, 0,
+                 absl::StrFormat("GR engine active %.0f%%, no resource saturated", 100 * gr),
                  missing);
 }
 

@@ -19,20 +19,25 @@
 // uncalibrated until a lent GPU measures them, see below):
 //   - GR engine active < 0.05: idle. GR engine active is the share of time any kernel ran;
 //     5% is 50 ms of kernels a second, nothing a job that computes does.
-//   - GR engine active >= 0.5 with SM active < 0.3 (or < 0.4 x GR active): the engine is busy
-//     but most SMs are not — small kernels one after another, a few SMs each: the host cannot
-//     launch work fast enough (launch-bound small-batch inference, as characterised by the
-//     CPU-GPU coupled inference study). The guide reads SM active below 0.5 as ineffective
-//     use and 0.8 or more as necessary for effective use.
+//   - SM active < 0.4 x GR engine active: kernels run, but on few SMs — small kernels one
+//     after another: the host cannot launch work fast enough (launch-bound small-batch
+//     inference, as characterised by the CPU-GPU coupled inference study). The guide reads SM
+//     active below 0.5 as ineffective use and 0.8 or more as necessary for effective use.
+//     Without SM active: GR engine active with tensor and DRAM activity both below 0.02.
 //   - GR engine active in [0.05, 0.5) with SM active >= 0.6 x GR active: full kernels with
 //     gaps between them: the GPU waits for its input (data loader, host-to-device copies).
+//     Without SM active: GR engine below 0.5 with tensor or DRAM activity.
 //   - DRAM active >= 0.5 and >= 1.5 x tensor active: memory-bound. The guide puts DRAM
 //     active's practical peak near 0.8, so 0.5 is well over half the bandwidth one can get;
 //     characterization.h's roofline class reads the same field against FLOP/s.
-//   - NVLink or PCIe traffic >= 0.4 of the link's peak with tensor active < 0.3:
-//     communication-bound (collectives or host copies hold the SMs).
+//   - NVLink or PCIe traffic (the busier direction) >= 0.4 of the link's peak per direction
+//     with tensor active < 0.3: communication-bound, checked first: copy engines move data
+//     with the GR engine idle.
 //   - tensor active >= 0.3, or SM active >= 0.8 with SM occupancy >= 0.3: compute-bound.
-// These are starting points; tests/data/ keeps calibration runs when a GPU was lent.
+// Calibrated on an H200 (tests/data/calibration/h200_bottleneck_2026-11-28.json, written by
+// tools/calibration/bottleneck_calibrate.py, replayed by bottleneck_test.cc): idle, a tiny-
+// kernel loop, a CPU-heavy loader, a device-to-device copy loop, pinned host-to-device
+// copies and bf16 GEMMs each land in their class, with and without the optional SM fields.
 //
 //   BottleneckVerdict v = ClassifyBottleneck({.gr_engine_active = 0.9, .sm_active = 0.12});
 //   // v.cls == BottleneckClass::kLaunchBound
@@ -69,9 +74,11 @@ struct BottleneckInputs {
   std::optional<double> sm_occupancy = std::nullopt;
   std::optional<double> tensor_active = std::nullopt;
   std::optional<double> dram_active = std::nullopt;
-  std::optional<double> nvlink_bytes_per_s = std::nullopt;  // tx + rx per GPU
-  std::optional<double> pcie_bytes_per_s = std::nullopt;    // tx + rx per GPU
-  double nvlink_peak_bytes_per_s = 0;                       // tx + rx per GPU; 0 when unknown
+  // Link traffic of the busier direction (tx or rx) per GPU, and the link's peak per
+  // direction (0 when unknown): H100/H200 NVLink 450e9, PCIe Gen5 x16 about 63e9.
+  std::optional<double> nvlink_bytes_per_s = std::nullopt;
+  std::optional<double> pcie_bytes_per_s = std::nullopt;
+  double nvlink_peak_bytes_per_s = 0;
   double pcie_peak_bytes_per_s = 0;
 };
 

@@ -3,6 +3,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "nlohmann/json.hpp"
+
 namespace goodput::core {
 namespace {
 
@@ -19,8 +26,8 @@ BottleneckInputs Full(double gr, double sm, double occupancy, double tensor, dou
           .dram_active = dram,
           .nvlink_bytes_per_s = 5e9,
           .pcie_bytes_per_s = 1e9,
-          .nvlink_peak_bytes_per_s = 900e9,
-          .pcie_peak_bytes_per_s = 128e9};
+          .nvlink_peak_bytes_per_s = 450e9,
+          .pcie_peak_bytes_per_s = 63e9};
 }
 
 TEST(Bottleneck, IdleControlIsIdleWithFullConfidence) {
@@ -59,7 +66,7 @@ TEST(Bottleneck, DataLoaderStarvedJobIsInputBound) {
 
 TEST(Bottleneck, SaturatedNvlinkWithIdleTensorCoresIsCommunicationBound) {
   BottleneckInputs in = Full(0.95, 0.4, 0.2, 0.08, 0.3);
-  in.nvlink_bytes_per_s = 600e9;
+  in.nvlink_bytes_per_s = 300e9;
   BottleneckVerdict v = ClassifyBottleneck(in);
   EXPECT_EQ(v.cls, BottleneckClass::kCommunicationBound);
   EXPECT_THAT(v.reason, HasSubstr("NVLink at 67%"));
@@ -67,7 +74,7 @@ TEST(Bottleneck, SaturatedNvlinkWithIdleTensorCoresIsCommunicationBound) {
 
 TEST(Bottleneck, WithoutTheOptionalSmFieldsFallsBackWithLowerConfidenceAndSaysSo) {
   // dcgm-exporter's default metric list: no SM active, no SM occupancy.
-  BottleneckInputs launch = {.gr_engine_active = 0.92, .tensor_active = 0.01, .dram_active = 0.02};
+  BottleneckInputs launch = {.gr_engine_active = 0.92, .tensor_active = 0.01, .dram_active = 0.01};
   BottleneckVerdict v = ClassifyBottleneck(launch);
   EXPECT_EQ(v.cls, BottleneckClass::kLaunchBound);
   EXPECT_LT(v.confidence, 0.9);
@@ -96,6 +103,48 @@ TEST(Bottleneck, TheJobTakesTheClassOfMostWindowsAndIdleLosesTies) {
   EXPECT_EQ(job.cls, BottleneckClass::kMemoryBound);
   EXPECT_DOUBLE_EQ(job.confidence, 0.9 * 0.5);
   EXPECT_EQ(ClassifyJobBottleneck({}).cls, BottleneckClass::kUnknown);
+}
+
+// The H200 calibration (tests/data/calibration/h200_bottleneck_2026-11-28.json): six
+// workloads of known bottleneck, their GPM counters over 1-s windows. Each lands in its class,
+// window by window and for the case, with every field and with the optional SM fields left
+// out (dcgm-exporter's default list), launch- and input-bound then at a lower confidence.
+TEST(Bottleneck, TheH200CalibrationRunsLandInTheirClasses) {
+  std::ifstream in(GOODPUT_SOURCE_DIR "/tests/data/calibration/h200_bottleneck_2026-11-28.json");
+  ASSERT_TRUE(in.good());
+  const nlohmann::json data = nlohmann::json::parse(in);
+  ASSERT_EQ(data.at("cases").size(), 6u);
+  constexpr double kPciePeakPerDirection = 63e9;  // Gen5 x16, as the run's link reported
+  ASSERT_EQ(data.at("info").at("pcie_link").at("gen"), 5);
+  for (const nlohmann::json& c : data.at("cases")) {
+    const std::string expected = c.at("expected");
+    for (bool with_sm : {true, false}) {
+      std::vector<BottleneckVerdict> windows;
+      for (const nlohmann::json& w : c.at("windows")) {
+        BottleneckInputs x = {
+            .gr_engine_active = w.at("gr_engine_active").get<double>(),
+            .tensor_active = w.at("tensor_active").get<double>(),
+            .dram_active = w.at("dram_active").get<double>(),
+            .pcie_bytes_per_s = std::max(w.at("pcie_tx_bytes_per_s").get<double>(),
+                                         w.at("pcie_rx_bytes_per_s").get<double>()),
+            .pcie_peak_bytes_per_s = kPciePeakPerDirection};
+        if (with_sm) {
+          x.sm_active = w.at("sm_active").get<double>();
+          x.sm_occupancy = w.at("sm_occupancy").get<double>();
+        }
+        windows.push_back(ClassifyBottleneck(x));
+        EXPECT_EQ(BottleneckClassName(windows.back().cls), expected)
+            << c.at("name") << (with_sm ? "" : " without SM fields") << ": "
+            << windows.back().reason;
+      }
+      const BottleneckVerdict job = ClassifyJobBottleneck(windows);
+      EXPECT_EQ(BottleneckClassName(job.cls), expected) << c.at("name");
+      // Only launch- and input-bound need the SM fields.
+      if (!with_sm && (expected == "launch_bound" || expected == "input_bound")) {
+        EXPECT_LT(job.confidence, 0.9) << c.at("name");
+      }
+    }
+  }
 }
 
 }  // namespace
