@@ -83,4 +83,34 @@ ServingVerdict JudgeServing(const std::vector<ServingWindow>& reference,
   return v;
 }
 
+ServingRegressionDetector::ServingRegressionDetector(ServingGateOptions options, int test_windows,
+                                                     int reference_windows)
+    : options_(options),
+      test_windows_(static_cast<size_t>(std::max(1, test_windows))),
+      reference_windows_(static_cast<size_t>(std::max(1, reference_windows))) {}
+
+std::optional<ServingVerdict> ServingRegressionDetector::Add(const ServingWindow& w) {
+  test_.push_back(w);
+  if (test_.size() > test_windows_) {
+    if (!open_) {
+      reference_.push_back(test_.front());
+      if (reference_.size() > reference_windows_) reference_.pop_front();
+    }
+    test_.pop_front();
+  }
+  if (test_.size() < test_windows_) return std::nullopt;
+  last_ =
+      JudgeServing({reference_.begin(), reference_.end()}, {test_.begin(), test_.end()}, options_);
+  if (!open_ && last_.is_regression()) {
+    open_ = true;
+    return last_;
+  }
+  if (open_ && (last_.kind == ServingVerdict::Kind::kSteady ||
+                last_.kind == ServingVerdict::Kind::kLoadExplained)) {
+    open_ = false;
+    return last_;
+  }
+  return std::nullopt;
+}
+
 }  // namespace goodput::detect

@@ -14,6 +14,8 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -69,5 +71,41 @@ double BusyGpuSecondsPerToken(const ServingWindow& w, const ServingGateOptions& 
 ServingVerdict JudgeServing(const std::vector<ServingWindow>& reference,
                             const std::vector<ServingWindow>& recent,
                             const ServingGateOptions& options = ServingGateOptions());
+
+// The in-job detector of a service, window by window: the gate the evaluator of an inference
+// job asks instead of (not besides) the OFU drop detector. It keeps the last `test_windows`
+// windows as the recent ones and up to `reference_windows` before them as the reference, and
+// judges them (JudgeServing) once the recent windows are complete. While a regression is open
+// the reference is frozen (a slower service must not become its own baseline); it closes
+// when the cost per token is back within the factor at a comparable load. Memory is bounded
+// by the two window counts.
+//
+//   ServingRegressionDetector d;
+//   for (const ServingWindow& w : windows) {
+//     if (std::optional<ServingVerdict> v = d.Add(w)) ... open or resolve the finding ...
+//   }
+//   // An OFU drop of the service: a regression only if d.open().
+class ServingRegressionDetector {
+ public:
+  explicit ServingRegressionDetector(ServingGateOptions options = ServingGateOptions(),
+                                     int test_windows = 10, int reference_windows = 1440);
+
+  // Feeds the next window (time order). Returns the verdict when a regression opens or
+  // closes; nullopt otherwise.
+  std::optional<ServingVerdict> Add(const ServingWindow& w);
+  // A regression per token is open.
+  bool open() const { return open_; }
+  // The verdict of the last complete set of recent windows.
+  const ServingVerdict& last() const { return last_; }
+
+ private:
+  ServingGateOptions options_;
+  size_t test_windows_;
+  size_t reference_windows_;
+  std::deque<ServingWindow> reference_;
+  std::deque<ServingWindow> test_;
+  bool open_ = false;
+  ServingVerdict last_;
+};
 
 }  // namespace goodput::detect

@@ -105,5 +105,39 @@ TEST(ServingEfficiency, OfuStandsInForBusyTimeAndIdleWindowsAreSkipped) {
   EXPECT_EQ(JudgeServing(Day(0, 10), idle).kind, ServingVerdict::Kind::kNoComparableLoad);
 }
 
+// The detector the evaluator of a service asks, fed a day, a night at half the load, the next
+// day, then a release that makes each token cost 2.5x the GPU time at the same load, then the
+// fix: one regression opened at the release, closed at the fix, none for the night.
+TEST(ServingEfficiency, TheServiceDetectorOpensOnlyForWorkPerTokenAndClosesOnTheFix) {
+  ServingRegressionDetector d;
+  std::vector<std::pair<int, ServingVerdict>> events;
+  int i = 0;
+  auto feed = [&](int n, double tokens_per_s, double busy, double ofu) {
+    for (int k = 0; k < n; ++k, ++i) {
+      if (std::optional<ServingVerdict> v = d.Add(Window(i, tokens_per_s, busy, ofu))) {
+        events.emplace_back(i, *v);
+      }
+    }
+  };
+  feed(240, 4000, 0.36, 0.18);  // day
+  feed(240, 2000, 0.18, 0.09);  // night: OFU halves with the load
+  feed(120, 4000, 0.36, 0.18);  // next morning
+  EXPECT_TRUE(events.empty()) << events.front().second.annotation;
+  EXPECT_FALSE(d.open());
+  feed(60, 4000, 0.90, 0.19);  // the slow release: same load, 2.5x busy time per token
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_TRUE(events[0].second.is_regression());
+  // It opens once most recent windows are slow (their median crosses the factor) ...
+  EXPECT_GE(events[0].second.factor, 1.35);
+  EXPECT_LE(events[0].first, 600 + 10);  // within the ten recent windows
+  EXPECT_TRUE(d.open());
+  // ... and reads the whole 2.5x once the recent windows are all slow.
+  EXPECT_NEAR(d.last().factor, 2.5, 0.01);
+  feed(60, 4000, 0.36, 0.18);  // fixed
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_FALSE(events[1].second.is_regression());
+  EXPECT_FALSE(d.open());
+}
+
 }  // namespace
 }  // namespace goodput::detect
