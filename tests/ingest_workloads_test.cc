@@ -56,12 +56,12 @@ class WorkloadsIntegration : public ::testing::Test {
     if (engine_thread_.joinable()) engine_thread_.join();
   }
 
-  void StartIngest(const std::string& extra_config) {
+  void StartIngest(const std::string& extra_config, int maintenance_interval_s = 3600) {
     ASSERT_NO_FATAL_FAILURE(testing::StartService(
         {.binary = testing::BuiltBinary("services/ingest/goodput-ingest"),
          .config_yaml = absl::StrCat(testing::PostgresConfigYaml(*pg_), "redis:\n  host: \"\"\n",
-                                     "ingest:\n  maintenance_interval_s: 3600\n",
-                                     "  remote_write:\n    cluster: eos\n", extra_config),
+                                     "ingest:\n  maintenance_interval_s: ", maintenance_interval_s,
+                                     "\n", "  remote_write:\n    cluster: eos\n", extra_config),
          .extra_args = testing::MigrateArgs()},
         &ingest_));
     jobs_ = v1::JobService::NewStub(ingest_->Channel());
@@ -296,6 +296,18 @@ TEST_F(WorkloadsIntegration, RemoteWrittenSglangSeriesAreAttributedByLabelAndSto
             "4");
   EXPECT_EQ(Query("SELECT value FROM serving_samples WHERE metric = 'prompt_tokens'"), "8128902");
   EXPECT_EQ(Get("4211873").workload_kind(), v1::WORKLOAD_KIND_UNSPECIFIED);
+}
+
+// Serving samples are kept as long as GPU samples (ingest.retention_days).
+TEST_F(WorkloadsIntegration, ServingSamplesOlderThanTheRetentionAreDeleted) {
+  ASSERT_NO_FATAL_FAILURE(StartIngest("  retention_days: 7\n", /*maintenance_interval_s=*/1));
+  testing::ExecuteAll(*pg_,
+                      {"INSERT INTO serving_samples (cluster, engine, metric, sample_time, value, "
+                       "batch_id) VALUES ('eos', 'vllm', 'running', now() - interval '8 days', 3, "
+                       "'old'), ('eos', 'vllm', 'running', now() - interval '6 days', 4, 'kept')"});
+  ASSERT_TRUE(PollUntil([&] { return Query("SELECT count(*) FROM serving_samples") == "1"; },
+                        absl::Seconds(30)));
+  EXPECT_EQ(Query("SELECT batch_id FROM serving_samples"), "kept");
 }
 
 }  // namespace

@@ -322,6 +322,7 @@ absl::StatusOr<std::shared_ptr<void>> Setup(platform::ServiceContext& ctx) {
   runtime->scraper = std::make_unique<Scraper>(*std::move(targets), runtime->pipeline.get(),
                                                CurlFetch, NowUnixMs, ctx.logger);
   runtime->scraper->set_serving_store(runtime->serving_store.get());
+  runtime->maintenance->set_serving_store(runtime->serving_store.get());
   runtime->ingest_grpc = std::make_unique<ScrapingIngestService>(runtime->ingest_service.get(),
                                                                  runtime->scraper.get());
   ctx.grpc->AddService(runtime->ingest_grpc.get(), v1::IngestService::service_full_name());

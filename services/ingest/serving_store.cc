@@ -206,4 +206,15 @@ absl::StatusOr<ServingOutcome> ServingStore::Store(const ServingBatch& batch,
       });
 }
 
+absl::StatusOr<int64_t> ServingStore::ForgetBefore(int64_t cutoff_unix_ms, int64_t limit) {
+  return pool_->RunTransactionFor<int64_t>([&](pqxx::work& txn) -> absl::StatusOr<int64_t> {
+    return static_cast<int64_t>(
+        txn.exec_params("DELETE FROM serving_samples WHERE ctid = ANY(ARRAY(SELECT ctid FROM "
+                        "serving_samples WHERE sample_time < to_timestamp($1::bigint / 1000.0) "
+                        "LIMIT $2))",
+                        cutoff_unix_ms, limit)
+            .affected_rows());
+  });
+}
+
 }  // namespace goodput::ingest

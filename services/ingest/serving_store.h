@@ -37,6 +37,10 @@ class ServingStore {
   // Stores `batch` (its cluster must be set) under `batch_id` in one transaction.
   absl::StatusOr<ServingOutcome> Store(const ServingBatch& batch, const std::string& batch_id);
 
+  // Deletes up to `limit` samples older than `cutoff_unix_ms` (the samples' retention), one
+  // transaction; returns how many.
+  absl::StatusOr<int64_t> ForgetBefore(int64_t cutoff_unix_ms, int64_t limit);
+
  private:
   platform::PgPool* pool_;
   int64_t infer_after_ms_;
