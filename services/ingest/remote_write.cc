@@ -364,6 +364,14 @@ HttpReply RemoteWriteReceiver::Handle(
     serving_options.batch_id = map_options.batch_id;
     serving_options.identity = pipeline_->options().identity;
     serving_options.max_labels_per_series = options_.max_labels_per_series;
+    serving_options.replica_labels = options_.ha.replica_labels;
+    if (!map_options.dropped_replicas.empty()) {
+      serving_options.drop_series = [&map_options](const prometheus::TimeSeries& series,
+                                                   const std::string& cluster) {
+        return map_options.dropped_replicas.contains(
+            std::make_pair(cluster, SeriesReplica(series, map_options.replica_labels)));
+      };
+    }
     for (ServingBatch& batch : MapServingSeries(*request, serving_options)) {
       ignored -= static_cast<int64_t>(batch.samples.size()) + batch.refused_count;
       refused += batch.refused_count;

@@ -103,7 +103,11 @@ ServingSample FromLabels(const std::map<std::string, std::string>& labels,
     }
   }
   for (const auto& [k, v] : labels) {
-    if (IsIdentityLabel(k)) continue;
+    if (IsIdentityLabel(k) ||
+        std::find(options.replica_labels.begin(), options.replica_labels.end(), k) !=
+            options.replica_labels.end()) {
+      continue;
+    }
     absl::StrAppend(&out.series, out.series.empty() ? "" : ",", k, "=", v);
   }
   return out;
@@ -209,6 +213,7 @@ std::vector<ServingBatch> MapServingSeries(const prometheus::WriteRequest& reque
     if (auto it = labels.find("cluster"); it != labels.end() && !it->second.empty()) {
       cluster = it->second;
     }
+    if (options.drop_series && options.drop_series(series, cluster)) continue;
     ServingBatch& batch = by_cluster[cluster];
     batch.cluster = cluster;
     auto refuse = [&](int k, absl::string_view field, absl::string_view value, RefusalCode code,

@@ -22,6 +22,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <map>
 #include <optional>
@@ -91,6 +92,12 @@ struct ServingParseOptions {
   std::map<std::string, std::string> extra_labels = {};
   IdentityRules identity = {};
   size_t max_labels_per_series = std::numeric_limits<size_t>::max();
+  // Labels naming a Prometheus HA replica: not part of a series' identity (both replicas
+  // send the same engine series).
+  std::vector<std::string> replica_labels = {};
+  // remote_write: true for a series of a standby HA replica, which is skipped.
+  std::function<bool(const prometheus::TimeSeries& series, const std::string& cluster)>
+      drop_series = nullptr;
 };
 
 // The serving lines of an exposition body; other lines are skipped (the DCGM parser reads

@@ -138,5 +138,34 @@ TEST(ServingMetrics, MapsRemoteWriteSeriesPerClusterAndSkipsStaleMarkers) {
   EXPECT_EQ(batches[1].samples[0].metric, ServingMetricKind::kWaiting);
 }
 
+TEST(ServingMetrics, AnHaPairsReplicaLabelIsNoSeriesAndTheStandbysSeriesAreSkipped) {
+  prometheus::WriteRequest request;
+  for (const char* replica : {"prom-a", "prom-b"}) {
+    prometheus::TimeSeries* s = request.add_timeseries();
+    for (auto [k, v] :
+         std::vector<std::pair<std::string, std::string>>{{"__name__", "vllm:num_requests_running"},
+                                                          {"engine", "0"},
+                                                          {"__replica__", replica}}) {
+      prometheus::Label* l = s->add_labels();
+      l->set_name(k);
+      l->set_value(v);
+    }
+    prometheus::Sample* sample = s->add_samples();
+    sample->set_value(1);
+    sample->set_timestamp(1000);
+  }
+  ServingParseOptions options = {.cluster = "eos", .replica_labels = {"__replica__"}};
+  std::vector<ServingBatch> both = MapServingSeries(request, options);
+  ASSERT_EQ(both.size(), 1u);
+  ASSERT_EQ(both[0].samples.size(), 2u);
+  EXPECT_EQ(both[0].samples[0].series, "engine=0");
+  options.drop_series = [](const prometheus::TimeSeries& series, const std::string&) {
+    return series.labels(2).value() == "prom-b";
+  };
+  std::vector<ServingBatch> elected = MapServingSeries(request, options);
+  ASSERT_EQ(elected.size(), 1u);
+  EXPECT_EQ(elected[0].samples.size(), 1u);
+}
+
 }  // namespace
 }  // namespace goodput::ingest
