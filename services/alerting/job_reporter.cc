@@ -387,6 +387,36 @@ absl::StatusOr<v1::JobReport> JobReporter::Assemble(const std::string& cluster,
     }
   }
 
+  if (info->serving) {
+    const ServingTotals& t = *info->serving;
+    v1::ServingReport& r = *report.mutable_serving();
+    r.set_engines(t.engines);
+    r.set_models(t.models);
+    r.set_prompt_tokens(t.prompt_tokens);
+    r.set_generation_tokens(t.generation_tokens);
+    r.set_requests(t.requests);
+    r.set_served_s(t.served_s);
+    const double tokens = t.prompt_tokens + t.generation_tokens;
+    if (t.served_s > 0) r.set_tokens_per_s(tokens / t.served_s);
+    if (ofu.has_energy_j() && ofu.energy_j() > 0 && tokens > 0) {
+      r.set_joules_per_token(ofu.energy_j() / tokens);
+      r.set_tokens_per_kwh(tokens / (ofu.energy_j() / 3.6e6));
+    }
+    if (t.has_flops && t.served_s > 0) {
+      const double engine_tflops = t.flops_per_gpu / t.served_s / 1e12;
+      r.set_engine_tflops_per_gpu(engine_tflops);
+      const std::string model = ofu.gpu_model().empty() ? info->job.gpu_model() : ofu.gpu_model();
+      absl::StatusOr<const core::GpuSpec*> spec = catalog_->Find(model);
+      if (spec.ok() && ofu.ofu_unavailable_reason().empty() && ofu.ofu() > 0) {
+        absl::StatusOr<double> peak = (*spec)->PeakTflops(core::Precision::kBf16);
+        if (peak.ok() && *peak > 0) {
+          r.set_engine_flops_to_ofu_ratio(engine_tflops / (ofu.ofu() * *peak));
+        }
+        }
+      }
+    }
+  }
+
   v1::ReportSummary& s = *report.mutable_summary();
   s.set_version(1);
   *s.mutable_job() = key;

@@ -14,6 +14,7 @@
 #include "absl/time/time.h"
 #include "services/ingest/job_store.h"
 #include "services/ingest/sample_store.h"
+#include "services/ingest/serving_store.h"
 #include "services/platform/logging.h"
 
 namespace goodput::ingest {
@@ -46,6 +47,9 @@ class Maintenance {
 
   // One round; returns the first error (the others are still attempted).
   absl::Status RunOnce();
+  // Serving-engine samples (serving_store.h) are kept as long as GPU samples; call before
+  // Start.
+  void set_serving_store(ServingStore* serving) { serving_ = serving; }
   // Runs RunOnce now and then every `interval` on a background thread.
   void Start();
   // Stops the timer and joins the thread. Idempotent.
@@ -53,6 +57,7 @@ class Maintenance {
 
  private:
   SampleStore* store_;
+  ServingStore* serving_ = nullptr;
   JobStore* jobs_;
   MaintenanceOptions options_;
   std::function<int64_t()> now_unix_ms_;

@@ -78,6 +78,8 @@ Json JobRowJson(const v1::Job& job) {
               {"gpu_model", job.gpu_model()},
               {"gpu_count", job.gpu_count()},
               {"workload_fingerprint", job.workload_fingerprint()},
+              {"workload_kind", api::WorkloadKindName(job.workload_kind())},
+              {"workload_kind_source", api::WorkloadKindSourceName(job.workload_kind_source())},
               {"start_ms", TimeMs(job.start_time())},
               {"end_ms", TimeMs(job.end_time())},
               {"ofu", nullptr},

@@ -4,6 +4,7 @@
 #include <iterator>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "goodput/v1/report.grpc.pb.h"
 #include "services/api/api_convert.h"
@@ -51,6 +52,32 @@ void PrintDetails(const v1::JobReport& r) {
   if (!r.job().name().empty()) line("name", Printable(r.job().name()));
   if (!r.job().workload_fingerprint().empty()) {
     line("workload", Printable(r.job().workload_fingerprint()));
+  }
+  if (r.job().workload_kind() != v1::WORKLOAD_KIND_UNSPECIFIED) {
+    const std::string source = api::WorkloadKindSourceName(r.job().workload_kind_source());
+    line("kind", absl::StrCat(api::WorkloadKindName(r.job().workload_kind()),
+                              source.empty() ? "" : absl::StrCat(" (", source, ")")));
+  }
+  if (r.has_serving()) {
+    const v1::ServingReport& sv = r.serving();
+    line("serving",
+         absl::StrCat(Printable(sv.engines()),
+                      sv.models().empty() ? "" : absl::StrCat(" ", Printable(sv.models()))));
+    line("tokens", absl::StrFormat("%.0f prompt + %.0f generated, %.0f requests, %.1f tokens/s",
+                                   sv.prompt_tokens(), sv.generation_tokens(), sv.requests(),
+                                   sv.tokens_per_s()));
+    if (sv.has_joules_per_token()) {
+      line("energy per token", absl::StrFormat("%.3g J (%.3g tokens per kWh)",
+                                               sv.joules_per_token(), sv.tokens_per_kwh()));
+    }
+    if (sv.has_engine_tflops_per_gpu()) {
+      line("engine FLOPs",
+           absl::StrCat(
+               absl::StrFormat("%.1f TFLOP/s per GPU", sv.engine_tflops_per_gpu()),
+               sv.has_engine_flops_to_ofu_ratio()
+                   ? absl::StrFormat(", %.2fx what OFU measured", sv.engine_flops_to_ofu_ratio())
+                   : ""));
+    }
   }
   if (r.job().has_start_time()) {
     line("ran", absl::StrCat(FormatUtc(FromProto(r.job().start_time())), " .. ",

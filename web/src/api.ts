@@ -48,6 +48,8 @@ export interface JobRow {
   gpu_model: string;
   gpu_count: number;
   workload_fingerprint: string;
+  workload_kind: string;
+  workload_kind_source: string;
   start_ms: number | null;
   end_ms: number | null;
   ofu: number | null;

@@ -16,7 +16,8 @@ function header(d: JobDetail): string {
   const j = d.job;
   const span = j.start_ms ? `${dateTime(j.start_ms)} – ${j.end_ms ? dateTime(j.end_ms) : "now"} UTC` : "";
   return `<div class="page-head"><h2 data-testid="job-title">${esc(j.cluster)} / ${esc(j.job_id)}</h2>
-    <span class="badge">${esc(words(j.state))}</span></div>
+    <span class="badge">${esc(words(j.state))}</span>
+    <span class="badge" data-testid="job-kind" title="${esc(j.workload_kind_source ? `workload kind (${j.workload_kind_source})` : "no workload kind: read as training")}">${esc(words(j.workload_kind || "training?"))}</span></div>
     <p class="muted">${esc(j.name)} · ${j.gpu_count} × ${esc(j.gpu_model || "GPU")} · ${esc(j.user)}${j.team ? ` (${esc(j.team)})` : ""}
     · ${esc(words(j.scheduler))} · ${esc(span)}${j.workload_fingerprint ? ` · workload <code>${esc(j.workload_fingerprint)}</code>` : ""}</p>`;
 }
