@@ -129,6 +129,7 @@ int main() {
                             .gr_engine_active = static_cast<float>(s.gr_engine_active),
                             .fb_used_mib = static_cast<float>(s.fb_used_mib),
                             .power_w = static_cast<float>(s.power_w),
+                            .sm_active = static_cast<float>(s.sm_active),
                             .energy_mj = s.energy_mj});
     }
     const auto c0 = Clock::now();

@@ -1,9 +1,11 @@
 // The ingest service's storage against a real PostgreSQL: partitions created ahead and
-// dropped by retention, and batch ids forgotten after the retry horizon.
+// dropped by retention, batch ids forgotten after the retry horizon, and GPU fault events
+// deleted by their own, longer retention.
 
 #include <gtest/gtest.h>
 
 #include "absl/time/clock.h"
+#include "services/ingest/maintenance.h"
 #include "services/ingest/sample_store.h"
 #include "services/platform/migrations.h"
 #include "services/platform/pg_pool.h"
@@ -57,6 +59,50 @@ TEST(IngestStorageIntegration, PartitionsAreCreatedAheadAndDroppedByRetention) {
   auto forgotten = store.ForgetBatchesBefore(now + 60'000);
   ASSERT_TRUE(forgotten.ok());
   EXPECT_EQ(*forgotten, 2);
+}
+
+// Fault events older than ingest.fault_event_retention_days go, oldest first and in batches,
+// at maintenance rounds; younger ones (and events older than the samples' retention) stay.
+TEST(IngestStorageIntegration, FaultEventsAreDeletedByTheirOwnRetention) {
+  auto pg = testing::PostgresServer::Create();
+  ASSERT_TRUE(pg.ok()) << pg.status();
+  ASSERT_TRUE((*pg)->CreateDatabase("goodput").ok());
+  const std::string dsn = (*pg)->Dsn("goodput");
+  ASSERT_TRUE(platform::ApplyMigrations(dsn, std::string(GOODPUT_SOURCE_DIR) + "/migrations").ok());
+  auto pool = platform::PgPool::Create({.dsn = dsn});
+  ASSERT_TRUE(pool.ok());
+  SampleStore store(pool->get());
+  const int64_t now = absl::ToUnixMillis(absl::Now());
+  // 25 events, 1 to 385 days old in steps of 16 days.
+  ASSERT_TRUE((*pg)
+                  ->Execute("goodput",
+                            "INSERT INTO gpu_fault_events (cluster, host, gpu_index, event_time, "
+                            "signal, xid, value, count, batch_id, source) SELECT 'c', 'n', 0, "
+                            "now() - (1 + 16 * i) * interval '1 day', 'xid', 79, 79, 1, 'b', "
+                            "'grpc' FROM generate_series(0, 24) i")
+                  .ok());
+  SampleStore* samples = &store;
+  Maintenance maintenance(
+      samples, nullptr,
+      {.partitions_ahead_days = 1,
+       .retention_ms = 30 * kDayMs,
+       .batch_id_retention_ms = 0,
+       .fault_event_retention_ms = 365 * kDayMs,
+       .fault_events_per_delete = 1,
+       .fault_event_deletes_per_round = 1,
+       .silent_job_after_ms = 0},
+      [now] { return now; }, platform::Logger());
+  // 23 within a year (1 .. 353 days), 2 older (369, 385: one per round here).
+  ASSERT_TRUE(maintenance.RunOnce().ok());
+  EXPECT_EQ(*(*pg)->QueryValue("goodput", "SELECT count(*) FROM gpu_fault_events"), "24");
+  ASSERT_TRUE(maintenance.RunOnce().ok());
+  EXPECT_EQ(*(*pg)->QueryValue("goodput", "SELECT count(*) FROM gpu_fault_events"), "23");
+  EXPECT_EQ(*(*pg)->QueryValue("goodput",
+                               "SELECT count(*) FROM gpu_fault_events WHERE "
+                               "event_time < now() - interval '365 days'"),
+            "0");
+  ASSERT_TRUE(maintenance.RunOnce().ok());
+  EXPECT_EQ(*(*pg)->QueryValue("goodput", "SELECT count(*) FROM gpu_fault_events"), "23");
 }
 
 }  // namespace

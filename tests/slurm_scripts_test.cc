@@ -224,6 +224,46 @@ TEST(SlurmScripts, PrologRegistersTheNodesGpusAndEpilogEndsTheJob) {
   EXPECT_TRUE(Spooled(spool).empty());
 }
 
+// The operator's GOODPUT_WORKLOAD_KIND_RULES give the job its kind: the QOS that
+// `scontrol show job` prints ("normal" here) for one job, the partition for another whose
+// scontrol answer is missing; a job no rule matches gets none (goodput may infer it later).
+TEST(SlurmScripts, PrologMapsPartitionOrQosToTheWorkloadKindTheOperatorConfigured) {
+  absl::StatusOr<std::unique_ptr<PostgresServer>> pg = PostgresServer::Create();
+  ASSERT_TRUE(pg.ok()) << pg.status();
+  ASSERT_TRUE((*pg)->CreateDatabase("goodput").ok());
+  absl::StatusOr<std::unique_ptr<ServiceProcess>> ingest = StartIngest(**pg);
+  ASSERT_TRUE(ingest.ok()) << ingest.status();
+  absl::StatusOr<TempDir> dir = TempDir::Create("goodput-slurm-kind");
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  fs::create_directories(dir->path() / "bin");
+  WriteFakeNvidiaSmi(dir->path() / "bin");
+  WriteFakeScontrol(dir->path() / "bin");
+  auto run = [&](const std::string& job_id, const std::string& partition, int first_gpu) {
+    std::vector<std::pair<std::string, std::string>> env =
+        SlurmEnv(IngestUrl(**ingest), dir->path() / "spool", (dir->path() / "bin").string());
+    for (auto& [k, v] : env) {
+      if (k == "SLURM_JOB_ID") v = job_id;
+      if (k == "SLURM_JOB_PARTITION") v = partition;
+      if (k == "SLURM_JOB_GPUS") v = std::to_string(first_gpu);
+    }
+    env.emplace_back("GOODPUT_WORKLOAD_KIND_RULES",
+                     "partition:infer*=inference qos:norm*=interactive bogus-rule");
+    absl::StatusOr<ProgramResult> prolog =
+        RunProgram({(SourceDir() / "tools/slurm/goodput-prolog.sh").string()}, env);
+    ASSERT_TRUE(prolog.ok()) << prolog.status();
+    EXPECT_EQ(prolog->exit.exit_code, 0) << prolog->output;
+  };
+  run("4242", "gpu", 0);
+  run("4243", "inference-a100", 1);
+  absl::StatusOr<goodput::v1::Job> by_qos = GetJob(**ingest, "perlmutter", "4242");
+  ASSERT_TRUE(by_qos.ok()) << by_qos.status();
+  EXPECT_EQ(by_qos->workload_kind(), goodput::v1::WORKLOAD_KIND_INTERACTIVE);
+  EXPECT_EQ(by_qos->workload_kind_source(), goodput::v1::WORKLOAD_KIND_SOURCE_REGISTERED);
+  absl::StatusOr<goodput::v1::Job> by_partition = GetJob(**ingest, "perlmutter", "4243");
+  ASSERT_TRUE(by_partition.ok()) << by_partition.status();
+  EXPECT_EQ(by_partition->workload_kind(), goodput::v1::WORKLOAD_KIND_INFERENCE);
+}
+
 // An executable script at `path` that runs `script` with the ingest URL and a spool folder
 // set, as a site's /etc/goodput/slurm.env would (slurmd and slurmctld start prologs and
 // epilogs with a bare environment); what it logs lands in `path`.log.

@@ -2,6 +2,7 @@
 
 #include <exception>
 #include <string>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 
@@ -62,6 +63,18 @@ absl::StatusOr<AlertingConfig> LoadAlertingConfig(const platform::ConfigTree& tr
         tree.GetIntInRange("alerting.telemetry_stopped_after_s", 600, 60, 7 * 86400);
     if (!stopped.ok()) return stopped.status();
     e.detectors.telemetry_stopped_after_s = *stopped;
+    // Silent GPUs, hung and idle jobs (README "Silent GPUs", "Hung and idle jobs").
+    for (const auto& [key, fallback, min, target] :
+         {std::tuple{"alerting.silent_gpu_after_s", e.detectors.silent_gpu_after_s, int64_t{60},
+                     &e.detectors.silent_gpu_after_s},
+          std::tuple{"alerting.hung_after_s", e.detectors.hung_after_s, int64_t{120},
+                     &e.detectors.hung_after_s},
+          std::tuple{"alerting.job_idle_after_s", e.detectors.job_idle_after_s, int64_t{120},
+                     &e.detectors.job_idle_after_s}}) {
+      absl::StatusOr<int64_t> v = tree.GetIntInRange(key, fallback, min, 7 * 86400);
+      if (!v.ok()) return v.status();
+      *target = *v;
+    }
     absl::StatusOr<double> min_factor =
         tree.GetDouble("alerting.regression_min_factor", e.detectors.regression.min_factor);
     if (!min_factor.ok()) return min_factor.status();
@@ -92,6 +105,10 @@ absl::StatusOr<AlertingConfig> LoadAlertingConfig(const platform::ConfigTree& tr
         tree.GetIntInRange("alerting.max_cached_jobs", 4096, 1, 1'000'000);
     if (!cached.ok()) return cached.status();
     e.max_cached_jobs = static_cast<size_t>(*cached);
+    absl::StatusOr<int64_t> fault_window =
+        tree.GetIntInRange("alerting.fault_correlation_window_s", 1800, 0, 86400);
+    if (!fault_window.ok()) return fault_window.status();
+    e.fault_correlation_window_s = *fault_window;
 
     const YAML::Node& root = tree.root();
     absl::StatusOr<std::vector<std::string>> defaults =

@@ -17,6 +17,8 @@
 #include "services/alerting/alert_messages.h"
 #include "services/alerting/alert_proto.h"
 #include "services/alerting/alert_store_sql.h"
+#include "services/alerting/gpu_fault_findings.h"
+#include "services/alerting/gpu_fault_store.h"
 #include "services/alerting/outbox.h"
 #include "services/api/api_convert.h"
 #include "services/detect/divergence.h"
@@ -444,6 +446,14 @@ JobWindow ToJobWindow(const v1::OfuWindow& w) {
     if (f > 0 && f < 32) j.flags |= 1u << f;
   }
   j.power_w_mean = w.power_w_mean();
+  for (const v1::SilentGpu& g : w.silent_gpus()) {
+    j.silent_gpus.push_back({GpuKey(g.gpu()), TsMs(g.last_sample_time()) / 1000, g.host_silent()});
+  }
+  if (w.has_gr_engine_active_mean()) j.activity.gr_engine_mean = w.gr_engine_active_mean();
+  if (w.has_sm_active_mean()) j.activity.sm_mean = w.sm_active_mean();
+  if (w.has_gpu_tensor_active_max()) j.activity.tensor_max = w.gpu_tensor_active_max();
+  if (w.has_gpu_sm_active_max()) j.activity.sm_max = w.gpu_sm_active_max();
+  if (w.has_gpu_gr_engine_active_max()) j.activity.gr_engine_max = w.gpu_gr_engine_active_max();
   return j;
 }
 
@@ -503,6 +513,8 @@ absl::Status AlertEngine::EvaluateJob(Tx& tx, const std::string& cluster,
   std::set<Kind> kinds(std::begin(kAllKinds), std::end(kAllKinds));
   // Telemetry stopped is the sweep's: a replayed old window must not decide it.
   if (meta.active()) kinds.erase(Kind::kTelemetryStopped);
+  // GPU faults come from ingest's fault events, not from windows: the sweep decides them.
+  kinds.erase(Kind::kGpuFault);
 
   pqxx::result row = tx.w.exec_params(kJobState, cluster, job_id, config_.settle_s);
   if (row.empty()) {
@@ -698,8 +710,14 @@ absl::Status AlertEngine::Resolve(Tx& tx, const OpenAlert& open) {
   return absl::OkStatus();
 }
 
-v1::Alert AlertEngine::DescribeFinding(const Tx& tx, const JobMeta& meta, const Finding& f,
+v1::Alert AlertEngine::DescribeFinding(const Tx& tx, const JobMeta& meta, const Finding& finding,
                                        const std::string& fp, Labels& labels) const {
+  Finding f = finding;
+  // A fault on the job's GPUs around the finding's onset is its likely cause.
+  if (f.kind != Kind::kGpuFault && f.faults.empty() && CorrelatesWithFaults(f.kind)) {
+    f.faults = CoincidingFaults(f, JobFaults(tx.w, meta.cluster, meta.job_id),
+                                config_.fault_correlation_window_s);
+  }
   v1::Alert a;
   a.set_fingerprint(fp);
   a.set_kind(KindToProto(f.kind));
@@ -712,6 +730,8 @@ v1::Alert AlertEngine::DescribeFinding(const Tx& tx, const JobMeta& meta, const 
       {"user", meta.user},           {"kind", std::string(KindName(f.kind))},
       {"gpu_model", meta.gpu_model}, {"workload_fingerprint", meta.workload_fingerprint}};
   if (f.kind == Kind::kStraggler) own["gpu"] = f.detail;
+  if (f.kind == Kind::kSilentGpu) own[f.host.empty() ? "gpu" : "host"] = f.detail;
+  for (const auto& [k, v] : f.extra_labels) own.emplace(k, v);  // never over the job's keys
   for (auto& [k, v] : own) labels[k] = v;
   const Severity severity = DecideSeverity(config_.severity_rules, labels, f.factor);
   labels["severity"] = std::string(SeverityName(severity));
@@ -725,6 +745,13 @@ v1::Alert AlertEngine::DescribeFinding(const Tx& tx, const JobMeta& meta, const 
                                    .now_s = now_s});
   a.set_summary(msg.summary);
   std::string description = msg.description;
+  if (f.kind != Kind::kGpuFault && !f.faults.empty()) {
+    const std::string cause = LikelyCause(f.faults.front(), f.onset_s, now_s);
+    a.set_summary(absl::StrCat(msg.summary, " — likely cause: ", FaultWhat(f.faults.front()),
+                               " on GPU ", FaultGpuName(f.faults.front())));
+    absl::StrAppend(&description, " Likely cause: ", cause, ".");
+    a.mutable_evidence()->set_likely_cause(cause);
+  }
   if (f.condition_end_s) {
     const int64_t minutes = std::max<int64_t>(0, *f.condition_end_s - f.onset_s) / 60;
     absl::StrAppend(&description, " It ended at ", ClockTime(*f.condition_end_s, now_s),
@@ -752,8 +779,12 @@ v1::Alert AlertEngine::DescribeFinding(const Tx& tx, const JobMeta& meta, const 
   for (int bit = 1; bit < 32; ++bit) {
     if (f.flags & (1u << bit)) ev->add_data_quality_flags(static_cast<v1::DataQualityFlag>(bit));
   }
-  if (f.kind == Kind::kTelemetryStopped)
+  if (f.kind == Kind::kTelemetryStopped || f.kind == Kind::kSilentGpu)
     *ev->mutable_last_sample_time() = MsTs(f.last_sample_s * 1000);
+  for (size_t i = 0; i < f.faults.size() && i < 50; ++i) {
+    *ev->add_faults() = FaultEventProto(f.faults[i], meta.cluster, meta.job_id);
+  }
+  if (f.kind == Kind::kGpuFault && !f.faults.empty()) *a.add_gpus() = GpuRefOf(f.faults.front());
   return a;
 }
 
@@ -770,6 +801,7 @@ void AlertEngine::AddEvidence(Tx& tx, const JobMeta& meta, const Finding& f, v1:
       }
       for (const v1::Straggler& s : w->stragglers()) refs[GpuKey(s.gpu())] = s.gpu();
       for (const v1::GpuRef& g : w->idle_gpus()) refs[GpuKey(g)] = g;
+      for (const v1::SilentGpu& g : w->silent_gpus()) refs[GpuKey(g.gpu())] = g.gpu();
     }
   }
   for (const std::string& g : f.gpus) {
@@ -1050,6 +1082,24 @@ absl::Status AlertEngine::SweepTelemetry() {
       });
 }
 
+absl::Status AlertEngine::SweepGpuFaults() {
+  return ForEachCandidateJob(
+      [&](pqxx::work& w) { return GpuFaultCandidates(w, config_.fault_candidate_horizon_s); },
+      "GPU fault sweep",
+      [&](Tx& tx, const std::string& cluster, const std::string& job_id) {
+        const JobMeta meta = LockJobMeta(tx, cluster, job_id);
+        std::vector<Finding> holding, ended;
+        for (Finding& f : GpuFaultFindings(JobFaults(tx.w, cluster, job_id))) {
+          (f.condition_end_s ? ended : holding).push_back(std::move(f));
+        }
+        return ApplyLifecycle(tx, meta,
+                              {.job_active = meta.active(),
+                               .kinds = {Kind::kGpuFault},
+                               .holding = std::move(holding),
+                               .ended = std::move(ended)});
+      });
+}
+
 absl::Status AlertEngine::Sweep() {
   absl::Status s = RunAndPublish([&](Tx& tx) -> absl::Status {
     try {
@@ -1062,6 +1112,7 @@ absl::Status AlertEngine::Sweep() {
   if (!s.ok()) return s;
   if (absl::Status st = SweepEndedJobs(); !st.ok()) return st;
   if (absl::Status st = SweepTelemetry(); !st.ok()) return st;
+  if (absl::Status st = SweepGpuFaults(); !st.ok()) return st;
   if (!job_end_hook_.sweep) return absl::OkStatus();
   int added = 0;
   if (absl::Status st = pg_->RunTransaction([&](pqxx::work& w) -> absl::Status {

@@ -8,7 +8,8 @@
 // only the windows after the job's evaluation frontier are read.
 //
 // A periodic Sweep, on an injected clock, does what no push triggers: alerts for running jobs
-// whose telemetry stopped, resolution of alerts whose job ended, and the start and end of
+// whose telemetry stopped, gpu_fault alerts from the fault events ingest stored
+// (gpu_fault_store.h), resolution of alerts whose job ended, and the start and end of
 // silences.
 //
 // Lifecycle: a finding with no open alert of its fingerprint opens one, `firing` (or
@@ -70,6 +71,15 @@ struct EngineConfig {
   int64_t checkpoint_every_s = 3600;
   // Jobs whose detector state is kept in memory (least recently evaluated dropped first).
   size_t max_cached_jobs = 4096;
+  // A GPU fault coincides with a finding when it happened on one of the job's GPUs (the
+  // straggling GPU, for a straggler) from this long before the finding's onset up to its
+  // detection (gpu_fault_findings.h); the default covers a collective's timeout (PyTorch's
+  // default process-group timeout is 30 minutes), the longest a job normally runs on after
+  // one of its GPUs died.
+  int64_t fault_correlation_window_s = 1800;
+  // Alerting faults this recent make their running job a candidate of the GPU fault sweep
+  // (gpu_fault_store.h): longer than any outage of every alerting replica.
+  int64_t fault_candidate_horizon_s = 7 * 86400;
 };
 
 // Where the engine hands over to the job-end products (job_reporter.h): what happens when a
@@ -175,6 +185,9 @@ class AlertEngine {
   absl::StatusOr<std::vector<ActiveSilence>> LoadActiveSilences(Tx& tx);
   absl::Status RunAndPublish(const std::function<absl::Status(Tx&)>& fn);
   absl::Status SweepTelemetry();
+  // gpu_fault alerts (gpu_fault_store.h): every candidate job's alerting faults, one finding
+  // per faulty GPU, decided under the job's lock.
+  absl::Status SweepGpuFaults();
   absl::Status SweepEndedJobs();
   // Reads (cluster, job_id) rows with `candidates` in one transaction, then runs `fn` for each
   // job in a transaction of its own, publishing its changes; `what` names the step in errors.

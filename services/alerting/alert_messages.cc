@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
+#include "services/alerting/gpu_fault_findings.h"
 
 namespace goodput::alerting {
 namespace {
@@ -234,6 +235,111 @@ Message ResilienceMessage(const Finding& f, const MessageContext& c, absl::strin
   return m;
 }
 
+std::string Minutes(int64_t seconds) {
+  const int64_t m = std::max<int64_t>(0, seconds) / 60;
+  return absl::StrCat(m, m == 1 ? " minute" : " minutes");
+}
+
+// A GPU, or a whole host, that stopped reporting while the job's other GPUs report.
+Message SilentGpuMessage(const Finding& f, const MessageContext& c) {
+  Message m;
+  const std::string since = ClockTime(f.onset_s, c.now_s);
+  const std::string how_long = Minutes(f.detected_s - f.onset_s);
+  if (!f.host.empty()) {
+    m.summary = absl::StrCat("Host ", f.host, " silent since ", since, " (", f.gpus.size(),
+                             f.gpus.size() == 1 ? " GPU" : " GPUs",
+                             " of the job) while its other hosts report");
+    m.description = absl::StrCat(
+        "In ", JobName(c), ", host ", f.host, " has sent no telemetry for any of its GPUs (",
+        absl::StrJoin(f.gpus, ", "), ") since ", since, " (", how_long,
+        "), while the job's GPUs on other hosts keep reporting; ", ConfidenceWords(f.confidence),
+        ". Evidence: every OFU window since then names the host's GPUs as silent. This is "
+        "neither idle GPUs (they would report zeros) nor the job's telemetry stopping (the "
+        "other hosts report). Look first at whether the node is up (scontrol show node, its "
+        "BMC), then at dcgm-exporter on it and the scrape path to it; ranks on a node that went "
+        "down leave the job hung or failing.");
+    return m;
+  }
+  const std::string gpu = f.gpus.empty() ? f.detail : f.gpus.front();
+  const std::string host = gpu.substr(0, gpu.find('/'));
+  m.summary = absl::StrCat("GPU ", gpu, " silent since ", since,
+                           " while the other GPUs of its host report");
+  m.description = absl::StrCat(
+      "In ", JobName(c), ", GPU ", gpu, " has sent no telemetry since ", since, " (", how_long,
+      "), while the job's other GPUs on ", host, " keep reporting; ", ConfidenceWords(f.confidence),
+      ". Evidence: every OFU window since then names it silent. A GPU that drops out of "
+      "dcgm-exporter alone has usually fallen off the bus; an idle GPU would report zeros. Look "
+      "first at nvidia-smi on ",
+      host,
+      " (is the GPU still listed?) and its kernel log for XID 79 or other NVRM lines, then at "
+      "the job's rank on that GPU, which is likely stuck or dead.");
+  return m;
+}
+
+std::string ActivityFigures(const Finding& f) {
+  const ActivityObs a = f.activity.value_or(ActivityObs{});
+  std::vector<std::string> parts;
+  if (a.tensor_max) parts.push_back(absl::StrCat("tensor ≤ ", Percent(*a.tensor_max)));
+  if (a.sm_max) parts.push_back(absl::StrCat("SM ≤ ", Percent(*a.sm_max)));
+  if (a.gr_engine_mean) parts.push_back(absl::StrCat("GR engine ", Percent(*a.gr_engine_mean)));
+  return absl::StrJoin(parts, ", ");
+}
+
+Message HungMessage(const Finding& f, const MessageContext& c) {
+  Message m;
+  const std::string since = ClockTime(f.onset_s, c.now_s);
+  const ActivityObs a = f.activity.value_or(ActivityObs{});
+  m.summary = absl::StrCat(
+      "Job hung since ", since, ": ",
+      f.spinning ? "every GPU spinning, none computing" : "every GPU stopped computing", " (",
+      ActivityFigures(f), ")");
+  std::string d = absl::StrCat("For ", Minutes(f.detected_s - f.onset_s), " (", f.stopped_windows,
+                               f.stopped_windows == 1 ? " window" : " windows", ") no GPU of ",
+                               JobName(c), " has done tensor work");
+  if (f.spinning) {
+    absl::StrAppend(&d,
+                    " while the GR engine stayed busy and every GPU's SMs stayed nearly empty: "
+                    "kernels are resident but make no progress, the signature of a collective "
+                    "(an NCCL all-reduce or barrier) waiting for a rank that never arrives.");
+  } else {
+    absl::StrAppend(&d, " and every GPU's SM activity stayed at about 0.");
+  }
+  absl::StrAppend(&d, " Evidence: ", ActivityFigures(f),
+                  " in the latest window; longer than a checkpoint, and not an evaluation pass "
+                  "(which keeps the SMs busy); ",
+                  ConfidenceWords(f.confidence), ".");
+  if (!a.gr_engine_mean && !a.gr_engine_max) {
+    absl::StrAppend(&d,
+                    " DCGM's GR-engine activity is not reported for these GPUs, so a job that "
+                    "runs no kernels at all (idle) would look the same.");
+  }
+  absl::StrAppend(&d,
+                  " Look first at the job's last log lines and a stack dump of its ranks "
+                  "(py-spy dump), the NCCL watchdog or timeout messages, and for a rank on a "
+                  "failed GPU or node (silent GPUs, XID errors).");
+  m.description = std::move(d);
+  return m;
+}
+
+Message JobIdleMessage(const Finding& f, const MessageContext& c) {
+  Message m;
+  const std::string since = ClockTime(f.onset_s, c.now_s);
+  const ActivityObs a = f.activity.value_or(ActivityObs{});
+  m.summary = absl::StrCat("Job idle since ", since, " while holding its GPUs (no kernels for ",
+                           Minutes(f.detected_s - f.onset_s), ")");
+  m.description = absl::StrCat(
+      JobName(c), " computed, then ran no kernels on any of its GPUs from ", since,
+      " on (GR-engine activity at most ", Percent(a.gr_engine_max.value_or(0)),
+      " on every GPU for ", f.stopped_windows, f.stopped_windows == 1 ? " window" : " windows",
+      "), and still runs; ", ConfidenceWords(f.confidence),
+      ". Evidence: the GR engine (\"GPU utilization\") near 0 everywhere, which a checkpoint "
+      "does only for minutes and a hung collective does not (its kernels keep the GR engine "
+      "busy). Look first at whether the job finished its work without exiting (its last log "
+      "lines), then at what it waits for on the CPU side: a stalled data loader or file "
+      "system, a lock, an interactive session left open.");
+  return m;
+}
+
 }  // namespace
 
 std::string Percent(double fraction) {
@@ -280,21 +386,16 @@ Message Describe(const Finding& finding, const MessageContext& context) {
     case Kind::kDataQuality:
       return DataQualityMessage(finding, context);
     case Kind::kGpuFault:
+      if (!finding.faults.empty()) return GpuFaultMessage(finding, context);
       return ResilienceMessage(
           finding, context, "GPU fault",
           "at the node's kernel log (XID lines) and nvidia-smi -q for that GPU");
     case Kind::kSilentGpu:
-      return ResilienceMessage(
-          finding, context, "GPU silent",
-          "at whether the GPU fell off the bus (nvidia-smi on the node) and at "
-          "dcgm-exporter there");
+      return SilentGpuMessage(finding, context);
     case Kind::kHung:
-      return ResilienceMessage(finding, context, "Job hung: every GPU stopped computing",
-                               "at the job's last log lines and a stack dump of its ranks (py-spy "
-                               "dump); a collective waiting for a dead peer is the usual cause");
+      return HungMessage(finding, context);
     case Kind::kJobIdle:
-      return ResilienceMessage(finding, context, "Job idle while holding its GPUs",
-                               "at whether the job finished its work without exiting");
+      return JobIdleMessage(finding, context);
   }
   return {};
 }

@@ -204,6 +204,12 @@ std::vector<SeverityRule> DefaultSeverityRules() {
        .min_factor = 2.0,
        .severity = Severity::kCritical},
       {.match = kind(Kind::kDataQuality), .min_factor = std::nullopt, .severity = Severity::kInfo},
+      // GPU faults: the XID catalog's judgement (gpu_fault_findings.h), in the label
+      // catalog_severity: hardware and driver faults that need a reset or a drain are
+      // critical, the application's XIDs and unknown codes warnings.
+      {.match = {{"kind", "gpu_fault"}, {"catalog_severity", "critical"}},
+       .min_factor = std::nullopt,
+       .severity = Severity::kCritical},
       {.match = {}, .min_factor = std::nullopt, .severity = Severity::kWarning},
   };
 }

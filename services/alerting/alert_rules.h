@@ -115,7 +115,8 @@ struct SeverityRule {
 };
 // Built-in rules, used after the configured ones: drops of 2x or more are critical, other
 // regressions, divergence, idle GPUs, stragglers and stopped telemetry warnings, data quality
-// info.
+// info; GPU faults critical when their label catalog_severity says so (hardware and driver
+// faults that need a reset or drain), else warnings.
 std::vector<SeverityRule> DefaultSeverityRules();
 // INVALID_ARGUMENT naming the rule for a bad kind value or a non-positive factor.
 absl::Status ValidateSeverityRules(const std::vector<SeverityRule>& rules);

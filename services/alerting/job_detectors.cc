@@ -32,6 +32,28 @@ JobEvaluation EvaluateJob(const JobInput& input, const DetectorOptions& options)
   return out;
 }
 
+Activity ClassifyActivity(const JobWindow& w, const DetectorOptions& options) {
+  const ActivityObs& a = w.activity;
+  if ((w.flags & options.untrusted_ofu_flags) != 0 || w.gpus_reporting == 0) {
+    return Activity::kUnknown;
+  }
+  // No kernel resident on any GPU: nothing runs (GR engine is the "GPU utilization" jobstats
+  // and nvidia-smi show). Without the GR engine an empty GPU and a spinning one look alike.
+  if (a.gr_engine_max.has_value() && *a.gr_engine_max <= options.idle_gr_engine_active) {
+    return Activity::kIdle;
+  }
+  if (!a.tensor_max.has_value()) return Activity::kUnknown;
+  if (*a.tensor_max > options.stopped_tensor_active) return Activity::kComputing;
+  // No tensor work anywhere. The SMs tell a stopped job from one computing on CUDA cores.
+  if (!a.sm_max.has_value()) return Activity::kUnknown;
+  if (*a.sm_max <= options.stopped_sm_active) return Activity::kHung;
+  if (a.gr_engine_mean.has_value() && *a.gr_engine_mean >= options.spinning_gr_engine_active &&
+      *a.sm_max < options.spinning_sm_active) {
+    return Activity::kHung;
+  }
+  return Activity::kComputing;
+}
+
 std::optional<Finding> TelemetryStopped(int64_t last_window_end_s, int64_t now_s,
                                         const DetectorOptions& options) {
   if (now_s - last_window_end_s <= options.telemetry_stopped_after_s) return std::nullopt;

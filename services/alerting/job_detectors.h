@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,6 +26,24 @@ struct StragglerObs {
   double score = 0;  // GPU OFU / job median GPU OFU
 };
 
+// An allocated GPU that sent nothing in a window while other GPUs of the job did (ofu's
+// silent_gpus).
+struct SilentGpuObs {
+  std::string gpu = {};       // "host/index/uuid"
+  int64_t last_sample_s = 0;  // its newest sample: silent since
+  bool host_silent = false;   // no GPU of the job on its host reported in the window
+};
+
+// The activity of a job's GPUs over a window (ofu's job-level activity fields), each unset
+// when no trusted sample carried the DCGM field: what tells a hung job from an idle one.
+struct ActivityObs {
+  std::optional<double> gr_engine_mean;  // GR_ENGINE_ACTIVE (GPU utilization), mean
+  std::optional<double> sm_mean;         // SM_ACTIVE, mean
+  std::optional<double> tensor_max;      // highest per-GPU mean PIPE_TENSOR_ACTIVE
+  std::optional<double> sm_max;          // highest per-GPU mean SM_ACTIVE
+  std::optional<double> gr_engine_max;   // highest per-GPU mean GR_ENGINE_ACTIVE
+};
+
 // One job-level OFU window as ofu characterized it.
 struct JobWindow {
   detect::OfuWindow window;  // effective_peak_tflops is filled from precision switches
@@ -36,13 +55,43 @@ struct JobWindow {
   std::vector<std::string> idle_gpus;
   uint32_t flags = 0;       // bit n set: goodput.v1.DataQualityFlag n was seen
   double power_w_mean = 0;  // board power summed over the GPUs; 0 when unknown
+  std::vector<SilentGpuObs> silent_gpus;
+  ActivityObs activity;
 };
+
+// What a window says of whether the job's GPUs work (ClassifyActivity):
+// - kIdle: every GPU's GR engine at most idle_gr_engine_active: no kernel runs anywhere.
+// - kHung: no GPU does tensor work and every GPU's SM activity is ~0, or the GR engine is busy
+//   while every SM stays below spinning_sm_active (a collective kernel spinning on a peer).
+// - kComputing: otherwise.
+// - kUnknown: untrusted counters, no GPU reporting, or the fields needed are missing.
+enum class Activity { kUnknown, kComputing, kHung, kIdle };
 
 // The framework's precision mix changed at `time_s` (from mfu).
 struct PrecisionSwitchObs {
   int64_t time_s = 0;
   double peak_before_tflops = 0;
   double peak_after_tflops = 0;
+};
+
+// One GPU fault event (a gpu_fault_events row ingest derived; gpu_fault_findings.h).
+struct FaultObs {
+  int64_t id = 0;
+  std::string host = {};
+  std::optional<int> gpu_index = {};
+  std::string gpu_uuid = {};
+  std::optional<int> mig_instance = {};
+  int64_t time_ms = 0;
+  std::string signal = {};  // core::FaultSignalName: "xid", "ecc_dbe_volatile", ...
+  std::optional<int64_t> xid = {};
+  double value = 0;
+  std::optional<double> previous_value = {};
+  double count = 1;
+  bool counter_reset = false;
+  std::string source = {};
+  // Flags (row remap pending) that are down again: when the GPU's state says it went to 0
+  // after this event (the fault state cleared, e.g. after a GPU reset).
+  std::optional<int64_t> cleared_ms = {};
 };
 
 // mfu's latest divergence verdict for the job.
@@ -100,7 +149,22 @@ struct DetectorOptions {
   double divergence_min_confidence = 0.8;
   // A running job whose newest window ended longer ago than this has stopped reporting.
   int64_t telemetry_stopped_after_s = 600;
+  // A GPU (or a host's GPUs) silent this long while other GPUs of the job report is a
+  // silent_gpu finding: five missed samples at 1-minute sampling, half of telemetry_stopped.
+  int64_t silent_gpu_after_s = 300;
+  // Hung and idle (services/alerting/README.md, "Hung and idle jobs"): how long the windows
+  // must say so. A checkpoint (up to 6 minutes) stays below both.
+  int64_t hung_after_s = 600;
+  int64_t job_idle_after_s = 1800;
+  double stopped_tensor_active = 0.01;     // every GPU's tensor activity at most this
+  double stopped_sm_active = 0.05;         // every GPU's SM activity at most this: ~0
+  double spinning_gr_engine_active = 0.5;  // GR engine at least this (mean): kernels resident
+  double spinning_sm_active = 0.3;         // and every GPU's SMs below this: a spinning kernel
+  double idle_gr_engine_active = 0.05;     // every GPU's GR engine at most this: no kernel
 };
+
+// How the window's GPUs work (see Activity).
+Activity ClassifyActivity(const JobWindow& w, const DetectorOptions& options);
 
 // A condition that holds now, with the numbers behind it.
 struct Finding {
@@ -118,7 +182,13 @@ struct Finding {
   std::vector<std::string> baseline_job_ids;  // most recent first
   int64_t baseline_last_end_s = 0;            // when the most recent of them ended
   bool stalled = false;
-  std::vector<std::string> gpus;  // idle GPUs, or the straggler
+  std::vector<std::string> gpus;  // idle GPUs, the straggler, or the silent GPUs
+  std::string host;               // silent_gpu of a whole host: the host
+  // hung, job_idle: the activity of the latest window of the episode, the windows it spans,
+  // and whether a spinning kernel (GR engine busy) was seen.
+  std::optional<ActivityObs> activity;
+  int64_t stopped_windows = 0;
+  bool spinning = false;
   double idle_gpu_hours = 0;
   double straggler_score = 0;
   uint32_t flags = 0;
@@ -138,6 +208,13 @@ struct Finding {
   // When the condition stopped holding (start of the first window without it); unset while
   // it holds.
   std::optional<int64_t> condition_end_s;
+  // gpu_fault: the GPU's alerting faults, worst first. Other kinds: the faults on the job's
+  // GPUs that coincide with the finding, likely cause first (gpu_fault_findings.h; set by the
+  // engine, not by the detectors).
+  std::vector<FaultObs> faults;
+  // Labels the finding adds to the job's (gpu_fault: gpu, host, gpu_index, gpu_uuid, fault,
+  // xid, fault_blame).
+  std::map<std::string, std::string> extra_labels;
 };
 
 struct JobEvaluation {

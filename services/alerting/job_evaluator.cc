@@ -91,6 +91,22 @@ DivergenceObs LoadDivergence(const json& j) {
   return d;
 }
 
+json SaveActivity(const ActivityObs& a) {
+  json out = json::array();
+  for (const std::optional<double>& v :
+       {a.gr_engine_mean, a.sm_mean, a.tensor_max, a.sm_max, a.gr_engine_max}) {
+    out.push_back(v.has_value() ? json(*v) : json(nullptr));
+  }
+  return out;
+}
+ActivityObs LoadActivity(const json& j) {
+  const auto get = [&](size_t i) -> std::optional<double> {
+    if (j.at(i).is_null()) return std::nullopt;
+    return j.at(i).get<double>();
+  };
+  return {get(0), get(1), get(2), get(3), get(4)};
+}
+
 }  // namespace
 
 JobEvaluator::JobEvaluator(const DetectorOptions& options,
@@ -159,17 +175,24 @@ void JobEvaluator::AddWindow(const JobWindow& jw) {
   const bool untrusted = Untrusted(jw, options_);
   if (untrusted) w.ofu = std::numeric_limits<double>::quiet_NaN();
 
+  TrackActivity(jw);
+
   // Regression inside the job.
   steady_.Add(w);
   if (std::optional<detect::RegressionEvent> e = in_job_.Add(w)) {
     std::optional<std::string> note;
     if (e->kind == detect::RegressionEvent::Kind::kRecovery) {
       in_job_open_.reset();
+      stall_explained_ = false;
     } else if (e->precision_switch) {
       note = e->annotation;
     } else if ((note = SwitchExplains(*e))) {
     } else {
       in_job_open_ = e;
+      // A stall inside a run of hung or idle windows is told by those findings, not as a
+      // regression (one window of the stall may be neither).
+      stall_explained_ =
+          e->stalled && stopped_since_s_ >= 0 && stopped_since_s_ <= e->onset_s + window_len_s_;
       // A baseline of regressed runs would hide the next regression.
       if (!e->stalled) steady_.Freeze();
     }
@@ -225,10 +248,23 @@ void JobEvaluator::AddWindow(const JobWindow& jw) {
   }
   if (!untrusted) last_gpu_ofu_median_ = jw.gpu_ofu_median;
 
-  data_quality_.push_back({jw.window.start_s, jw.flags, jw.gpus_allocated, jw.gpus_reporting,
-                           jw.power_w_mean});
+  // GPUs ofu names as silent are the silent_gpu finding's: the gaps and low coverage they
+  // cause are not also a data-quality finding, when they are every GPU missing.
+  uint32_t dq_flags = jw.flags;
+  if (!jw.silent_gpus.empty() &&
+      jw.gpus_reporting + static_cast<int>(jw.silent_gpus.size()) >= jw.gpus_allocated) {
+    dq_flags &= ~((1u << 4) | (1u << 6));
+  }
+  data_quality_.push_back(
+      {jw.window.start_s, dq_flags, jw.gpus_allocated, jw.gpus_reporting, jw.power_w_mean});
   if (static_cast<int>(data_quality_.size()) > options_.data_quality_windows) {
     data_quality_.pop_front();
+  }
+
+  // Silent GPUs: a window in which no GPU reported (a whole-job outage) says nothing of them.
+  if (!jw.silent_gpus.empty() || jw.gpus_reporting > 0) {
+    silent_.clear();
+    for (const SilentGpuObs& g : jw.silent_gpus) silent_[g.gpu] = g;
   }
 
   // What held before this window and no longer does ended at its start.
@@ -284,10 +320,12 @@ void JobEvaluator::Recompute() {
   Gpus(current_);
   DataQuality(current_);
   Divergence(current_);
+  Silent(current_);
+  Stopped(current_);
 }
 
 void JobEvaluator::InJob(std::vector<Finding>& out) const {
-  if (!in_job_open_) return;
+  if (!in_job_open_ || stall_explained_) return;
   const detect::RegressionEvent& open = *in_job_open_;
   Finding f;
   f.kind = Kind::kRegressionInJob;
@@ -424,6 +462,113 @@ void JobEvaluator::DataQuality(std::vector<Finding>& out) const {
   out.push_back(std::move(f));
 }
 
+void JobEvaluator::TrackActivity(const JobWindow& w) {
+  const Activity a = ClassifyActivity(w, options_);
+  if (a == Activity::kUnknown) return;
+  if (a == Activity::kComputing) {
+    computed_ = true;
+    hung_since_s_ = idle_since_s_ = stopped_since_s_ = -1;
+    hung_windows_ = idle_windows_ = 0;
+    spinning_ = false;
+    return;
+  }
+  if (stopped_since_s_ < 0) stopped_since_s_ = w.window.start_s;
+  stopped_activity_ = w.activity;
+  if (a == Activity::kHung) {
+    if (hung_since_s_ < 0) hung_since_s_ = w.window.start_s;
+    ++hung_windows_;
+    spinning_ =
+        spinning_ || (w.activity.gr_engine_mean.value_or(0) >= options_.spinning_gr_engine_active);
+    idle_since_s_ = -1;
+    idle_windows_ = 0;
+  } else {
+    if (idle_since_s_ < 0) idle_since_s_ = w.window.start_s;
+    ++idle_windows_;
+    hung_since_s_ = -1;
+    hung_windows_ = 0;
+    spinning_ = false;
+  }
+}
+
+// A GPU silent while its job's other GPUs report: fallen off the bus, or its exporter died.
+// Each GPU is its own finding; a host none of whose GPUs report is one finding for the host.
+void JobEvaluator::Silent(std::vector<Finding>& out) const {
+  if (silent_.empty()) return;
+  const size_t first = out.size();
+  std::map<std::string, Finding> hosts;
+  for (const auto& [gpu, g] : silent_) {
+    if (last_end_s_ - g.last_sample_s < options_.silent_gpu_after_s) continue;
+    if (g.host_silent) {
+      const std::string host = gpu.substr(0, gpu.find('/'));
+      Finding& f = hosts[host];
+      if (f.gpus.empty()) {
+        f.onset_s = g.last_sample_s;
+      } else {
+        f.onset_s = std::max(f.onset_s, g.last_sample_s);
+      }
+      f.host = host;
+      f.gpus.push_back(gpu);
+      continue;
+    }
+    Finding f;
+    f.kind = Kind::kSilentGpu;
+    f.detail = gpu;
+    f.detector = "silent_gpu/gpu";
+    f.gpus = {gpu};
+    f.onset_s = g.last_sample_s;
+    f.last_sample_s = g.last_sample_s;
+    out.push_back(std::move(f));
+  }
+  for (auto& [host, f] : hosts) {
+    f.kind = Kind::kSilentGpu;
+    f.detail = host;
+    f.detector = "silent_gpu/host";
+    f.last_sample_s = f.onset_s;
+    out.push_back(std::move(f));
+  }
+  for (size_t i = first; i < out.size(); ++i) {
+    Finding* f = &out[i];
+    f->detected_s = last_end_s_;
+    f->recent_windows =
+        static_cast<int>(std::max<int64_t>(1, (last_end_s_ - f->onset_s) / window_len_s_));
+    // The longer the silence while its neighbours report, the less a scrape hiccup explains it.
+    f->confidence =
+        std::clamp(1.0 - 0.5 * static_cast<double>(options_.silent_gpu_after_s) /
+                             static_cast<double>(std::max<int64_t>(1, last_end_s_ - f->onset_s)),
+                   0.5, 0.99);
+    f->evidence_from_s = f->onset_s - kEvidenceHalfSpanWindows * window_len_s_;
+    f->evidence_to_s = last_end_s_;
+  }
+}
+
+// Hung: every GPU stopped computing while kernels stay resident, or with the SMs at ~0, for
+// hung_after_s. Idle: after computing, no kernel on any GPU for job_idle_after_s.
+void JobEvaluator::Stopped(std::vector<Finding>& out) const {
+  const auto finding = [&](Kind kind, int64_t since_s, int64_t windows, const char* detector) {
+    Finding f;
+    f.kind = kind;
+    f.detector = detector;
+    f.onset_s = since_s;
+    f.detected_s = last_end_s_;
+    f.activity = stopped_activity_;
+    f.stopped_windows = windows;
+    f.spinning = kind == Kind::kHung && spinning_;
+    f.confidence = std::clamp(static_cast<double>(windows * window_len_s_) /
+                                  static_cast<double>(std::max<int64_t>(1, last_end_s_ - since_s)),
+                              0.5, 0.99);
+    f.evidence_from_s = since_s - kEvidenceHalfSpanWindows * window_len_s_;
+    f.evidence_to_s = last_end_s_;
+    out.push_back(std::move(f));
+  };
+  if (hung_since_s_ >= 0 && last_end_s_ - hung_since_s_ >= options_.hung_after_s) {
+    finding(Kind::kHung, hung_since_s_, hung_windows_,
+            spinning_ ? "activity/spinning" : "activity/stopped");
+  }
+  if (computed_ && idle_since_s_ >= 0 && last_end_s_ - idle_since_s_ >= options_.job_idle_after_s) {
+    finding(Kind::kJobIdle, idle_since_s_, idle_windows_, "activity/no_kernels");
+  }
+}
+
 void JobEvaluator::Divergence(std::vector<Finding>& out) const {
   if (!divergence_) return;
   const DivergenceObs& d = *divergence_;
@@ -480,6 +625,21 @@ std::string JobEvaluator::Checkpoint() const {
       {"gpu_median", last_gpu_ofu_median_},
       {"data_quality", std::move(dq)},
   };
+  // Silent GPUs, hung and idle (absent from older checkpoints: restored as none).
+  json silent = json::array();
+  for (const auto& [gpu, g] : silent_) {
+    silent.push_back(json::array({gpu, g.last_sample_s, g.host_silent}));
+  }
+  j["silent"] = std::move(silent);
+  j["activity"] = {{"computed", computed_},
+                   {"hung_since", hung_since_s_},
+                   {"idle_since", idle_since_s_},
+                   {"stopped_since", stopped_since_s_},
+                   {"hung_windows", hung_windows_},
+                   {"idle_windows", idle_windows_},
+                   {"spinning", spinning_},
+                   {"last", SaveActivity(stopped_activity_)},
+                   {"stall_explained", stall_explained_}};
   return StateCodec::EncodeCbor(j);
 }
 
@@ -557,6 +717,39 @@ absl::StatusOr<std::unique_ptr<JobEvaluator>> JobEvaluator::Restore(
       ev->data_quality_.push_back({w.at(0).get<int64_t>(), w.at(1).get<uint32_t>(),
                                    w.at(2).get<int>(), w.at(3).get<int>(),
                                    w.at(4).get<double>()});
+    }
+    if (j.contains("silent")) {
+      for (const json& g : j.at("silent")) {
+        SilentGpuObs o{g.at(0).get<std::string>(), g.at(1).get<int64_t>(), g.at(2).get<bool>()};
+        if (o.last_sample_s < -kMaxTimeS || o.last_sample_s > kMaxTimeS) {
+          return absl::InvalidArgumentError(absl::StrCat("checkpoint: silent GPU last sample ",
+                                                         o.last_sample_s, " is outside [",
+                                                         -kMaxTimeS, ", ", kMaxTimeS, "]"));
+        }
+        ev->silent_[o.gpu] = std::move(o);
+      }
+    }
+    if (j.contains("activity")) {
+      const json& a = j.at("activity");
+      ev->computed_ = a.at("computed").get<bool>();
+      ev->hung_since_s_ = a.at("hung_since").get<int64_t>();
+      ev->idle_since_s_ = a.at("idle_since").get<int64_t>();
+      ev->stopped_since_s_ = a.at("stopped_since").get<int64_t>();
+      ev->hung_windows_ = a.at("hung_windows").get<int64_t>();
+      ev->idle_windows_ = a.at("idle_windows").get<int64_t>();
+      ev->spinning_ = a.at("spinning").get<bool>();
+      ev->stopped_activity_ = LoadActivity(a.at("last"));
+      ev->stall_explained_ = a.at("stall_explained").get<bool>();
+      for (const auto& [name, value] :
+           {std::pair{"hung_since", ev->hung_since_s_}, std::pair{"idle_since", ev->idle_since_s_},
+            std::pair{"stopped_since", ev->stopped_since_s_},
+            std::pair{"hung_windows", ev->hung_windows_},
+            std::pair{"idle_windows", ev->idle_windows_}}) {
+        if (value < -1 || value > kMaxTimeS) {
+          return absl::InvalidArgumentError(absl::StrCat("checkpoint: activity ", name, "=", value,
+                                                         " is outside [-1, ", kMaxTimeS, "]"));
+        }
+      }
     }
     ev->Recompute();
     return ev;

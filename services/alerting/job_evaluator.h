@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -86,6 +87,9 @@ class JobEvaluator {
   void Workload(std::vector<Finding>& out) const;
   void Gpus(std::vector<Finding>& out) const;
   void DataQuality(std::vector<Finding>& out) const;
+  void Silent(std::vector<Finding>& out) const;
+  void Stopped(std::vector<Finding>& out) const;
+  void TrackActivity(const JobWindow& w);
   void Divergence(std::vector<Finding>& out) const;
   std::optional<std::string> SwitchExplains(const detect::RegressionEvent& e) const;
   std::vector<PrecisionSwitchObs> SwitchesNear(int64_t from_s, int64_t to_s) const;
@@ -126,6 +130,22 @@ class JobEvaluator {
   double last_gpu_ofu_median_ = 0;
 
   std::deque<DataQualityWindow> data_quality_;
+
+  // Silent GPUs: those ofu named in the latest window in which the job reported, by GPU key.
+  std::map<std::string, SilentGpuObs> silent_;
+
+  // Hung and idle: the current runs of windows classified so (ClassifyActivity; windows of
+  // unknown activity neither extend nor break a run), -1 when none.
+  bool computed_ = false;  // a computing window was seen: idle is "went idle"
+  int64_t hung_since_s_ = -1;
+  int64_t idle_since_s_ = -1;
+  int64_t stopped_since_s_ = -1;  // hung or idle windows in a row
+  int64_t hung_windows_ = 0;
+  int64_t idle_windows_ = 0;
+  bool spinning_ = false;         // the hung run saw the GR engine busy
+  ActivityObs stopped_activity_;  // the latest hung or idle window's
+  // The open in-job stall fell within a run of hung or idle windows: those findings tell it.
+  bool stall_explained_ = false;
 
   std::vector<Finding> current_;
   std::vector<Finding> ended_;

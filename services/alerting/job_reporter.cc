@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -12,6 +15,8 @@
 #include "absl/time/clock.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "services/alerting/gpu_fault_findings.h"
+#include "services/alerting/gpu_fault_store.h"
 #include "services/alerting/outbox.h"
 #include "services/alerting/targets/slurm_target.h"
 #include "services/api/api_convert.h"
@@ -48,6 +53,43 @@ std::string Deterministic(const google::protobuf::Message& m) {
 
 absl::Status Invalid(const std::string& key, const std::string& problem) {
   return absl::InvalidArgumentError(absl::StrCat("alerting.reports.", key, ": ", problem));
+}
+
+// Fault events a report lists (its summary counts them all).
+constexpr int kMaxReportFaults = 1000;
+
+// The GPU-fault advice, first when the job met a fault that alerts by itself (an XID, ECC or
+// row-remap fault; gpu_fault_findings.h): the failure's likely cause, or the worst fault, with
+// the catalog's recommended action.
+std::optional<std::string> FaultAdvice(const v1::JobReport& report,
+                                       const std::optional<FaultObs>& failure_fault) {
+  std::vector<FaultObs> alerting;
+  for (const v1::FaultEvent& e : report.faults()) {
+    FaultObs f = FaultObsFromProto(e);
+    if (FaultAlertSeverity(f)) alerting.push_back(std::move(f));
+  }
+  if (alerting.empty()) return std::nullopt;
+  std::vector<Finding> per_gpu = GpuFaultFindings(alerting);
+  const FaultObs& worst = per_gpu.front().faults.front();
+  std::string text =
+      report.failure_cause().empty()
+          ? absl::StrCat("The job met ", FaultWhat(worst), " on GPU ", FaultGpuName(worst))
+          : absl::StrCat("The job's failure is likely due to ", report.failure_cause());
+  absl::StrAppend(&text,
+                  per_gpu.size() > 1 ? absl::StrCat(" (faults on ", per_gpu.size(), " GPUs)") : "",
+                  ". ");
+  const FaultObs& cause = failure_fault ? *failure_fault : worst;
+  const std::string blame = FaultBlame(cause);
+  if (blame == "application") {
+    absl::StrAppend(&text,
+                    "It is the application's fault: fix the code (an illegal memory access or "
+                    "engine exception) before running it again.");
+  } else {
+    absl::StrAppend(&text,
+                    "It is a hardware or driver fault, not the job's: report the node to the "
+                    "operators and run again on other nodes.");
+  }
+  return text;
 }
 
 constexpr char kReportKeys[] =
@@ -268,6 +310,7 @@ absl::StatusOr<v1::JobReport> JobReporter::Assemble(const std::string& cluster,
         // is then the data time it was confirmed at, within the job).
         r.set_after_job_end(a.found_after_job_end() ||
                             api::TimestampToUnixMs(a.start_time()) > end_ms);
+        r.set_likely_cause(a.evidence().likely_cause());
         if (IsRegression(a.kind())) ++regressions;
         alerts.push_back(std::move(r));
       }
@@ -292,6 +335,98 @@ absl::StatusOr<v1::JobReport> JobReporter::Assemble(const std::string& cluster,
     // Listed newest first; the report reads oldest first.
     for (auto it = actions->actions().rbegin(); it != actions->actions().rend(); ++it) {
       *report.add_policy_actions() = *it;
+    }
+  }
+
+  // Every GPU fault the job met, from ofu (paged), and the likely cause of a failure.
+  std::optional<FaultObs> failure_fault;
+  {
+    std::string page_token;
+    do {
+      v1::ListFaultEventsRequest request;
+      *request.mutable_job() = key;
+      request.set_page_size(kMaxReportFaults);
+      request.set_page_token(page_token);
+      v1::ListFaultEventsResponse response;
+      grpc::ClientContext ctx;
+      platform::PrepareClientContext(&ctx, options_.rpc_timeout, options_.token);
+      const grpc::Status status = ofu_->ListFaultEvents(&ctx, request, &response);
+      if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
+        // An ofu older than fault events (a rolling upgrade): the report goes without them.
+        logger_.Warn("job report without GPU faults: ofu does not serve ListFaultEvents",
+                     {{"cluster", cluster}, {"job_id", job_id}});
+        break;
+      }
+      if (!status.ok()) {
+        return absl::UnavailableError(absl::StrCat("ofu ListFaultEvents at ", options_.ofu_address,
+                                                   ": ", status.error_message()));
+      }
+      for (const v1::FaultEvent& e : response.events()) {
+        if (report.faults_size() < kMaxReportFaults) *report.add_faults() = e;
+      }
+      page_token = response.next_page_token();
+    } while (!page_token.empty() && report.faults_size() < kMaxReportFaults);
+    const v1::JobState state = info->job.state();
+    if ((state == v1::JOB_STATE_FAILED || state == v1::JOB_STATE_TIMED_OUT) &&
+        info->job.has_end_time() && report.faults_size() > 0) {
+      const int64_t end_ms = api::TimestampToUnixMs(info->job.end_time());
+      const int64_t end_s = end_ms / 1000;
+      std::vector<FaultObs> faults;
+      for (const v1::FaultEvent& e : report.faults()) faults.push_back(FaultObsFromProto(e));
+      if (report.faults_size() >= kMaxReportFaults) {
+        // The list stops at its first 1000: ask for the ones before the end.
+        v1::ListFaultEventsRequest request;
+        *request.mutable_job() = key;
+        *request.mutable_range()->mutable_start_time() =
+            api::UnixMsToTimestamp(end_ms - options_.fault_correlation_window_s * 1000);
+        *request.mutable_range()->mutable_end_time() = api::UnixMsToTimestamp(end_ms + 1000);
+        request.set_page_size(kMaxReportFaults);
+        v1::ListFaultEventsResponse response;
+        grpc::ClientContext ctx;
+        platform::PrepareClientContext(&ctx, options_.rpc_timeout, options_.token);
+        const grpc::Status status = ofu_->ListFaultEvents(&ctx, request, &response);
+        if (!status.ok()) {
+          return absl::UnavailableError(absl::StrCat(
+              "ofu ListFaultEvents at ", options_.ofu_address, ": ", status.error_message()));
+        }
+        faults.clear();
+        for (const v1::FaultEvent& e : response.events()) faults.push_back(FaultObsFromProto(e));
+      }
+      std::vector<FaultObs> before =
+          FaultsBeforeEnd(faults, end_s, options_.fault_correlation_window_s);
+      if (!before.empty()) {
+        failure_fault = before.front();
+        report.set_failure_cause(LikelyCause(before.front(), end_s, end_s, "the job ended"));
+      }
+    }
+  }
+
+  if (info->serving) {
+    const ServingTotals& t = *info->serving;
+    v1::ServingReport& r = *report.mutable_serving();
+    r.set_engines(t.engines);
+    r.set_models(t.models);
+    r.set_prompt_tokens(t.prompt_tokens);
+    r.set_generation_tokens(t.generation_tokens);
+    r.set_requests(t.requests);
+    r.set_served_s(t.served_s);
+    const double tokens = t.prompt_tokens + t.generation_tokens;
+    if (t.served_s > 0) r.set_tokens_per_s(tokens / t.served_s);
+    if (ofu.has_energy_j() && ofu.energy_j() > 0 && tokens > 0) {
+      r.set_joules_per_token(ofu.energy_j() / tokens);
+      r.set_tokens_per_kwh(tokens / (ofu.energy_j() / 3.6e6));
+    }
+    if (t.has_flops && t.served_s > 0) {
+      const double engine_tflops = t.flops_per_gpu / t.served_s / 1e12;
+      r.set_engine_tflops_per_gpu(engine_tflops);
+      const std::string model = ofu.gpu_model().empty() ? info->job.gpu_model() : ofu.gpu_model();
+      absl::StatusOr<const core::GpuSpec*> spec = catalog_->Find(model);
+      if (spec.ok() && ofu.ofu_unavailable_reason().empty() && ofu.ofu() > 0) {
+        absl::StatusOr<double> peak = (*spec)->PeakTflops(core::Precision::kBf16);
+        if (peak.ok() && *peak > 0) {
+          r.set_engine_flops_to_ofu_ratio(engine_tflops / (ofu.ofu() * *peak));
+        }
+      }
     }
   }
 
@@ -333,8 +468,18 @@ absl::StatusOr<v1::JobReport> JobReporter::Assemble(const std::string& cluster,
     }
   }
   s.set_regression_count(regressions);
+  s.set_fault_count(
+      static_cast<int32_t>(std::max<int64_t>(report.faults_size(), ofu.fault_event_count())));
   api::RoundSummary(s);
+  if (std::optional<std::string> text = FaultAdvice(report, failure_fault)) {
+    s.add_advice(v1::ADVICE_KIND_GPU_FAULT);
+    v1::Advice* advice = report.add_advice();
+    advice->set_kind(v1::ADVICE_KIND_GPU_FAULT);
+    advice->set_text(*text);
+  }
   for (v1::AdviceKind a : api::ChooseAdvice(s)) {
+    // "Nothing to change" does not follow a GPU fault.
+    if (a == v1::ADVICE_KIND_WELL_USED && s.advice_size() > 0) continue;
     s.add_advice(a);
     v1::Advice* advice = report.add_advice();
     advice->set_kind(a);

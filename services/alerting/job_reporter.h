@@ -1,6 +1,7 @@
 // The job-end reporter of goodput-alerting: a job-end product at the end of the pipeline.
 // For each ended job it assembles a goodput.v1.JobReport from what its producers publish —
-// ofu's job summary (OfuService.GetJobSummary over gRPC, as a consumer asks its producer),
+// ofu's job summary and the job's GPU fault events (OfuService.GetJobSummary and
+// ListFaultEvents over gRPC, as a consumer asks its producer),
 // mfu's reconciliation verdict (MfuService.GetReconciliation) — and alerting's own alerts of
 // the job (read in process), adds advice (services/api/job_report.h), stores it
 // (report_store.h) and, for Slurm jobs of a cluster with a `slurm_admin_comment` target,
@@ -70,6 +71,9 @@ struct ReporterOptions {
   // `admin_comment_routes`.
   std::vector<std::string> admin_comment_targets = {};
   std::vector<AdminCommentRoute> admin_comment_routes = {};
+  // alerting.fault_correlation_window_s: a failed job's likely cause is a GPU fault this long
+  // before its end (gpu_fault_findings.h).
+  int64_t fault_correlation_window_s = 1800;
 };
 
 // Reads alerting.reports.*; INVALID_ARGUMENT naming the key and value for anything wrong.

@@ -243,6 +243,7 @@ absl::StatusOr<std::shared_ptr<void>> Setup(goodput::platform::ServiceContext& c
       mfu = goodput::v1::MfuService::NewStub(
           goodput::platform::MakeChannel(reports->mfu_address, tls));
     }
+    reports->fault_correlation_window_s = config->engine.fault_correlation_window_s;
     rt->reporter = std::make_unique<goodput::alerting::JobReporter>(
         rt->report_store.get(), rt->catalog.get(), std::move(ofu), std::move(mfu),
         [engine](const goodput::v1::ListAlertsRequest& r) { return engine->ListAlerts(r); },

@@ -68,8 +68,29 @@ constexpr char kJobInfo[] =
         "j.end_time") ", "
                       "(SELECT count(*) FROM (SELECT DISTINCT g.host, g.gpu_index, g.gpu_uuid "
                       "FROM job_gpus g WHERE g.job = j.id) x), "
-                      "coalesce((to_jsonb(j) ->> 'gpu_count')::int, 0) "
+                      "coalesce((to_jsonb(j) ->> 'gpu_count')::int, 0), "
+                      "coalesce(to_jsonb(j) ->> 'workload_kind', ''), "
+                      "coalesce(to_jsonb(j) ->> 'workload_kind_source', '') "
                       "FROM jobs j WHERE j.cluster = $1 AND j.job_id = $2";
+
+// The increases of a job's serving counters ($1 jobs.id), per metric: summed over series, and
+// for the FLOPs estimate (per GPU) averaged over them; a value below the one before is a
+// counter that restarted, its increase the value itself.
+constexpr char kServingTotals[] =
+    "WITH d AS (SELECT metric, engine, model, host, pod, series, sample_time, "
+    "  value - lag(value) OVER w AS dv, value FROM serving_samples WHERE job = $1 "
+    "  WINDOW w AS (PARTITION BY host, pod, engine, series, metric ORDER BY sample_time)), "
+    "per_series AS (SELECT metric, host, pod, engine, series, "
+    "  sum(CASE WHEN dv IS NULL THEN 0 WHEN dv < 0 THEN value ELSE dv END) AS inc "
+    "  FROM d GROUP BY metric, host, pod, engine, series) "
+    "SELECT (SELECT string_agg(DISTINCT engine, ',' ORDER BY engine) FROM d), "
+    "  (SELECT string_agg(DISTINCT model, ',' ORDER BY model) FROM d WHERE model <> ''), "
+    "  (SELECT coalesce(extract(epoch FROM max(sample_time) - min(sample_time)), 0) FROM d), "
+    "  coalesce((SELECT sum(inc) FROM per_series WHERE metric = 'prompt_tokens'), 0), "
+    "  coalesce((SELECT sum(inc) FROM per_series WHERE metric = 'generation_tokens'), 0), "
+    "  coalesce((SELECT sum(inc) FROM per_series WHERE metric = 'requests'), 0), "
+    "  (SELECT avg(inc) FROM per_series WHERE metric = 'flops_per_gpu'), "
+    "  EXISTS (SELECT 1 FROM d)";
 
 constexpr char kFindJob[] =
     "SELECT id, end_time IS NOT NULL FROM jobs WHERE cluster = $1 AND job_id = $2";
@@ -242,6 +263,22 @@ absl::StatusOr<ReportJobInfo> ReportStore::JobInfo(const std::string& cluster,
         if (!row[10].is_null())
           *j.mutable_end_time() = api::UnixMsToTimestamp(row[10].as<int64_t>());
         j.set_gpu_count(std::max(row[11].as<int>(), row[12].as<int>()));
+        j.set_workload_kind(api::WorkloadKindFromName(row[13].as<std::string>()));
+        j.set_workload_kind_source(api::WorkloadKindSourceFromName(row[14].as<std::string>()));
+        pqxx::result serving = txn.exec_params(kServingTotals, info.id);
+        if (!serving.empty() && serving[0][7].as<bool>()) {
+          const pqxx::row s = serving[0];
+          ServingTotals t;
+          t.engines = s[0].is_null() ? "" : s[0].as<std::string>();
+          t.models = s[1].is_null() ? "" : s[1].as<std::string>();
+          t.served_s = s[2].as<double>();
+          t.prompt_tokens = s[3].as<double>();
+          t.generation_tokens = s[4].as<double>();
+          t.requests = s[5].as<double>();
+          t.has_flops = !s[6].is_null();
+          if (t.has_flops) t.flops_per_gpu = s[6].as<double>();
+          info.serving = t;
+        }
         return info;
       });
 }

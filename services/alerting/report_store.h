@@ -34,9 +34,23 @@ struct ReportCandidate {
 };
 
 // What the report needs from the registry besides the OFU summary.
+// What a job's serving engines counted over the job (serving_samples), increases of their
+// counters summed over series (a counter that went down restarted from 0).
+struct ServingTotals {
+  std::string engines;  // comma-separated
+  std::string models;
+  double prompt_tokens = 0;
+  double generation_tokens = 0;
+  double requests = 0;
+  double flops_per_gpu = 0;  // mean over the series that export it
+  bool has_flops = false;
+  double served_s = 0;
+};
+
 struct ReportJobInfo {
   int64_t id = 0;
   v1::Job job;  // allocations left out
+  std::optional<ServingTotals> serving;  // none when the job sent no serving metrics
 };
 
 // Where a page of ListJobReports ends: the last summary's wasted GPU-hours and job row.

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/strip.h"
 #include "google/protobuf/util/time_util.h"
 
 namespace goodput::api {
@@ -51,6 +52,52 @@ v1::SchedulerKind SchedulerKindFromName(absl::string_view name) {
     if (text == name) return value;
   }
   return v1::SCHEDULER_KIND_UNSPECIFIED;
+}
+
+std::string WorkloadKindName(v1::WorkloadKind kind) {
+  switch (kind) {
+    case v1::WORKLOAD_KIND_TRAINING:
+      return "training";
+    case v1::WORKLOAD_KIND_INFERENCE:
+      return "inference";
+    case v1::WORKLOAD_KIND_INTERACTIVE:
+      return "interactive";
+    case v1::WORKLOAD_KIND_OTHER:
+      return "other";
+    default:
+      return "";
+  }
+}
+
+v1::WorkloadKind WorkloadKindFromName(absl::string_view name) {
+  const std::string word = absl::AsciiStrToLower(absl::StripAsciiWhitespace(name));
+  if (word == "training" || word == "train") return v1::WORKLOAD_KIND_TRAINING;
+  if (word == "inference" || word == "serving" || word == "service") {
+    return v1::WORKLOAD_KIND_INFERENCE;
+  }
+  if (word == "interactive" || word == "notebook") return v1::WORKLOAD_KIND_INTERACTIVE;
+  if (word == "other" || word == "batch") return v1::WORKLOAD_KIND_OTHER;
+  return v1::WORKLOAD_KIND_UNSPECIFIED;
+}
+
+std::string WorkloadKindSourceName(v1::WorkloadKindSource source) {
+  switch (source) {
+    case v1::WORKLOAD_KIND_SOURCE_REGISTERED:
+      return "registered";
+    case v1::WORKLOAD_KIND_SOURCE_LABEL:
+      return "label";
+    case v1::WORKLOAD_KIND_SOURCE_INFERRED:
+      return "inferred";
+    default:
+      return "";
+  }
+}
+
+v1::WorkloadKindSource WorkloadKindSourceFromName(absl::string_view name) {
+  if (name == "registered") return v1::WORKLOAD_KIND_SOURCE_REGISTERED;
+  if (name == "label") return v1::WORKLOAD_KIND_SOURCE_LABEL;
+  if (name == "inferred") return v1::WORKLOAD_KIND_SOURCE_INFERRED;
+  return v1::WORKLOAD_KIND_SOURCE_UNSPECIFIED;
 }
 
 std::string JobStateName(v1::JobState state) {

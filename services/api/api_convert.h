@@ -26,6 +26,16 @@ std::string SchedulerKindName(v1::SchedulerKind kind);
 // The inverse; SCHEDULER_KIND_UNSPECIFIED for a name that is none of the four.
 v1::SchedulerKind SchedulerKindFromName(absl::string_view name);
 
+// "training", "inference", "interactive", "other"; "" for UNSPECIFIED.
+std::string WorkloadKindName(v1::WorkloadKind kind);
+// The inverse (case-insensitive, surrounding blanks ignored), also taking the words a site's
+// labels use: "train"/"training", "inference"/"serving"/"service", "interactive"/"notebook",
+// "other"/"batch". WORKLOAD_KIND_UNSPECIFIED for anything else.
+v1::WorkloadKind WorkloadKindFromName(absl::string_view name);
+// "registered", "label", "inferred"; "" for UNSPECIFIED.
+std::string WorkloadKindSourceName(v1::WorkloadKindSource source);
+v1::WorkloadKindSource WorkloadKindSourceFromName(absl::string_view name);
+
 // "running", "completed", "timed_out", ...; "" for UNSPECIFIED.
 std::string JobStateName(v1::JobState state);
 // The inverse (case-insensitive); JOB_STATE_UNSPECIFIED for an unknown name.

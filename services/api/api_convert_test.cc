@@ -21,6 +21,19 @@ TEST(ApiConvert, JobStateNamesRoundTripAndIgnoreCase) {
   EXPECT_EQ(JobStateName(v1::JOB_STATE_UNSPECIFIED), "");
 }
 
+TEST(ApiConvert, WorkloadKindNamesRoundTripAndTakeTheWordsLabelsUse) {
+  for (v1::WorkloadKind kind : {v1::WORKLOAD_KIND_TRAINING, v1::WORKLOAD_KIND_INFERENCE,
+                                v1::WORKLOAD_KIND_INTERACTIVE, v1::WORKLOAD_KIND_OTHER}) {
+    EXPECT_EQ(WorkloadKindFromName(WorkloadKindName(kind)), kind);
+  }
+  EXPECT_EQ(WorkloadKindFromName(" Serving "), v1::WORKLOAD_KIND_INFERENCE);
+  EXPECT_EQ(WorkloadKindFromName("notebook"), v1::WORKLOAD_KIND_INTERACTIVE);
+  EXPECT_EQ(WorkloadKindFromName("pretraining"), v1::WORKLOAD_KIND_UNSPECIFIED);
+  EXPECT_EQ(WorkloadKindName(v1::WORKLOAD_KIND_UNSPECIFIED), "");
+  EXPECT_EQ(WorkloadKindSourceFromName(WorkloadKindSourceName(v1::WORKLOAD_KIND_SOURCE_LABEL)),
+            v1::WORKLOAD_KIND_SOURCE_LABEL);
+}
+
 TEST(ApiConvert, EveryCorePrecisionHasAnApiValue) {
   for (core::Precision p : {core::Precision::kFp64, core::Precision::kTf32, core::Precision::kFp16,
                             core::Precision::kBf16, core::Precision::kFp8, core::Precision::kFp4,

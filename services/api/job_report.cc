@@ -305,6 +305,11 @@ std::string AdviceText(v1::AdviceKind kind, const v1::ReportSummary& s) {
              "less, and ask the cluster's operators about the exporter.";
     case v1::ADVICE_KIND_WELL_USED:
       return "Nothing to change: the job kept its GPUs busy.";
+    case v1::ADVICE_KIND_GPU_FAULT:
+      return absl::StrCat("The job met ", s.fault_count(),
+                          s.fault_count() == 1 ? " GPU fault" : " GPU faults",
+                          " (XID, ECC, row remapping): the full report names each, whose fault "
+                          "it was and what to do.");
     default:
       return "";
   }
@@ -381,6 +386,7 @@ std::string RenderSummaryText(const v1::ReportSummary& s) {
     absl::StrAppend(&mfu, absl::StrFormat(" (MFU/OFU %.2f)", s.mfu_ofu_ratio()));
   line("MFU vs OFU", mfu);
   line("regressions", absl::StrCat(s.regression_count()));
+  if (s.fault_count() > 0) line("GPU faults", absl::StrCat(s.fault_count()));
   std::vector<std::string> flags;
   for (int f : s.flags()) {
     flags.push_back(EnumWords(v1::DataQualityFlag_Name(static_cast<v1::DataQualityFlag>(f)),

@@ -92,6 +92,11 @@ absl::Status CheckJob(const v1::Job& job, const core::GpuCatalog* catalog,
     return absl::InvalidArgumentError(
         absl::StrCat("job.scheduler=", job.scheduler(), " is not a SchedulerKind value"));
   }
+  if (!v1::WorkloadKind_IsValid(job.workload_kind())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "job.workload_kind=", job.workload_kind(),
+        " is not a WorkloadKind value (training 1, inference 2, interactive 3, other 4)"));
+  }
   if (!v1::JobState_IsValid(job.state())) {
     return absl::InvalidArgumentError(
         absl::StrCat("job.state=", job.state(), " is not a JobState value"));

@@ -32,6 +32,16 @@ TEST(CheckJob, AcceptsWhatASchedulerSends) {
   EXPECT_TRUE(CheckJob(pod, nullptr).ok());
 }
 
+TEST(CheckJob, TakesEachWorkloadKindAndRefusesAnUnknownOneNamingTheField) {
+  v1::Job job = GoodJob();
+  job.set_workload_kind(v1::WORKLOAD_KIND_INFERENCE);
+  EXPECT_TRUE(CheckJob(job, nullptr).ok());
+  job.set_workload_kind(static_cast<v1::WorkloadKind>(9));
+  absl::Status s = CheckJob(job, nullptr);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("job.workload_kind=9 is not a WorkloadKind value"));
+}
+
 TEST(CheckJob, RefusesJobIdsAShellOrACommandLineWouldInterpretShowingThemEscaped) {
   struct Case {
     std::string job_id;

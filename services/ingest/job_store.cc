@@ -34,7 +34,8 @@ constexpr char kJobColumns[] =
     "state, (extract(epoch FROM start_time) * 1000)::bigint, "
     "(extract(epoch FROM end_time) * 1000)::bigint, labels::text, "
     "(extract(epoch FROM created_at) * 1000)::bigint, "
-    "(extract(epoch FROM updated_at) * 1000)::bigint, gpu_count";
+    "(extract(epoch FROM updated_at) * 1000)::bigint, gpu_count, "
+    "COALESCE(workload_kind, ''), COALESCE(workload_kind_source, '')";
 
 constexpr char kSelectAllocations[] =
     "SELECT host, gpu_index, gpu_uuid, (extract(epoch FROM lower(valid)) * 1000)::bigint, "
@@ -52,9 +53,17 @@ constexpr char kSelectHostsSeen[] =
 
 constexpr char kInsertJob[] =
     "INSERT INTO jobs (cluster, job_id, scheduler, user_name, team, name, "
-    "workload_fingerprint, gpu_model, state, start_time, end_time, labels, gpu_count) "
+    "workload_fingerprint, gpu_model, state, start_time, end_time, labels, gpu_count, "
+    "workload_kind, workload_kind_source) "
     "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, to_timestamp($10::bigint / 1000.0), "
-    "to_timestamp($11::bigint / 1000.0), $12::jsonb, $13) RETURNING id";
+    "to_timestamp($11::bigint / 1000.0), $12::jsonb, $13, NULLIF($14, ''), NULLIF($15, '')) "
+    "RETURNING id";
+
+// A kind set by the scheduler wins over one taken from a label, which wins over an inferred
+// one; a kind is only replaced by one of a stronger source.
+constexpr char kSetWorkloadKind[] =
+    "UPDATE jobs SET workload_kind = $2, workload_kind_source = $3, updated_at = now() "
+    "WHERE id = $1";
 
 // Registration is set-based: the allocations of one request are passed as arrays (one
 // element per allocation, `ord` its position in the request) and each step below is one
@@ -254,6 +263,39 @@ std::string LabelsJson(const google::protobuf::Map<std::string, std::string>& la
   return j.dump();
 }
 
+// The kind a registration asks for: its own field, else the first label named in
+// `kind_labels` whose value names a kind.
+struct RequestedKind {
+  v1::WorkloadKind kind = v1::WORKLOAD_KIND_UNSPECIFIED;
+  v1::WorkloadKindSource source = v1::WORKLOAD_KIND_SOURCE_UNSPECIFIED;
+};
+
+RequestedKind KindOf(const v1::Job& job, const std::vector<std::string>& kind_labels) {
+  if (job.workload_kind() != v1::WORKLOAD_KIND_UNSPECIFIED) {
+    return {job.workload_kind(), v1::WORKLOAD_KIND_SOURCE_REGISTERED};
+  }
+  for (const std::string& label : kind_labels) {
+    auto it = job.labels().find(label);
+    if (it == job.labels().end()) continue;
+    const v1::WorkloadKind kind = api::WorkloadKindFromName(it->second);
+    if (kind != v1::WORKLOAD_KIND_UNSPECIFIED) return {kind, v1::WORKLOAD_KIND_SOURCE_LABEL};
+  }
+  return {};
+}
+
+int KindRank(v1::WorkloadKindSource source) {
+  switch (source) {
+    case v1::WORKLOAD_KIND_SOURCE_REGISTERED:
+      return 3;
+    case v1::WORKLOAD_KIND_SOURCE_LABEL:
+      return 2;
+    case v1::WORKLOAD_KIND_SOURCE_INFERRED:
+      return 1;
+    default:
+      return 0;
+  }
+}
+
 std::string JobName(const v1::JobKey& key) {
   return absl::StrCat(key.cluster(), "/", key.job_id());
 }
@@ -289,6 +331,8 @@ v1::Job ReadJob(pqxx::work& txn, const pqxx::row& row, int64_t* row_id) {
   SetMs(row[13].as<int64_t>(), job.mutable_create_time());
   SetMs(row[14].as<int64_t>(), job.mutable_update_time());
   const std::optional<int> stored_count = Opt<int>(row[15]);
+  job.set_workload_kind(api::WorkloadKindFromName(row[16].as<std::string>()));
+  job.set_workload_kind_source(api::WorkloadKindSourceFromName(row[17].as<std::string>()));
 
   pqxx::result allocations = txn.exec_params(kSelectAllocations, *row_id);
   std::vector<std::string> distinct;
@@ -619,6 +663,7 @@ absl::StatusOr<RegisterJobResult> JobStore::Register(const v1::Job& job, int64_t
   }
   std::string state = api::JobStateName(job.state());
   if (state.empty()) state = end_ms ? "ended" : (start_ms ? "running" : "pending");
+  const RequestedKind kind = KindOf(job, workload_kind_labels_);
 
   return pool_->RunTransactionFor<RegisterJobResult>([&](pqxx::work& txn)
                                                          -> absl::StatusOr<RegisterJobResult> {
@@ -637,7 +682,8 @@ absl::StatusOr<RegisterJobResult> JobStore::Register(const v1::Job& job, int64_t
           kInsertJob, job.key().cluster(), job.key().job_id(), SchedulerName(job.scheduler()),
           job.user(), job.team(), job.name(), job.workload_fingerprint(), job.gpu_model(), state,
           start_ms, end_ms, LabelsJson(job.labels()),
-          job.gpu_count() > 0 ? std::optional<int>(job.gpu_count()) : std::nullopt);
+          job.gpu_count() > 0 ? std::optional<int>(job.gpu_count()) : std::nullopt,
+          api::WorkloadKindName(kind.kind), api::WorkloadKindSourceName(kind.source));
       row_id = inserted[0][0].as<int64_t>();
       result.created = true;
     } else {
@@ -668,6 +714,20 @@ absl::StatusOr<RegisterJobResult> JobStore::Register(const v1::Job& job, int64_t
           txn.exec_params(
               absl::StrCat("UPDATE jobs SET ", t.column, " = $2, updated_at = now() WHERE id = $1"),
               row_id, *merged);
+        }
+      }
+      if (kind.kind != v1::WORKLOAD_KIND_UNSPECIFIED) {
+        if (kind.source == v1::WORKLOAD_KIND_SOURCE_REGISTERED &&
+            stored->workload_kind_source() == v1::WORKLOAD_KIND_SOURCE_REGISTERED &&
+            stored->workload_kind() != kind.kind) {
+          return absl::AlreadyExistsError(
+              absl::StrCat("job is registered with workload_kind=",
+                           api::WorkloadKindName(stored->workload_kind()), ", not ",
+                           api::WorkloadKindName(kind.kind), "; use UpdateJob to change it"));
+        }
+        if (KindRank(kind.source) > KindRank(stored->workload_kind_source())) {
+          txn.exec_params(kSetWorkloadKind, row_id, api::WorkloadKindName(kind.kind),
+                          api::WorkloadKindSourceName(kind.source));
         }
       }
       for (const auto& [k, v] : job.labels()) {
@@ -747,7 +807,7 @@ absl::StatusOr<v1::Job> JobStore::Update(const v1::Job& job, const std::vector<s
     }
     if (!kTextColumns.contains(path) && path != "labels" && path != "state" &&
         path != "start_time" && path != "end_time" && path != "gpu_count" && path != "scheduler" &&
-        path != "allocations") {
+        path != "allocations" && path != "workload_kind") {
       return absl::InvalidArgumentError(
           absl::StrCat("update_mask path \"", path, "\" is not a field of Job"));
     }
@@ -785,6 +845,13 @@ absl::StatusOr<v1::Job> JobStore::Update(const v1::Job& job, const std::vector<s
       } else if (path == "scheduler") {
         txn.exec_params("UPDATE jobs SET scheduler = $2 WHERE id = $1", row_id,
                         SchedulerName(job.scheduler()));
+      } else if (path == "workload_kind") {
+        const std::string kind = api::WorkloadKindName(job.workload_kind());
+        txn.exec_params(
+            "UPDATE jobs SET workload_kind = NULLIF($2, ''), "
+            "workload_kind_source = CASE WHEN $2 = '' THEN NULL ELSE 'registered' END WHERE id = "
+            "$1",
+            row_id, kind);
       } else if (path == "allocations") {
         absl::StatusOr<int64_t> attached = MergeAllocations(
             txn, row_id, job, &loaded->first,
@@ -889,6 +956,17 @@ absl::StatusOr<ListJobsResult> JobStore::List(const v1::ListJobsRequest& request
     if (!request.gpu_model().empty()) {
       where.push_back("gpu_model = " + txn.quote(request.gpu_model()));
     }
+    if (request.workload_kind() == v1::WORKLOAD_KIND_TRAINING) {
+      where.push_back("(workload_kind IS NULL OR workload_kind = 'training')");
+    } else if (request.workload_kind() != v1::WORKLOAD_KIND_UNSPECIFIED) {
+      const std::string kind = api::WorkloadKindName(request.workload_kind());
+      if (kind.empty()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("workload_kind=", static_cast<int>(request.workload_kind()),
+                         " is not a workload kind"));
+      }
+      where.push_back("workload_kind = " + txn.quote(kind));
+    }
     if (request.scheduler() != v1::SCHEDULER_KIND_UNSPECIFIED) {
       where.push_back("scheduler = " + txn.quote(SchedulerName(request.scheduler())));
     }
@@ -934,7 +1012,7 @@ absl::StatusOr<ListJobsResult> JobStore::List(const v1::ListJobsRequest& request
       result.jobs.push_back(ReadJob(txn, rows[i], &id));
       if (i == page_size - 1 && static_cast<int>(rows.size()) > page_size) {
         result.next_page_token =
-            absl::WebSafeBase64Escape(absl::StrCat(id, "|", rows[i][16].as<std::string>()));
+            absl::WebSafeBase64Escape(absl::StrCat(id, "|", rows[i][18].as<std::string>()));
       }
     }
     return result;

@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -51,7 +52,14 @@ struct ListJobsResult {
 class JobStore {
  public:
   // `pool` must outlive the store.
-  explicit JobStore(platform::PgPool* pool) : pool_(pool) {}
+  // Labels a registration's kind may come from when it sets none (Kubernetes pod labels an
+  // operator copies to the job), first present wins.
+  static std::vector<std::string> DefaultWorkloadKindLabels() {
+    return {"goodput.io/workload-kind", "goodput_workload_kind"};
+  }
+  explicit JobStore(platform::PgPool* pool,
+                    std::vector<std::string> workload_kind_labels = DefaultWorkloadKindLabels())
+      : pool_(pool), workload_kind_labels_(std::move(workload_kind_labels)) {}
 
   // See the file comment. INVALID_ARGUMENT for a request without key, scheduler, or a start
   // time (unless PENDING), or with an allocation without host or device.
@@ -59,7 +67,8 @@ class JobStore {
 
   // Changes the fields named by `paths` ("user", "team", "name", "workload_fingerprint",
   // "gpu_model", "labels", "state", "start_time", "end_time", "gpu_count", "scheduler",
-  // "allocations" = merge more allocations). NOT_FOUND for an unknown job.
+  // "allocations" = merge more allocations, "workload_kind" = set by the scheduler, or cleared
+  // when unspecified). NOT_FOUND for an unknown job.
   absl::StatusOr<v1::Job> Update(const v1::Job& job, const std::vector<std::string>& paths,
                                  int64_t now_unix_ms);
 
@@ -89,6 +98,7 @@ class JobStore {
 
  private:
   platform::PgPool* pool_;
+  std::vector<std::string> workload_kind_labels_;
 };
 
 }  // namespace goodput::ingest

@@ -17,6 +17,7 @@
 //   ingest.retention_days [30]               samples older are refused; partitions dropped
 //   ingest.partitions_ahead_days [7]         daily partitions created ahead of time
 //   ingest.batch_id_retention_days [7]       how long a batch id is remembered for retries
+//   ingest.fault_event_retention_days [365]  GPU fault events older are deleted
 //   ingest.maintenance_interval_s [300]      partition, batch-id and silent-job upkeep period
 //   ingest.jobs.max_http_body_bytes [1048576]  body limit of the HTTP job endpoints (413 above)
 //   ingest.jobs.max_request_bytes [4194304]  a JobService request, gRPC or HTTP (refused
@@ -34,6 +35,14 @@
 //                                            beyond, RESOURCE_EXHAUSTED at once (HTTP 429)
 //   ingest.jobs.silent_after_s [21600]       a running job whose GPUs sent no sample for this
 //                                            long (its epilog never came) is ended; 0: never
+//   ingest.jobs.workload_kind_labels [goodput.io/workload-kind, goodput_workload_kind]
+//                                            job labels (e.g. Kubernetes pod labels an operator
+//                                            copies) a registration without a kind takes it
+//                                            from: training, inference/serving, interactive,
+//                                            other
+//   ingest.serving.infer_after_s [600]      a job with no workload kind that has run this long
+//                                            and sends vLLM/SGLang metrics (scrape or
+//                                            remote_write) is inference (serving_store.h)
 //   ingest.remote_write.cluster [""]         cluster of remote_write series without a
 //                                            `cluster` label (or ?cluster= on the URL)
 //   ingest.remote_write.ha_replica_labels [__replica__, prometheus_replica, replica]
@@ -92,6 +101,7 @@
 #include "services/ingest/remote_write.h"
 #include "services/ingest/sample_store.h"
 #include "services/ingest/scraper.h"
+#include "services/ingest/serving_store.h"
 #include "services/platform/gpu_catalog_config.h"
 #include "services/platform/grpc_limits.h"
 #include "services/platform/scope.h"
@@ -109,6 +119,7 @@ struct IngestRuntime {
   std::unique_ptr<JobWorkers> job_workers;
   std::unique_ptr<core::GpuCatalog> catalog;
   std::unique_ptr<JobStore> job_store;
+  std::unique_ptr<ServingStore> serving_store;
   std::unique_ptr<SampleStore> sample_store;
   std::unique_ptr<platform::StreamSlots> push_streams;
   std::unique_ptr<IngestPipeline> pipeline;
@@ -187,6 +198,10 @@ absl::StatusOr<std::shared_ptr<void>> Setup(platform::ServiceContext& ctx) {
       config.GetIntInRange("ingest.batch_id_retention_days", 7, 1, 3650);
   if (!batch_days.ok()) return batch_days.status();
   maintenance.batch_id_retention_ms = *batch_days * kDayMs;
+  absl::StatusOr<int64_t> fault_days =
+      config.GetIntInRange("ingest.fault_event_retention_days", 365, 1, 3650);
+  if (!fault_days.ok()) return fault_days.status();
+  maintenance.fault_event_retention_ms = *fault_days * kDayMs;
   absl::StatusOr<absl::Duration> interval = config.GetSeconds("ingest.maintenance_interval_s", 300);
   if (!interval.ok()) return interval.status();
   if (*interval <= absl::ZeroDuration()) {
@@ -206,6 +221,13 @@ absl::StatusOr<std::shared_ptr<void>> Setup(platform::ServiceContext& ctx) {
   absl::StatusOr<int64_t> jobs_http_body = config.GetIntInRange(
       "ingest.jobs.max_http_body_bytes", kDefaultJobsHttpMaxBodyBytes, 1 << 10, 64 << 20);
   if (!jobs_http_body.ok()) return jobs_http_body.status();
+  absl::StatusOr<std::vector<std::string>> kind_labels =
+      config.GetStringList("ingest.jobs.workload_kind_labels");
+  if (!kind_labels.ok()) return kind_labels.status();
+  if (kind_labels->empty()) *kind_labels = JobStore::DefaultWorkloadKindLabels();
+  absl::StatusOr<int64_t> infer_after =
+      config.GetIntInRange("ingest.serving.infer_after_s", 600, 0, 365LL * 86'400);
+  if (!infer_after.ok()) return infer_after.status();
   RemoteWriteOptions remote_write;
   absl::StatusOr<std::string> rw_cluster = config.GetString("ingest.remote_write.cluster", "");
   if (!rw_cluster.ok()) return rw_cluster.status();
@@ -261,10 +283,12 @@ absl::StatusOr<std::shared_ptr<void>> Setup(platform::ServiceContext& ctx) {
   absl::StatusOr<std::unique_ptr<platform::PgPool>> jobs_pg = platform::PgPool::Create(jobs_pool);
   if (!jobs_pg.ok()) return jobs_pg.status();
   runtime->jobs_pg = *std::move(jobs_pg);
-  runtime->job_store = std::make_unique<JobStore>(runtime->jobs_pg.get());
+  runtime->job_store = std::make_unique<JobStore>(runtime->jobs_pg.get(), *kind_labels);
   runtime->job_workers = std::make_unique<JobWorkers>(static_cast<int>(*jobs_pool_size),
                                                       static_cast<int>(*jobs_max_pending));
   runtime->sample_store = std::make_unique<SampleStore>(ctx.pg);
+  runtime->serving_store = std::make_unique<ServingStore>(ctx.pg, *infer_after * 1000);
+  remote_write.serving_store = runtime->serving_store.get();
   // The same catalog as goodput-ofu (built-in models plus gpu_catalog.overrides), so the SM
   // clock bound of an operator-added model is the one the operator configured.
   absl::StatusOr<core::GpuCatalog> catalog = platform::LoadGpuCatalog(config);
@@ -302,6 +326,8 @@ absl::StatusOr<std::shared_ptr<void>> Setup(platform::ServiceContext& ctx) {
       std::make_unique<RemoteWriteReceiver>(runtime->pipeline.get(), remote_write);
   runtime->scraper = std::make_unique<Scraper>(*std::move(targets), runtime->pipeline.get(),
                                                CurlFetch, NowUnixMs, ctx.logger);
+  runtime->scraper->set_serving_store(runtime->serving_store.get());
+  runtime->maintenance->set_serving_store(runtime->serving_store.get());
   runtime->ingest_grpc = std::make_unique<ScrapingIngestService>(runtime->ingest_service.get(),
                                                                  runtime->scraper.get());
   ctx.grpc->AddService(runtime->ingest_grpc.get(), v1::IngestService::service_full_name());

@@ -37,6 +37,37 @@ absl::Status Maintenance::RunOnce() {
                    {{"count", static_cast<int64_t>(*dropped)}});
     }
   }
+  if (options_.fault_event_retention_ms > 0) {
+    int64_t deleted = 0;
+    for (int i = 0; i < options_.fault_event_deletes_per_round; ++i) {
+      absl::StatusOr<int64_t> n = store_->DeleteFaultEventsBefore(
+          now - options_.fault_event_retention_ms, options_.fault_events_per_delete);
+      if (!n.ok()) {
+        first.Update(n.status());
+        break;
+      }
+      deleted += *n;
+      if (*n < options_.fault_events_per_delete) break;
+    }
+    if (deleted > 0) logger_.Info("GPU fault events deleted by retention", {{"count", deleted}});
+  }
+  if (serving_ != nullptr && options_.retention_ms > 0) {
+    // In batches, so that a backlog (a first run after an upgrade) holds no long lock.
+    constexpr int64_t kBatch = 10'000;
+    int64_t forgotten = 0;
+    for (int round = 0; round < 100; ++round) {
+      absl::StatusOr<int64_t> n = serving_->ForgetBefore(now - options_.retention_ms, kBatch);
+      if (!n.ok()) {
+        first.Update(n.status());
+        break;
+      }
+      forgotten += *n;
+      if (*n < kBatch) break;
+    }
+    if (forgotten > 0) {
+      logger_.Info("serving samples deleted by retention", {{"count", forgotten}});
+    }
+  }
   if (options_.batch_id_retention_ms > 0) {
     absl::StatusOr<int64_t> forgotten =
         store_->ForgetBatchesBefore(now - options_.batch_id_retention_ms);

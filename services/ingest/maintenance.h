@@ -1,7 +1,8 @@
 // Background upkeep on a timer: daily samples partitions created ahead of time, partitions
-// older than the retention period dropped, batch ids older than the retry horizon forgotten,
-// and running jobs whose GPUs went silent ended (their epilog never came; see
-// JobStore::EndSilentJobs). Failures are logged and retried at the next tick.
+// older than the retention period dropped, GPU fault events older than theirs deleted, batch
+// ids older than the retry horizon forgotten, and running jobs whose GPUs went silent ended (their
+// epilog never came; see JobStore::EndSilentJobs). Failures are logged and retried at the next
+// tick.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +14,7 @@
 #include "absl/time/time.h"
 #include "services/ingest/job_store.h"
 #include "services/ingest/sample_store.h"
+#include "services/ingest/serving_store.h"
 #include "services/platform/logging.h"
 
 namespace goodput::ingest {
@@ -22,6 +24,13 @@ struct MaintenanceOptions {
   int64_t partitions_ahead_days = 7;
   int64_t retention_ms = 30LL * 86'400'000;
   int64_t batch_id_retention_ms = 7LL * 86'400'000;
+  // GPU fault events are few and a GPU's history matters for longer than its raw samples
+  // (ingest.fault_event_retention_days); 0: kept for ever.
+  int64_t fault_event_retention_ms = 365LL * 86'400'000;
+  // Fault events deleted per statement (each its own short transaction), and at most this
+  // many statements per round: a backlog is worked off over the rounds.
+  int fault_events_per_delete = 10'000;
+  int fault_event_deletes_per_round = 10;
   // A running job with no sample for this long is ended (ingest.jobs.silent_after_s); 0: never.
   int64_t silent_job_after_ms = 6LL * 3'600'000;
   // Silent jobs ended per round, so that one round stays one short transaction; the rest
@@ -38,6 +47,9 @@ class Maintenance {
 
   // One round; returns the first error (the others are still attempted).
   absl::Status RunOnce();
+  // Serving-engine samples (serving_store.h) are kept as long as GPU samples; call before
+  // Start.
+  void set_serving_store(ServingStore* serving) { serving_ = serving; }
   // Runs RunOnce now and then every `interval` on a background thread.
   void Start();
   // Stops the timer and joins the thread. Idempotent.
@@ -45,6 +57,7 @@ class Maintenance {
 
  private:
   SampleStore* store_;
+  ServingStore* serving_ = nullptr;
   JobStore* jobs_;
   MaintenanceOptions options_;
   std::function<int64_t()> now_unix_ms_;

@@ -357,6 +357,37 @@ HttpReply RemoteWriteReceiver::Handle(
     if (!outcome->result.duplicate) refused += outcome->result.refused_count;
     for (Refusal& r : outcome->refusals) refusals.push_back(std::move(r));
   }
+  int64_t serving_stored = 0;
+  if (options_.serving_store != nullptr) {
+    ServingParseOptions serving_options;
+    serving_options.cluster = map_options.default_cluster;
+    serving_options.batch_id = map_options.batch_id;
+    serving_options.identity = pipeline_->options().identity;
+    serving_options.max_labels_per_series = options_.max_labels_per_series;
+    serving_options.replica_labels = options_.ha.replica_labels;
+    if (!map_options.dropped_replicas.empty()) {
+      serving_options.drop_series = [&map_options](const prometheus::TimeSeries& series,
+                                                   const std::string& cluster) {
+        return map_options.dropped_replicas.contains(
+            std::make_pair(cluster, SeriesReplica(series, map_options.replica_labels)));
+      };
+    }
+    for (ServingBatch& batch : MapServingSeries(*request, serving_options)) {
+      ignored -= static_cast<int64_t>(batch.samples.size()) + batch.refused_count;
+      refused += batch.refused_count;
+      for (Refusal& r : batch.refusals) refusals.push_back(std::move(r));
+      if (batch.cluster.empty() || batch.samples.empty()) continue;
+      absl::StatusOr<ServingOutcome> stored_serving =
+          options_.serving_store->Store(batch, absl::StrCat(map_options.batch_id, "-serving"));
+      if (!stored_serving.ok()) {
+        return {503, absl::StrCat("GPU samples stored; serving samples not stored: ",
+                                  stored_serving.status().message(), " (retryable)\n")};
+      }
+      serving_stored += stored_serving->stored + stored_serving->duplicates;
+      refused += stored_serving->refused;
+      for (Refusal& r : stored_serving->refusals) refusals.push_back(std::move(r));
+    }
+  }
   int64_t reports_stored = 0;
   if (options_.report_sink && !options_.throughput_metrics.empty()) {
     MappedReports mapped =
@@ -389,14 +420,12 @@ HttpReply RemoteWriteReceiver::Handle(
       }
     }
   }
-  std::string summary = absl::StrCat("stored ", stored, " GPU samples (", unattributed,
-                                     " not yet attributed to a job) and ", reports_stored,
-                                     " MFU reports, refused ", refused,
-                                     " series samples, ignored ", ignored,
-                                     ha_dropped > 0 ? absl::StrCat(", dropped ", ha_dropped,
-                                                                   " of a standby HA replica")
-                                                    : "",
-                                     "\n");
+  std::string summary = absl::StrCat(
+      "stored ", stored, " GPU samples (", unattributed, " not yet attributed to a job), ",
+      serving_stored, " serving samples and ", reports_stored, " MFU reports, refused ", refused,
+      " series samples, ignored ", ignored,
+      ha_dropped > 0 ? absl::StrCat(", dropped ", ha_dropped, " of a standby HA replica") : "",
+      "\n");
   if (refusals.empty()) return {200, std::move(summary)};
   HttpReply reply{400, std::move(summary)};
   int listed = 0;

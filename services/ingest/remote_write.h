@@ -31,13 +31,13 @@
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
-
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "prometheus/remote.pb.h"
 #include "services/ingest/exposition.h"
 #include "services/ingest/ingest_service.h"
 #include "services/ingest/sample.h"
+#include "services/ingest/serving_store.h"
 #include "services/ingest/throughput_metrics.h"
 
 namespace goodput::ingest {
@@ -128,6 +128,9 @@ struct RemoteWriteOptions {
   // retried. Without a sink such series are ignored like any other non-DCGM metric.
   std::vector<ThroughputMetric> throughput_metrics = {};
   ReportSink report_sink = nullptr;
+  // Serving engines' series (vLLM, SGLang: serving_metrics.h) stored through this store
+  // before answering (503 when it fails); without one they are ignored.
+  ServingStore* serving_store = nullptr;
   // HA pair deduplication; off without an elector.
   HaOptions ha = {};
   HaElector ha_elector = nullptr;

@@ -446,4 +446,15 @@ absl::StatusOr<int64_t> SampleStore::ForgetBatchesBefore(int64_t cutoff_unix_ms)
   });
 }
 
+absl::StatusOr<int64_t> SampleStore::DeleteFaultEventsBefore(int64_t cutoff_unix_ms, int limit) {
+  return pool_->RunTransactionFor<int64_t>([&](pqxx::work& txn) -> absl::StatusOr<int64_t> {
+    return static_cast<int64_t>(
+        txn.exec_params("DELETE FROM gpu_fault_events WHERE id IN (SELECT id FROM "
+                        "gpu_fault_events WHERE event_time < to_timestamp($1::bigint / 1000.0) "
+                        "ORDER BY event_time LIMIT $2)",
+                        cutoff_unix_ms, limit)
+            .affected_rows());
+  });
+}
+
 }  // namespace goodput::ingest

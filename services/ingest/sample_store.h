@@ -95,6 +95,9 @@ class SampleStore {
   absl::StatusOr<int> DropPartitionsBefore(int64_t cutoff_unix_ms);
   // Forgets batch ids received before `cutoff` (their retries are then stored again).
   absl::StatusOr<int64_t> ForgetBatchesBefore(int64_t cutoff_unix_ms);
+  // Deletes at most `limit` GPU fault events whose time is before `cutoff`, oldest first
+  // (index gpu_fault_events_by_time); returns how many.
+  absl::StatusOr<int64_t> DeleteFaultEventsBefore(int64_t cutoff_unix_ms, int limit);
 
  private:
   absl::Status EnsurePartitions(int64_t min_unix_ms, int64_t max_unix_ms);

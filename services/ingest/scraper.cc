@@ -188,9 +188,27 @@ void Scraper::ScrapeOnce(size_t index) {
         target.cluster, options.batch_id, "scrape", std::move(samples),
         /*already_validated=*/true, std::move(parsed.refusals), parsed.refused_line_count);
     status = outcome.status();
+    if (outcome.ok() && serving_store_ != nullptr) {
+      ServingParseOptions serving_options;
+      serving_options.cluster = target.cluster;
+      serving_options.batch_id = options.batch_id;
+      serving_options.default_host = options.default_host;
+      serving_options.scrape_time_unix_ms = start_ms;
+      serving_options.extra_labels = target.labels;
+      serving_options.identity = pipeline_->options().identity;
+      serving_options.max_labels_per_series = options.max_labels_per_series;
+      ServingBatch serving = ParseServingExposition(*body, serving_options);
+      absl::StatusOr<ServingOutcome> served = serving_store_->Store(serving, options.batch_id);
+      if (!served.ok()) {
+        status = served.status();
+      } else {
+        stored += served->stored;
+        refused += serving.refused_count + served->refused;
+      }
+    }
     if (outcome.ok()) {
-      stored = outcome->result.stored_count;
-      refused = outcome->result.refused_count;
+      stored += outcome->result.stored_count;
+      refused += outcome->result.refused_count;
       if (!outcome->refusals.empty()) {
         logger_.Warn("scrape refused lines", {{"url", target.url},
                                               {"refused", absl::StrCat(refused)},

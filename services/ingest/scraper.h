@@ -28,6 +28,7 @@
 #include "absl/time/time.h"
 #include "goodput/v1/ingest.pb.h"
 #include "services/ingest/ingest_service.h"
+#include "services/ingest/serving_store.h"
 #include "services/platform/logging.h"
 #include "yaml-cpp/yaml.h"
 
@@ -69,6 +70,10 @@ class Scraper {
   Scraper(const Scraper&) = delete;
   Scraper& operator=(const Scraper&) = delete;
 
+  // Stores the serving engines' lines of each scraped body (a vLLM or SGLang /metrics
+  // endpoint is a target like dcgm-exporter) through `store`; call before Start.
+  void set_serving_store(ServingStore* store) { serving_store_ = store; }
+
   // Starts one thread per target; the first scrape is immediate.
   void Start();
   // Stops the threads (a scrape in progress finishes first). Idempotent.
@@ -93,6 +98,7 @@ class Scraper {
 
   std::vector<ScrapeTarget> targets_;
   IngestPipeline* pipeline_;
+  ServingStore* serving_store_ = nullptr;
   FetchFn fetch_;
   std::function<int64_t()> now_unix_ms_;
   platform::Logger logger_;

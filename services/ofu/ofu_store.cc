@@ -37,7 +37,7 @@ constexpr char kSampleColumns[] =
     "s.seq, s.job, s.host, s.gpu_index, coalesce(s.gpu_uuid, ''), coalesce(s.gpu_model, ''), " GOODPUT_MS(
         "s.sample_time") ", s.tensor_active, s.sm_clock_mhz, s.dram_active, s.gr_engine_active, "
                          "s.fb_used_mib, s.power_w, s.energy_mj, s.mig_instance_id, coalesce(s.mig_profile, ''), "
-    "s.labels ->> 'gpu_shared_by'";
+    "s.labels ->> 'gpu_shared_by', s.sm_active";
 
 constexpr char kLoadState[] =
     "SELECT xid_done::text, xid_round_end::text, seq_cursor, seq_floor, samples_consumed, "
@@ -70,7 +70,7 @@ constexpr char kWindowColumns[] =
                         "w.sm_clock_mhz_mean, w.flags, w.spatial_imbalance, w.temporal_imbalance, "
                         "w.stragglers::text, array_to_json(w.idle_gpus)::text, w.roofline_class, "
                         "w.hbm_peak_fraction, w.energy_j, w.power_w_mean, w.late_sample_count, "
-                        "w.revision, w.finalized, w.gpu_equivalents";
+                        "w.revision, w.finalized, w.gpu_equivalents, w.activity::text";
 
 double D(const pqxx::field& f) { return f.is_null() ? kNoValue : f.as<double>(); }
 std::optional<double> OptD(const pqxx::field& f) {
@@ -111,6 +111,57 @@ JobRow ParseJob(const pqxx::row& r) {
   j.late_sample_count = r[13].as<int64_t>();
   j.user = r[14].as<std::string>();
   return j;
+}
+
+// The job-level activity figures and silent GPUs (migration 20261128210000), one jsonb:
+// {"gr_mean", "sm_mean", "tensor_max", "sm_max", "gr_max": numbers when known,
+//  "silent": [{"gpu", "last_ms", "host"}]}. NULL when there is nothing to say.
+std::optional<nlohmann::json> ActivityJson(const WindowResult& w) {
+  nlohmann::json j = nlohmann::json::object();
+  const auto put = [&](const char* key, const std::optional<double>& v) {
+    if (v.has_value() && std::isfinite(*v)) j[key] = *v;
+  };
+  put("gr_mean", w.gr_engine_active_mean);
+  put("sm_mean", w.sm_active_mean);
+  put("tensor_max", w.gpu_tensor_active_max);
+  put("sm_max", w.gpu_sm_active_max);
+  put("gr_max", w.gpu_gr_engine_active_max);
+  if (!w.silent_gpus.empty()) {
+    nlohmann::json silent = nlohmann::json::array();
+    for (const SilentGpuResult& g : w.silent_gpus) {
+      silent.push_back({{"gpu", g.gpu}, {"last_ms", g.last_sample_ms}, {"host", g.host_silent}});
+    }
+    j["silent"] = std::move(silent);
+  }
+  if (j.empty()) return std::nullopt;
+  return j;
+}
+
+// Entries of another shape are left out, never thrown on.
+void ParseActivity(const std::string& text, WindowResult& w) {
+  absl::StatusOr<nlohmann::json> j = platform::ParseStoredJson(text);
+  if (!j.ok() || !j->is_object()) return;
+  const auto get = [&](const char* key) -> std::optional<double> {
+    const auto it = j->find(key);
+    if (it == j->end() || !it->is_number()) return std::nullopt;
+    return it->get<double>();
+  };
+  w.gr_engine_active_mean = get("gr_mean");
+  w.sm_active_mean = get("sm_mean");
+  w.gpu_tensor_active_max = get("tensor_max");
+  w.gpu_sm_active_max = get("sm_max");
+  w.gpu_gr_engine_active_max = get("gr_max");
+  const auto silent = j->find("silent");
+  if (silent == j->end() || !silent->is_array()) return;
+  for (const auto& g : *silent) {
+    if (!g.is_object() || !g.contains("gpu") || !g["gpu"].is_string()) continue;
+    SilentGpuResult out{.gpu = g["gpu"].get<std::string>()};
+    if (g.contains("last_ms") && g["last_ms"].is_number_integer()) {
+      out.last_sample_ms = g["last_ms"].get<int64_t>();
+    }
+    out.host_silent = g.contains("host") && g["host"].is_boolean() && g["host"].get<bool>();
+    w.silent_gpus.push_back(std::move(out));
+  }
 }
 
 StoredWindow ParseWindow(const pqxx::row& r, int o) {
@@ -167,6 +218,7 @@ StoredWindow ParseWindow(const pqxx::row& r, int o) {
   w.finalized = r[o + 28].as<bool>();
   // Rows written before migration 0052: every allocated GPU counted whole.
   w.gpu_equivalents = r[o + 29].is_null() ? w.gpus_allocated : r[o + 29].as<double>();
+  if (!r[o + 30].is_null()) ParseActivity(r[o + 30].as<std::string>(), w);
   return s;
 }
 
@@ -192,6 +244,7 @@ ConsumedSample ParseSample(const pqxx::row& r) {
   c.sample.fb_used_mib = D(r[11]);
   c.sample.power_w = D(r[12]);
   c.sample.energy_mj = D(r[13]);
+  c.sample.sm_active = D(r[17]);
   return c;
 }
 
@@ -204,6 +257,7 @@ std::string WindowValues(pqxx::work& txn, const WindowResult& w, int64_t window_
   std::vector<std::string> idle;
   for (const std::string& g : w.idle_gpus) idle.push_back(txn.quote(g));
   std::optional<double> ci = w.ofu_ci95_half_width;
+  const std::optional<nlohmann::json> activity = ActivityJson(w);
   return absl::StrCat(
       "(", w.job, ",", txn.quote(w.gpu), ",", TimeSql(w.start_ms), ",", window_s, ",",
       txn.quote(w.gpu_model), ",", Num(w.ofu), ",", Num(w.ofu_stddev), ",", Num(ci), ",",
@@ -215,7 +269,8 @@ std::string WindowValues(pqxx::work& txn, const WindowResult& w, int64_t window_
       static_cast<int>(w.roofline), ",", Num(w.hbm_peak_fraction), ",", Num(w.energy_j), ",",
       Num(w.power_w_mean), ",", w.finalized ? "true" : "false", ",",
       txn.quote(w.gpu.empty() ? producer : ""), ",", w.gpu.empty() ? commit_seq : 0, ",",
-      Num(std::optional<double>(w.gpu_equivalents)), ")");
+      Num(std::optional<double>(w.gpu_equivalents)), ",",
+      activity ? txn.quote(activity->dump()) : "NULL", "::jsonb)");
 }
 
 constexpr char kUpsertWindowsHead[] =
@@ -224,7 +279,7 @@ constexpr char kUpsertWindowsHead[] =
     "gpu_ofu_min, gpu_ofu_median, gpu_ofu_max, tensor_active_mean, sm_clock_mhz_mean, flags, "
     "spatial_imbalance, temporal_imbalance, stragglers, idle_gpus, idle_gpu_count, "
     "roofline_class, hbm_peak_fraction, energy_j, power_w_mean, finalized, producer, commit_seq, "
-    "gpu_equivalents) VALUES ";
+    "gpu_equivalents, activity) VALUES ";
 constexpr char kUpsertWindowsTail[] =
     " ON CONFLICT (job, gpu, start_time) DO UPDATE SET window_s = EXCLUDED.window_s, "
     "gpu_model = EXCLUDED.gpu_model, ofu = EXCLUDED.ofu, ofu_stddev = EXCLUDED.ofu_stddev, "
@@ -241,6 +296,7 @@ constexpr char kUpsertWindowsTail[] =
     "energy_j = EXCLUDED.energy_j, power_w_mean = EXCLUDED.power_w_mean, "
     "finalized = EXCLUDED.finalized, producer = EXCLUDED.producer, "
     "commit_seq = EXCLUDED.commit_seq, gpu_equivalents = EXCLUDED.gpu_equivalents, "
+    "activity = EXCLUDED.activity, "
     "revision = w.revision + 1, updated_at = now() "
     "WHERE NOT w.finalized";
 

@@ -72,6 +72,19 @@ v1::OfuWindow WindowToProto(const WindowResult& w, int32_t window_s, int32_t rev
   p.set_late_sample_count(w.late_sample_count);
   p.set_revision(revision);
   p.set_finalized(w.finalized);
+  for (const SilentGpuResult& g : w.silent_gpus) {
+    v1::SilentGpu* out = p.add_silent_gpus();
+    *out->mutable_gpu() = GpuRefFromKey(g.gpu);
+    *out->mutable_last_sample_time() = api::UnixMsToTimestamp(g.last_sample_ms);
+    out->set_host_silent(g.host_silent);
+  }
+  if (w.gr_engine_active_mean.has_value()) p.set_gr_engine_active_mean(*w.gr_engine_active_mean);
+  if (w.sm_active_mean.has_value()) p.set_sm_active_mean(*w.sm_active_mean);
+  if (w.gpu_tensor_active_max.has_value()) p.set_gpu_tensor_active_max(*w.gpu_tensor_active_max);
+  if (w.gpu_sm_active_max.has_value()) p.set_gpu_sm_active_max(*w.gpu_sm_active_max);
+  if (w.gpu_gr_engine_active_max.has_value()) {
+    p.set_gpu_gr_engine_active_max(*w.gpu_gr_engine_active_max);
+  }
   return p;
 }
 

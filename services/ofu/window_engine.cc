@@ -158,6 +158,7 @@ std::vector<WindowResult> ComputeWindow(const WindowInput& input, const EngineOp
       s.tensor_active = usable ? Finite(p.tensor_active) : kNoValue;
       s.dram_active = usable ? Finite(p.dram_active) : kNoValue;
       s.gr_engine_active = usable ? Finite(p.gr_engine_active) : kNoValue;
+      s.sm_active = usable ? Finite(p.sm_active) : kNoValue;
       s.fb_used_mib = Finite(p.fb_used_mib);
       s.total_energy_mj = std::isfinite(p.energy_mj) ? p.energy_mj : kNoValue;
       if (std::isfinite(s.gr_engine_active)) any_gr_engine = true;
@@ -171,10 +172,24 @@ std::vector<WindowResult> ComputeWindow(const WindowInput& input, const EngineOp
   }
   // GPUs of the job without a sample here but with samples around it are judged too: a
   // silent GPU is a gap (and counts as allocated).
+  std::vector<SilentGpuResult> silent;
   for (size_t g = 0; g < std::min(gpu_count, input.sampling.size()); ++g) {
     const core::SamplingContext& c = input.sampling[g];
     if (begin[g] != begin[g + 1] || (c.earlier_ms.empty() && !c.next_ms.has_value())) continue;
     ofu_series.push_back({.gpu_id = input.gpu_names[g], .samples = {}, .sampling = c});
+    // Silent while others report (none reporting: the job's telemetry stopped, not a GPU).
+    if (!c.earlier_ms.empty() && !telemetry.empty()) {
+      silent.push_back(
+          {.gpu = input.gpu_names[g],
+           .last_sample_ms = *std::max_element(c.earlier_ms.begin(), c.earlier_ms.end())});
+    }
+  }
+  if (!silent.empty()) {
+    // A host is silent when none of the job's GPUs on it sent anything here.
+    const auto host_of = [](absl::string_view gpu) { return gpu.substr(0, gpu.find('/')); };
+    absl::flat_hash_set<absl::string_view> reporting_hosts;
+    for (const core::GpuTelemetrySeries& t : telemetry) reporting_hosts.insert(host_of(t.gpu_id));
+    for (SilentGpuResult& s : silent) s.host_silent = !reporting_hosts.contains(host_of(s.gpu));
   }
 
   // Energy series: the previous reading (if any) in front, so the window's energy covers the
@@ -212,6 +227,7 @@ std::vector<WindowResult> ComputeWindow(const WindowInput& input, const EngineOp
   job.end_ms = input.end_ms;
   job.gpu_model = input.gpu_model;
   job.gpus_allocated = allocated;
+  job.silent_gpus = std::move(silent);
   std::vector<WindowResult> per_gpu(telemetry.size());
 
   std::vector<core::GpuOfuWindow> gpu_ofu(telemetry.size());
@@ -332,6 +348,32 @@ std::vector<WindowResult> ComputeWindow(const WindowInput& input, const EngineOp
       }
     }
     if (tensor_n > 0) job.tensor_active_mean = tensor_sum / static_cast<double>(tensor_n);
+    // What alerting tells hung from idle by (alerting/README.md, "Hung and idle jobs").
+    double gr_sum = 0, sm_sum = 0;
+    int64_t gr_n = 0, sm_n = 0;
+    const auto raise = [](std::optional<double>& max, std::optional<double> v) {
+      if (v.has_value()) max = std::max(max.value_or(0.0), *v);
+    };
+    for (const core::GpuTelemetrySeries& t : telemetry) {
+      for (const core::GpuTelemetrySample& x : t.samples) {
+        if (std::isfinite(x.gr_engine_active)) {
+          gr_sum += x.gr_engine_active;
+          ++gr_n;
+        }
+        if (std::isfinite(x.sm_active)) {
+          sm_sum += x.sm_active;
+          ++sm_n;
+        }
+      }
+      raise(job.gpu_tensor_active_max,
+            MeanOf(t, [](const core::GpuTelemetrySample& x) { return x.tensor_active; }));
+      raise(job.gpu_sm_active_max,
+            MeanOf(t, [](const core::GpuTelemetrySample& x) { return x.sm_active; }));
+      raise(job.gpu_gr_engine_active_max,
+            MeanOf(t, [](const core::GpuTelemetrySample& x) { return x.gr_engine_active; }));
+    }
+    if (gr_n > 0) job.gr_engine_active_mean = gr_sum / static_cast<double>(gr_n);
+    if (sm_n > 0) job.sm_active_mean = sm_sum / static_cast<double>(sm_n);
     if (clock_n > 0) job.sm_clock_mhz_mean = clock_sum / static_cast<double>(clock_n);
     if (any_power) job.power_w_mean = power_sum;
     if (any_energy) job.energy_j = energy_sum;
@@ -548,6 +590,7 @@ WindowInput::Packed Pack(const Sample& s, int64_t window_start_ms, uint32_t gpu)
           .gr_engine_active = static_cast<float>(s.gr_engine_active),
           .fb_used_mib = static_cast<float>(s.fb_used_mib),
           .power_w = static_cast<float>(s.power_w),
+          .sm_active = static_cast<float>(s.sm_active),
           .energy_mj = s.energy_mj};
 }
 }  // namespace

@@ -27,9 +27,9 @@
 // window is neither idle nor a straggler there, and the job's OFU comes from its other GPUs.
 // Such samples still show that the GPU reports, so they count for its sampling (no gap).
 //
-// Memory: only the samples of windows that are not final are kept, packed (40 bytes per
+// Memory: only the samples of windows that are not final are kept, packed (48 bytes per
 // sample, one GPU name per GPU); everything else lives in the results. With 10 s sampling,
-// 60 s windows and 120 s lateness that is about 1.4 KiB per active GPU (see MemoryBytes()).
+// 60 s windows and 120 s lateness that is about 1.7 KiB per active GPU (see MemoryBytes()).
 //
 // Pure: no I/O, no clock (arrival times are passed in), no protobuf.
 //
@@ -127,6 +127,7 @@ struct Sample {
   double sm_clock_mhz = kNoValue;
   double dram_active = kNoValue;
   double gr_engine_active = kNoValue;
+  double sm_active = kNoValue;  // DCGM_FI_PROF_SM_ACTIVE, 0..1 (hung vs idle, alerting)
   double fb_used_mib = kNoValue;
   double power_w = kNoValue;
   double energy_mj = kNoValue;
@@ -134,6 +135,14 @@ struct Sample {
   std::string mig_profile;
   // Workloads (pods) that reported this GPU at this instant: > 1 on a time-sliced GPU.
   int shared_by = 1;
+};
+
+// An allocated GPU that sent nothing in a window while other GPUs of its job did.
+struct SilentGpuResult {
+  std::string gpu;
+  int64_t last_sample_ms = 0;  // its newest sample before the window
+  // No GPU of its host (of those the job has reported from) sent anything in the window.
+  bool host_silent = false;
 };
 
 struct StragglerResult {
@@ -162,6 +171,14 @@ struct WindowResult {
   std::optional<double> spatial_imbalance, temporal_imbalance;
   std::vector<StragglerResult> stragglers;  // worst first
   std::vector<std::string> idle_gpus;
+  // Job level: GPUs of the job (those it reported from, within max_gap_fill_ms) that sent
+  // nothing in the window while another GPU of the job did, by GPU key.
+  std::vector<SilentGpuResult> silent_gpus;
+  // Job level, over samples whose counters can be trusted: mean GR-engine and SM activity,
+  // and the highest per-GPU mean of tensor, SM and GR-engine activity ("every GPU stopped"
+  // is a maximum near 0). Unset when no sample carried the field.
+  std::optional<double> gr_engine_active_mean, sm_active_mean;
+  std::optional<double> gpu_tensor_active_max, gpu_sm_active_max, gpu_gr_engine_active_max;
   Roofline roofline = Roofline::kUnspecified;
   std::optional<double> hbm_peak_fraction;
   std::optional<double> energy_j;
@@ -275,6 +292,7 @@ struct WindowInput {
     int32_t offset_ms;
     uint32_t gpu;
     float tensor_active, sm_clock_mhz, dram_active, gr_engine_active, fb_used_mib, power_w;
+    float sm_active;
     double energy_mj;
   };
   std::vector<Packed> samples;                              // any order

@@ -78,6 +78,8 @@ Json JobRowJson(const v1::Job& job) {
               {"gpu_model", job.gpu_model()},
               {"gpu_count", job.gpu_count()},
               {"workload_fingerprint", job.workload_fingerprint()},
+              {"workload_kind", api::WorkloadKindName(job.workload_kind())},
+              {"workload_kind_source", api::WorkloadKindSourceName(job.workload_kind_source())},
               {"start_ms", TimeMs(job.start_time())},
               {"end_ms", TimeMs(job.end_time())},
               {"ofu", nullptr},
@@ -219,6 +221,8 @@ Json AlertJson(const v1::Alert& a) {
               {"after_ofu", Optional(e.has_after_ofu(), e.after_ofu())},
               {"factor", Optional(e.has_factor(), e.factor())},
               {"baseline_ofu", Optional(e.has_baseline_ofu(), e.baseline_ofu())},
+              {"likely_cause", e.likely_cause()},
+              {"gpu_faults", e.faults_size()},
               {"deliveries", a.deliveries_size()},
               {"delivered", delivered}};
 }

@@ -197,6 +197,12 @@ void PrintAlert(const v1::Alert& a) {
     std::cout << "windows      " << Sparkline(series, 0, hi > 0 ? hi : 1, 60) << "  (0 .. "
               << Percent(hi) << ")\n";
   }
+  if (!e.likely_cause().empty())
+    std::cout << "likely cause " << Printable(e.likely_cause()) << "\n";
+  for (int i = 0; i < e.faults_size(); ++i) {
+    std::cout << (i == 0 ? "GPU faults   " : "             ") << FaultEventLine(e.faults(i))
+              << "\n";
+  }
   if (a.has_acknowledgement()) {
     std::cout << "acknowledged by " << a.acknowledgement().by() << " at "
               << FormatUtc(FromProto(a.acknowledgement().time()))

@@ -86,6 +86,11 @@ int Faults(const Args& args) {
 
 }  // namespace
 
+std::string FaultEventLine(const v1::FaultEvent& e) {
+  return Printable(absl::StrCat(FormatUtc(FromProto(e.time())), "  ", GpuText(e.gpu()), "  ",
+                                WhatText(e), e.blame().empty() ? "" : " (" + e.blame() + ")"));
+}
+
 std::vector<Command> FaultCommands() {
   return {
       {.words = {"faults"},

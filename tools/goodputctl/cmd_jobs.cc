@@ -130,6 +130,26 @@ std::string GpuText(const v1::GpuRef& gpu) {
 
 std::string OrDash(const std::string& s) { return s.empty() ? "-" : s; }
 
+// "inference (inferred)", "training (registered)", "- (read as training)".
+std::string KindText(const v1::Job& job) {
+  if (job.workload_kind() == v1::WORKLOAD_KIND_UNSPECIFIED) return "- (read as training)";
+  const std::string source = api::WorkloadKindSourceName(job.workload_kind_source());
+  return absl::StrCat(api::WorkloadKindName(job.workload_kind()),
+                      source.empty() ? "" : absl::StrCat(" (", source, ")"));
+}
+
+// --kind: training|inference|interactive|other.
+absl::StatusOr<v1::WorkloadKind> KindFlag(const Args& args) {
+  std::optional<std::string> text = args.Flag("kind");
+  if (!text) return v1::WORKLOAD_KIND_UNSPECIFIED;
+  v1::WorkloadKind kind = api::WorkloadKindFromName(*text);
+  if (kind == v1::WORKLOAD_KIND_UNSPECIFIED) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--kind: \"", *text, "\" is not training, inference, interactive or other"));
+  }
+  return kind;
+}
+
 void PrintJob(const v1::Job& job) {
   std::cout << "job        " << job.key().cluster() << "/" << job.key().job_id() << "\n"
             << "state      " << api::JobStateName(job.state()) << "\n"
@@ -138,6 +158,7 @@ void PrintJob(const v1::Job& job) {
             << Printable(OrDash(job.team())) << "\n"
             << "name       " << Printable(OrDash(job.name())) << "\n"
             << "workload   " << Printable(OrDash(job.workload_fingerprint())) << "\n"
+            << "kind       " << KindText(job) << "\n"
             << "gpu model  " << Printable(OrDash(job.gpu_model())) << "\n"
             << "start/end  " << TimeText(job.start_time()) << " / " << TimeText(job.end_time())
             << "\n"
@@ -206,6 +227,9 @@ int RegisterJob(const Args& args) {
   job->set_name(args.Flag("name").value_or(""));
   job->set_gpu_model(args.Flag("gpu-model").value_or(""));
   job->set_workload_fingerprint(args.Flag("fingerprint").value_or(""));
+  absl::StatusOr<v1::WorkloadKind> workload_kind = KindFlag(args);
+  if (!workload_kind.ok()) return UsageError(workload_kind.status().message());
+  job->set_workload_kind(*workload_kind);
   job->set_state(v1::JOB_STATE_RUNNING);
   absl::StatusOr<google::protobuf::Timestamp> start = TimeFlag(args, "start");
   if (!start.ok()) return UsageError(start.status().message());
@@ -273,6 +297,9 @@ int ListJobs(const Args& args) {
   request.set_user(args.Flag("user").value_or(""));
   request.set_team(args.Flag("team").value_or(""));
   request.set_workload_fingerprint(args.Flag("fingerprint").value_or(""));
+  absl::StatusOr<v1::WorkloadKind> workload_kind = KindFlag(args);
+  if (!workload_kind.ok()) return UsageError(workload_kind.status().message());
+  request.set_workload_kind(*workload_kind);
   for (const std::string& value : args.Flags("state")) {
     absl::StatusOr<v1::JobState> state = ParseJobState(value);
     if (!state.ok()) return UsageError(state.status().message());
@@ -306,6 +333,7 @@ int ListJobs(const Args& args) {
   Table table({{"CLUSTER"},
                {"JOB"},
                {"STATE"},
+               {"KIND"},
                {"USER"},
                {"TEAM"},
                {"GPUS", Align::kRight},
@@ -313,11 +341,11 @@ int ListJobs(const Args& args) {
                {"START (UTC)"},
                {"WORKLOAD"}});
   for (const v1::Job& job : jobs) {
-    table.AddRow({job.key().cluster(), job.key().job_id(), api::JobStateName(job.state()),
-                  OrDash(job.user()), OrDash(job.team()),
-                  absl::StrCat(job.gpu_count() > 0 ? job.gpu_count() : job.allocations_size()),
-                  OrDash(job.gpu_model()), TimeText(job.start_time()),
-                  OrDash(job.workload_fingerprint())});
+    table.AddRow(
+        {job.key().cluster(), job.key().job_id(), api::JobStateName(job.state()),
+         OrDash(api::WorkloadKindName(job.workload_kind())), OrDash(job.user()), OrDash(job.team()),
+         absl::StrCat(job.gpu_count() > 0 ? job.gpu_count() : job.allocations_size()),
+         OrDash(job.gpu_model()), TimeText(job.start_time()), OrDash(job.workload_fingerprint())});
   }
   std::cout << table.Render() << jobs.size() << " jobs\n";
   return kExitOk;
@@ -367,10 +395,11 @@ std::vector<Command> JobCommands() {
            "                            host:index/migN for MIG instance N (GPU_I_ID)\n"
            "  --scheduler KIND          slurm|osmo|kubernetes|other [other]\n"
            "  --user U --team T --name N --gpu-model MODEL --fingerprint F\n"
+           "  --kind K                  training|inference|interactive|other\n"
            "  --label k=v               repeatable\n"
            "  --start TIME              RFC 3339 or \"now\" [now]\n",
        .flags = {"cluster", "job-id", "gpus", "scheduler", "user", "team", "name", "gpu-model",
-                 "fingerprint", "label", "start"},
+                 "fingerprint", "label", "start", "kind"},
        .run = RegisterJob},
       {.words = {"end-job"},
        .arguments = "[CLUSTER/JOB_ID]",
@@ -387,8 +416,10 @@ std::vector<Command> JobCommands() {
        .summary = "jobs, newest first",
        .details = "  --cluster C --user U --team T --fingerprint F   filters\n"
                   "  --state S      running, completed, ... (repeatable)\n"
+                  "  --kind K       training (also jobs with no kind), inference, interactive,\n"
+                  "                 other\n"
                   "  --limit N      at most N jobs [50]\n",
-       .flags = {"cluster", "state", "user", "team", "fingerprint", "limit"},
+       .flags = {"cluster", "state", "user", "team", "fingerprint", "limit", "kind"},
        .run = ListJobs},
       {.words = {"jobs", "show"},
        .arguments = "CLUSTER/JOB_ID",

@@ -4,6 +4,7 @@
 #include <iterator>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "goodput/v1/report.grpc.pb.h"
 #include "services/api/api_convert.h"
@@ -52,6 +53,32 @@ void PrintDetails(const v1::JobReport& r) {
   if (!r.job().workload_fingerprint().empty()) {
     line("workload", Printable(r.job().workload_fingerprint()));
   }
+  if (r.job().workload_kind() != v1::WORKLOAD_KIND_UNSPECIFIED) {
+    const std::string source = api::WorkloadKindSourceName(r.job().workload_kind_source());
+    line("kind", absl::StrCat(api::WorkloadKindName(r.job().workload_kind()),
+                              source.empty() ? "" : absl::StrCat(" (", source, ")")));
+  }
+  if (r.has_serving()) {
+    const v1::ServingReport& sv = r.serving();
+    line("serving",
+         absl::StrCat(Printable(sv.engines()),
+                      sv.models().empty() ? "" : absl::StrCat(" ", Printable(sv.models()))));
+    line("tokens", absl::StrFormat("%.0f prompt + %.0f generated, %.0f requests, %.1f tokens/s",
+                                   sv.prompt_tokens(), sv.generation_tokens(), sv.requests(),
+                                   sv.tokens_per_s()));
+    if (sv.has_joules_per_token()) {
+      line("energy per token", absl::StrFormat("%.3g J (%.3g tokens per kWh)",
+                                               sv.joules_per_token(), sv.tokens_per_kwh()));
+    }
+    if (sv.has_engine_tflops_per_gpu()) {
+      line("engine FLOPs",
+           absl::StrCat(
+               absl::StrFormat("%.1f TFLOP/s per GPU", sv.engine_tflops_per_gpu()),
+               sv.has_engine_flops_to_ofu_ratio()
+                   ? absl::StrFormat(", %.2fx what OFU measured", sv.engine_flops_to_ofu_ratio())
+                   : ""));
+    }
+  }
   if (r.job().has_start_time()) {
     line("ran", absl::StrCat(FormatUtc(FromProto(r.job().start_time())), " .. ",
                              r.job().has_end_time() ? FormatUtc(FromProto(r.job().end_time()))
@@ -87,6 +114,19 @@ void PrintDetails(const v1::JobReport& r) {
                       EnumShort(v1::AlertKind_Name(a.kind()), "ALERT_KIND_"), ": ",
                       Printable(a.summary()),
                       a.after_job_end() ? " (found after the job ended)" : ""));
+  }
+  if (!r.failure_cause().empty()) line("failure cause", Printable(r.failure_cause()));
+  for (const v1::ReportAlert& a : r.alerts()) {
+    if (!a.likely_cause().empty()) {
+      line("likely cause",
+           absl::StrCat("of alert ", a.alert_id(), ": ", Printable(a.likely_cause())));
+    }
+  }
+  for (int i = 0; i < r.faults_size(); ++i) {
+    line(i == 0 ? "GPU faults" : "", FaultEventLine(r.faults(i)));
+  }
+  if (r.summary().fault_count() > r.faults_size()) {
+    line("", absl::StrCat("... ", r.summary().fault_count() - r.faults_size(), " more"));
   }
   for (int i = 0; i < r.policy_actions_size(); ++i) {
     const v1::PolicyAction& p = r.policy_actions(i);

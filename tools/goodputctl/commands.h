@@ -10,6 +10,10 @@
 
 #include "tools/goodputctl/cli.h"
 
+namespace goodput::v1 {
+class FaultEvent;
+}
+
 namespace goodput::ctl {
 
 struct Command {
@@ -33,5 +37,9 @@ std::vector<Command> AlertCommands();  // alerts list|show|ack, alerts silence c
 std::vector<Command> ReportCommands();  // report
 std::vector<Command> FaultCommands();   // faults
 std::vector<Command> ActionCommands();  // actions list|show|undo
+
+// One fault event in a line (cmd_faults.cc), as `faults`, reports and alerts print it:
+// "2026-11-28 14:02:05  gpu-node-042:3  XID 79 GPU has fallen off the bus (hardware)".
+std::string FaultEventLine(const v1::FaultEvent& e);
 
 }  // namespace goodput::ctl

@@ -36,6 +36,7 @@ array_job_id=${SLURM_ARRAY_JOB_ID:-}
 array_task_id=${SLURM_ARRAY_TASK_ID:-}
 partition=${SLURM_JOB_PARTITION:-}
 qos=${SLURM_JOB_QOS:-}
+comment=${SLURM_JOB_COMMENT:-}
 info=$(timeout 5 scontrol --oneliner show job "$job_id" 2>&1)
 if [[ "$info" != "JobId=$job_id "* || "$info" != *" JobName="* ]]; then
   info=${info//[[:cntrl:]]/ }
@@ -62,8 +63,7 @@ else
       account=${after#*" Account="}
       account=${account%%[[:space:]]*}
     fi
-    # QOS follows Account, before any field a user writes; the first one after the trusted
-    # UserId is Slurm's (policies select jobs by it: services/alerting/README.md, "Policies").
+    # QOS follows Account with no user text between them.
     if [[ -z "$qos" && "$after" == *" QOS="* && "$others" == "$after" ]]; then
       qos=${after#*" QOS="}
       qos=${qos%%[[:space:]]*}
@@ -73,7 +73,49 @@ fi
 [[ "$array_job_id" =~ ^[0-9]+$ ]] || array_job_id=""
 [[ "$array_task_id" =~ ^[0-9]+$ ]] || array_task_id=""
 [[ "$account" == "(null)" ]] && account=""
-[[ "$qos" =~ ^[A-Za-z0-9._-]+$ && "$qos" != "(null)" ]] || qos=""
+# The comment is the user's own text: only its first word is matched.
+if [[ -z "$comment" && "$info" == *" Comment="* ]]; then
+  comment=${info##*" Comment="}
+  comment=${comment%%[[:space:]]*}
+fi
+[[ "$comment" == "(null)" ]] && comment=""
+
+# Workload kind from the operator's rules (goodput-slurm-lib.sh), first match wins.
+workload_kind=""
+read -ra kind_rules <<<"${GOODPUT_WORKLOAD_KIND_RULES:-}"
+for rule in "${kind_rules[@]}"; do
+  field=${rule%%:*}
+  pattern=${rule#*:}
+  rule_kind=${pattern##*=}
+  pattern=${pattern%=*}
+  if [[ "$rule" != *:*=* ]]; then
+    gp_log "GOODPUT_WORKLOAD_KIND_RULES: \"$rule\" is not field:pattern=kind; skipped"
+    continue
+  fi
+  case "$field" in
+    partition) value=$partition ;;
+    qos) value=$qos ;;
+    comment) value=$comment ;;
+    name) value=$name ;;
+    *)
+      gp_log "GOODPUT_WORKLOAD_KIND_RULES: \"$field\" in \"$rule\" is not partition, qos, comment or name; skipped"
+      continue
+      ;;
+  esac
+  # shellcheck disable=SC2053 # the pattern is a glob on purpose
+  if [[ -n "$value" && "$value" == $pattern ]]; then
+    workload_kind=$rule_kind
+    break
+  fi
+done
+[[ -z "$workload_kind" ]] && workload_kind=${GOODPUT_WORKLOAD_KIND_DEFAULT:-}
+case "$workload_kind" in
+  training | inference | interactive | other | "") ;;
+  *)
+    gp_log "workload kind \"$workload_kind\" is not training, inference, interactive or other; none sent"
+    workload_kind=""
+    ;;
+esac
 
 # SLURM_JOB_GPUS lists the GPU indexes allocated on this node ("0,1,2,3"); fall back to
 # CUDA_VISIBLE_DEVICES, which prologs see on some configurations (indexes or GPU UUIDs).
@@ -131,7 +173,8 @@ if [[ -n "$partition" ]]; then
   gp_json_string j_partition "$partition"
   labels="\"partition\":$j_partition"
 fi
-if [[ -n "$qos" ]]; then
+# alerting's policies select jobs by their QOS (services/alerting/README.md, "Policies").
+if [[ "$qos" =~ ^[A-Za-z0-9._-]+$ && "$qos" != "(null)" ]]; then
   labels+="${labels:+,}\"qos\":\"$qos\""
 fi
 # Array tasks and heterogeneous-job components each have their own SLURM_JOB_ID (what
@@ -144,6 +187,9 @@ fi
 job="\"key\":{\"cluster\":$j_cluster,\"jobId\":$j_job_id},\"scheduler\":\"SCHEDULER_KIND_SLURM\""
 job+=",\"user\":$j_user,\"team\":$j_team,\"name\":$j_name,\"state\":\"JOB_STATE_RUNNING\""
 job+=",\"startTime\":\"$now\",\"allocations\":[$allocations],\"labels\":{$labels}"
+if [[ -n "$workload_kind" ]]; then
+  job+=",\"workloadKind\":\"WORKLOAD_KIND_${workload_kind^^}\""
+fi
 if [[ -n "${GOODPUT_WORKLOAD:-}" ]]; then
   gp_json_string j_workload "$GOODPUT_WORKLOAD"
   job+=",\"workloadFingerprint\":$j_workload"

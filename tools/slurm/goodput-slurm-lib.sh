@@ -30,6 +30,13 @@
 #   GOODPUT_RETRY_MAX_DELAY_S=30      ... up to this
 #   GOODPUT_RETRY_FOR_S=86400         a retrier gives up after this long (the next run or
 #                                     the timer starts another)
+#   GOODPUT_WORKLOAD_KIND_RULES="partition:infer*=inference qos:interactive=interactive"
+#                                     the prolog's workload kind: the first rule
+#                                     `field:pattern=kind` whose field (partition, qos,
+#                                     comment: its first word, name) matches the shell glob;
+#                                     kind one of training, inference, interactive, other
+#   GOODPUT_WORKLOAD_KIND_DEFAULT=    the kind when no rule matches (empty: none sent;
+#                                     goodput then infers it, e.g. from serving metrics)
 # Needs bash 4.3+, curl, and coreutils' timeout and sleep; flock and setsid (util-linux) for
 # the retrier, flock also to keep runs on a node from sending at once.
 

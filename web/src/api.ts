@@ -48,6 +48,8 @@ export interface JobRow {
   gpu_model: string;
   gpu_count: number;
   workload_fingerprint: string;
+  workload_kind: string;
+  workload_kind_source: string;
   start_ms: number | null;
   end_ms: number | null;
   ofu: number | null;
@@ -162,6 +164,10 @@ export interface Alert {
   after_ofu: number | null;
   factor: number | null;
   baseline_ofu: number | null;
+  // The GPU fault named as the finding's likely cause ("" when none coincides), and how many
+  // fault events the alert carries as evidence.
+  likely_cause?: string;
+  gpu_faults?: number;
   deliveries: number;
   delivered: number;
 }
@@ -179,11 +185,33 @@ export interface JobReport extends Section {
     summary?: { revision?: number };
     advice?: { kind: string; text: string }[];
     caveats?: string[];
-    alerts?: { alert_id: string; kind: string; severity: string; summary: string; after_job_end?: boolean }[];
+    alerts?: {
+      alert_id: string;
+      kind: string;
+      severity: string;
+      summary: string;
+      after_job_end?: boolean;
+      likely_cause?: string;
+    }[];
+    // Every GPU fault the job met (goodput.v1.FaultEvent), and a failure's likely cause.
+    faults?: ReportFault[];
+    failure_cause?: string;
     reconciliation?: { reason?: string };
     reconciliation_note?: string;
     admin_comment_status?: string;
   };
+}
+
+export interface ReportFault {
+  time?: string;
+  gpu?: { host?: string; gpu_index?: number; uuid?: string };
+  signal?: string;
+  signal_description?: string;
+  xid?: string | number;
+  count?: number;
+  xid_meaning?: string;
+  blame?: string;
+  recommended_action?: string;
 }
 
 export interface JobDetail {

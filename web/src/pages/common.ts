@@ -42,6 +42,7 @@ export function alertList(alerts: Alert[], withJob: boolean): string {
         ${a.found_after_job_end ? `<span class="badge" data-testid="found-after-end">found after the job ended</span>` : ""}
       </div>
       <div class="alert-summary">${esc(a.summary)}</div>
+      ${a.likely_cause ? `<div class="small" data-testid="alert-likely-cause">Likely cause: ${esc(a.likely_cause)}</div>` : ""}
       <div class="muted small">${esc(evidence(a))}${a.deliveries ? ` · notified ${a.delivered}/${a.deliveries}` : ""}</div>
     </li>`,
   );

@@ -1,6 +1,6 @@
 // A job page: OFU against the framework's MFU over time (job aggregate with its confidence
 // band, then per GPU), the largest change of level, the divergence verdict and the alerts.
-import { fetchJob, type JobDetail, type JobReport, type Reconciliation } from "../api";
+import { fetchJob, type JobDetail, type JobReport, type Reconciliation, type ReportFault } from "../api";
 import { largestLevelShift } from "../analysis";
 import { renderChart, type Marker, type Series } from "../chart";
 import { dateTime, duration, esc, hours, pct, times, words } from "../format";
@@ -16,7 +16,8 @@ function header(d: JobDetail): string {
   const j = d.job;
   const span = j.start_ms ? `${dateTime(j.start_ms)} – ${j.end_ms ? dateTime(j.end_ms) : "now"} UTC` : "";
   return `<div class="page-head"><h2 data-testid="job-title">${esc(j.cluster)} / ${esc(j.job_id)}</h2>
-    <span class="badge">${esc(words(j.state))}</span></div>
+    <span class="badge">${esc(words(j.state))}</span>
+    <span class="badge" data-testid="job-kind" title="${esc(j.workload_kind_source ? `workload kind (${j.workload_kind_source})` : "no workload kind: read as training")}">${esc(words(j.workload_kind || "training?"))}</span></div>
     <p class="muted">${esc(j.name)} · ${j.gpu_count} × ${esc(j.gpu_model || "GPU")} · ${esc(j.user)}${j.team ? ` (${esc(j.team)})` : ""}
     · ${esc(words(j.scheduler))} · ${esc(span)}${j.workload_fingerprint ? ` · workload <code>${esc(j.workload_fingerprint)}</code>` : ""}</p>`;
 }
@@ -76,8 +77,21 @@ function verdictPanel(r: Reconciliation): string {
   </div>`;
 }
 
+// One GPU fault of the report: time, GPU, code and meaning, whose fault, the action.
+function faultItem(f: ReportFault): string {
+  const gpu = `${f.gpu?.host ?? "?"}/${f.gpu?.gpu_index ?? f.gpu?.uuid ?? "?"}`;
+  const isXid = f.signal === "FAULT_SIGNAL_XID" || f.signal === "FAULT_SIGNAL_XID_COUNT";
+  const what = isXid
+    ? `XID ${f.xid ?? "?"}${f.xid_meaning ? ` ${f.xid_meaning}` : ""}`
+    : `${f.signal_description ?? words(f.signal ?? "")}${f.count && f.count !== 1 ? ` +${f.count}` : ""}`;
+  return `<li data-testid="report-fault">${esc(f.time ?? "")} · GPU ${esc(gpu)} · ${esc(what)}${
+    f.blame ? ` <span class="badge">${esc(f.blame)}</span>` : ""
+  }${f.recommended_action ? `<div class="muted small">${esc(f.recommended_action)}</div>` : ""}</li>`;
+}
+
 // The job-end report: the same text `goodputctl report` prints and Slurm's AdminComment
-// decodes to, then the alerts it lists (those found after the job ended marked) and caveats.
+// decodes to, then the alerts it lists (those found after the job ended marked, with the GPU
+// fault named as their likely cause), the GPU faults the job met and caveats.
 function reportPanel(r: JobReport | undefined): string {
   if (!r) return "";
   if (!r.available) {
@@ -89,17 +103,20 @@ function reportPanel(r: JobReport | undefined): string {
     .map(
       (a) => `<li data-testid="report-alert">${esc(words(a.severity))} · ${esc(words(a.kind))}: ${esc(a.summary)}${
         a.after_job_end ? ` <span class="badge warn">found after the job ended</span>` : ""
-      }</li>`,
+      }${a.likely_cause ? `<div class="muted small" data-testid="likely-cause">Likely cause: ${esc(a.likely_cause)}</div>` : ""}</li>`,
     )
     .join("");
   const caveats = (rep.caveats ?? []).map((c) => `<li>${esc(c)}</li>`).join("");
+  const faults = (rep.faults ?? []).map(faultItem).join("");
   const note = rep.reconciliation?.reason ?? rep.reconciliation_note ?? "";
   return `<section class="panel" data-testid="report-panel"><h3>Job-end report</h3>
     <p class="muted small">${rep.final ? "Final" : "Provisional (windows still open)"} · revision ${rep.summary?.revision ?? 0}
       · Slurm AdminComment: ${esc(rep.admin_comment_status ?? "–")}</p>
     <pre class="report" data-testid="report-text">${esc(r.text ?? "")}</pre>
     ${note ? `<p><b>MFU reconciliation:</b> ${esc(note)}</p>` : ""}
+    ${rep.failure_cause ? `<p data-testid="failure-cause"><b>Likely cause of the failure:</b> ${esc(rep.failure_cause)}</p>` : ""}
     ${alerts ? `<h4>Alerts</h4><ul class="facts">${alerts}</ul>` : ""}
+    ${faults ? `<h4>GPU faults</h4><ul class="facts" data-testid="report-faults">${faults}</ul>` : ""}
     ${caveats ? `<h4>Caveats</h4><ul class="facts">${caveats}</ul>` : ""}</section>`;
 }
 
