@@ -437,6 +437,76 @@ absl::StatusOr<int> SampleStore::DropPartitionsBefore(int64_t cutoff_unix_ms) {
   return dropped;
 }
 
+absl::StatusOr<int> SampleStore::MigrateSeqIndex(int64_t lock_timeout_ms) {
+  struct Pending {
+    bool btree = false;                   // samples_by_seq still there
+    bool brin = false;                    // samples_by_seq_brin there (the migration ran)
+    std::vector<std::string> partitions;  // without a BRIN index attached
+    std::vector<std::string> invalid;     // a failed concurrent build left these
+  };
+  absl::StatusOr<Pending> pending =
+      pool_->RunTransactionFor<Pending>([&](pqxx::work& txn) -> absl::StatusOr<Pending> {
+        Pending p;
+        pqxx::result r = txn.exec(
+            "SELECT to_regclass('samples_by_seq') IS NOT NULL, "
+            "to_regclass('samples_by_seq_brin') IS NOT NULL");
+        p.btree = r[0][0].as<bool>();
+        p.brin = r[0][1].as<bool>();
+        if (!p.btree || !p.brin) return p;
+        for (const auto& row : txn.exec(
+                 "SELECT c.relname, x.indexrelid IS NOT NULL AND NOT x.indisvalid "
+                 "FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+                 "LEFT JOIN pg_index x ON x.indexrelid = to_regclass(c.relname || '_seq_brin') "
+                 "WHERE i.inhparent = 'samples'::regclass AND NOT EXISTS ("
+                 " SELECT 1 FROM pg_inherits ii JOIN pg_index xi ON xi.indexrelid = ii.inhrelid"
+                 " WHERE ii.inhparent = 'samples_by_seq_brin'::regclass AND xi.indrelid = c.oid) "
+                 "ORDER BY c.relname")) {
+          p.partitions.push_back(row[0].as<std::string>());
+          if (row[1].as<bool>()) p.invalid.push_back(row[0].as<std::string>());
+        }
+        return p;
+      });
+  if (!pending.ok()) return pending.status();
+  if (!pending->btree || !pending->brin) return 0;
+  for (const std::string& part : pending->invalid) {
+    if (absl::Status s = pool_->Execute(
+            absl::StrCat("DROP INDEX CONCURRENTLY IF EXISTS \"", part, "_seq_brin\""));
+        !s.ok()) {
+      return s;
+    }
+  }
+  int indexed = 0;
+  for (const std::string& part : pending->partitions) {
+    // Partition names are samples_YYYYMMDD (samples_create_partitions), quoted all the same.
+    const std::string index = absl::StrCat("\"", part, "_seq_brin\"");
+    if (absl::Status s = pool_->Execute(
+            absl::StrCat("CREATE INDEX CONCURRENTLY IF NOT EXISTS ", index, " ON \"", part,
+                         "\" USING brin (seq) WITH (pages_per_range = 16, autosummarize = on)"));
+        !s.ok()) {
+      return s;
+    }
+    if (absl::Status s = pool_->Execute(
+            absl::StrCat("ALTER INDEX samples_by_seq_brin ATTACH PARTITION ", index));
+        !s.ok()) {
+      return s;
+    }
+    ++indexed;
+  }
+  absl::Status dropped = pool_->RunTransaction([&](pqxx::work& txn) -> absl::Status {
+    pqxx::result valid = txn.exec(
+        "SELECT indisvalid FROM pg_index WHERE indexrelid = 'samples_by_seq_brin'::regclass");
+    if (valid.empty() || !valid[0][0].as<bool>()) {
+      return absl::FailedPreconditionError(
+          "samples_by_seq_brin is not valid yet: a partition was created meanwhile");
+    }
+    txn.exec(absl::StrCat("SET LOCAL lock_timeout = ", lock_timeout_ms));
+    txn.exec("DROP INDEX IF EXISTS samples_by_seq");
+    return absl::OkStatus();
+  });
+  if (!dropped.ok()) return dropped;
+  return indexed;
+}
+
 absl::StatusOr<int64_t> SampleStore::ForgetBatchesBefore(int64_t cutoff_unix_ms) {
   return pool_->RunTransactionFor<int64_t>([&](pqxx::work& txn) -> absl::StatusOr<int64_t> {
     return static_cast<int64_t>(txn.exec_params("DELETE FROM ingest_batches WHERE received_at < "
