@@ -441,40 +441,6 @@ TEST_F(IngestServiceIntegration, JobWhoseGpusWentSilentIsEndedByMaintenance) {
   EXPECT_EQ(get("8002").state(), v1::JOB_STATE_RUNNING);
 }
 
-TEST_F(IngestServiceIntegration, MaintenanceMovesTheSeqIndexToBrinOnEveryPartition) {
-  // Samples stored while the B-tree is still there (maintenance ran at start; whatever it
-  // did, the batch lands in a partition that must end up indexed).
-  v1::PushSamplesRequest batch;
-  batch.set_batch_id("brin-1");
-  batch.set_cluster("eos");
-  *batch.add_samples() = MakeSample("n9", 0, NowMs() - 60'000);
-  v1::PushSamplesResponse pushed;
-  ASSERT_TRUE(Push({batch}, &pushed).ok());
-  ASSERT_TRUE(
-      PollUntil([&] { return Query("SELECT to_regclass('samples_by_seq') IS NULL") == "t"; },
-                absl::Seconds(60)));
-  EXPECT_EQ(Query("SELECT indisvalid FROM pg_index WHERE indexrelid = "
-                  "'samples_by_seq_brin'::regclass"),
-            "t");
-  constexpr char kUnindexed[] =
-      "SELECT count(*) FROM pg_inherits i WHERE i.inhparent = 'samples'::regclass AND NOT "
-      "EXISTS (SELECT 1 FROM pg_inherits ii JOIN pg_index x ON x.indexrelid = ii.inhrelid "
-      "WHERE ii.inhparent = 'samples_by_seq_brin'::regclass AND x.indrelid = i.inhrelid)";
-  EXPECT_EQ(Query(kUnindexed), "0");
-  EXPECT_NE(Query("SELECT count(*) FROM pg_inherits WHERE inhparent = 'samples'::regclass"), "0");
-  // A day's partition made from now on (here 40 days ahead, as maintenance makes them) gets
-  // the BRIN index with it, and no B-tree on seq.
-  EXPECT_EQ(Query("SELECT samples_create_partitions(now() + interval '40 days', "
-                  "now() + interval '40 days')"),
-            "1");
-  EXPECT_EQ(Query(kUnindexed), "0");
-  EXPECT_EQ(Query("SELECT count(*) FROM pg_index x JOIN pg_class c ON c.oid = x.indexrelid "
-                  "JOIN pg_am a ON a.oid = c.relam JOIN pg_inherits i ON i.inhrelid = x.indrelid "
-                  "WHERE i.inhparent = 'samples'::regclass AND a.amname = 'btree' "
-                  "AND pg_get_indexdef(x.indexrelid) LIKE '%(seq)'"),
-            "0");
-}
-
 TEST_F(IngestServiceIntegration, BatchIdsOfTwoClustersDoNotCollide) {
   const int64_t now = NowMs();
   v1::PushSamplesRequest eos;

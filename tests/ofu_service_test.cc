@@ -19,7 +19,6 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "services/api/api_convert.h"
-#include "services/ingest/sample_store.h"
 #include "services/ofu/ofu_consumer.h"
 #include "services/ofu/ofu_live.h"
 #include "services/ofu/ofu_store.h"
@@ -121,15 +120,7 @@ class OfuIntegration : public ::testing::Test {
     EXPECT_TRUE(report.ok()) << report.status();
     auto pool = platform::PgPool::Create({.dsn = pg_->Dsn(name)});
     EXPECT_TRUE(pool.ok()) << pool.status();
-    if (!pool.ok()) return nullptr;
-    // As goodput-ingest's maintenance leaves it: the samples' seq index is BRIN alone, so
-    // the consumer's pages are read through it.
-    absl::StatusOr<int> moved = ingest::SampleStore(pool->get()).MigrateSeqIndex();
-    EXPECT_TRUE(moved.ok()) << moved.status();
-    absl::StatusOr<std::string> btree =
-        pg_->QueryValue(name, "SELECT to_regclass('samples_by_seq') IS NULL");
-    EXPECT_EQ(btree.value_or("error"), "t");
-    return *std::move(pool);
+    return pool.ok() ? *std::move(pool) : nullptr;
   }
 
   static void Exec(platform::PgPool& pool, const std::string& sql) {

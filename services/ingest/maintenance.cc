@@ -28,13 +28,6 @@ absl::Status Maintenance::RunOnce() {
   } else if (*created > 0) {
     logger_.Info("samples partitions created", {{"count", static_cast<int64_t>(*created)}});
   }
-  absl::StatusOr<int> indexed = store_->MigrateSeqIndex();
-  if (!indexed.ok()) {
-    first.Update(indexed.status());
-  } else if (*indexed > 0) {
-    logger_.Info("samples partitions given the BRIN seq index",
-                 {{"count", static_cast<int64_t>(*indexed)}});
-  }
   if (options_.retention_ms > 0) {
     absl::StatusOr<int> dropped = store_->DropPartitionsBefore(now - options_.retention_ms);
     if (!dropped.ok()) {

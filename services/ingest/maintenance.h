@@ -1,6 +1,5 @@
 // Background upkeep on a timer: daily samples partitions created ahead of time, partitions
-// older than the retention period dropped, the samples' watermark index moved to BRIN
-// (SampleStore::MigrateSeqIndex), batch ids older than the retry horizon forgotten,
+// older than the retention period dropped, batch ids older than the retry horizon forgotten,
 // and running jobs whose GPUs went silent ended (their epilog never came; see
 // JobStore::EndSilentJobs). Failures are logged and retried at the next tick.
 #pragma once

@@ -93,13 +93,6 @@ class SampleStore {
   absl::StatusOr<int> CreatePartitions(int64_t from_unix_ms, int64_t to_unix_ms);
   // Drops the daily partitions that end at or before `cutoff`; returns how many.
   absl::StatusOr<int> DropPartitionsBefore(int64_t cutoff_unix_ms);
-  // Moves the samples' watermark index from the B-tree samples_by_seq to the BRIN index
-  // samples_by_seq_brin (migration 20261128214000): builds the BRIN index CONCURRENTLY on each
-  // partition that lacks it and attaches it, one partition at a time, then, once every
-  // partition has it, drops samples_by_seq (waiting at most `lock_timeout_ms` for its lock;
-  // the next call tries again). Returns how many partitions it indexed. Nothing to do (0)
-  // once the B-tree is gone, or before the migration.
-  absl::StatusOr<int> MigrateSeqIndex(int64_t lock_timeout_ms = 5000);
   // Forgets batch ids received before `cutoff` (their retries are then stored again).
   absl::StatusOr<int64_t> ForgetBatchesBefore(int64_t cutoff_unix_ms);
 

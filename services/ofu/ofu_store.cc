@@ -346,31 +346,16 @@ absl::Status OfuStore::BeginRound(ConsumerState& state) {
 
 absl::StatusOr<std::vector<ConsumedSample>> OfuStore::ReadPage(const ConsumerState& state,
                                                                int limit) {
-  page_seq_end_.reset();
   if (!state.in_round()) return std::vector<ConsumedSample>{};
-  const int64_t from = std::max(state.seq_cursor, state.seq_floor);
-  if (!round_seq_ceiling_.has_value()) {
-    // A round resumed after a restart: every transaction of the round had ended when it
-    // began, so the sequence value now bounds its rows as well as the one read then did.
-    absl::StatusOr<int64_t> ceiling =
-        pool_->RunTransactionFor<int64_t>([&](pqxx::work& txn) -> absl::StatusOr<int64_t> {
-          return txn.exec(kSequenceValue)[0][0].as<int64_t>();
-        });
-    if (!ceiling.ok()) return ceiling.status();
-    round_seq_ceiling_ = *ceiling;
-  }
-  // A page is a range of at most `limit` seq values, (from, page_seq_end_], so that it costs
-  // its own rows whatever the backlog and whichever index serves it: the BRIN index on seq
-  // (migration 20261128214000) reads the few block ranges the seq range lies in, then sorts
-  // the page. Rows are at most `limit` (seq is unique); the round goes on past a short page
-  // until the page's range reaches the round's ceiling.
+  // Driven by the seq index, in order, so that a page costs its own rows whatever the backlog.
   // With several shards each row's job is looked up in a scalar subquery, which PostgreSQL
   // cannot turn into a join: as a join it estimated the shard filter to keep almost no job,
   // read every unconsumed sample of the shard's jobs and sorted them all for one page (seconds
   // per page once ofu fell behind, so it fell further behind).
-  page_seq_end_ = std::min(*round_seq_ceiling_, from + static_cast<int64_t>(limit));
   const std::string sql = absl::StrCat(
-      "SELECT ", kSampleColumns, " FROM samples s WHERE s.seq > $1 AND s.seq <= $5 ",
+      "SELECT ", kSampleColumns, " FROM samples s WHERE s.seq > $1 ",
+      round_seq_ceiling_.has_value() ? absl::StrCat("AND s.seq <= ", *round_seq_ceiling_, " ")
+                                     : std::string(),
       "AND s.ingest_xid >= $2::xid8 AND s.ingest_xid < $3::xid8 AND s.job IS NOT NULL ",
       shard_.count == 1
           ? std::string()
@@ -378,8 +363,8 @@ absl::StatusOr<std::vector<ConsumedSample>> OfuStore::ReadPage(const ConsumerSta
       "ORDER BY s.seq LIMIT $4");
   return pool_->RunTransactionFor<std::vector<ConsumedSample>>(
       [&](pqxx::work& txn) -> absl::StatusOr<std::vector<ConsumedSample>> {
-        pqxx::result r =
-            txn.exec_params(sql, from, state.xid_done, state.xid_round_end, limit, *page_seq_end_);
+        pqxx::result r = txn.exec_params(sql, std::max(state.seq_cursor, state.seq_floor),
+                                         state.xid_done, state.xid_round_end, limit);
         std::vector<ConsumedSample> out;
         out.reserve(r.size());
         for (const pqxx::row& row : r) out.push_back(ParseSample(row));
@@ -392,15 +377,8 @@ void OfuStore::AdvanceState(ConsumerState& state, const std::vector<ConsumedSamp
   state.samples_consumed += static_cast<int64_t>(page.size());
   if (!page.empty()) state.seq_cursor = std::max(state.seq_cursor, page.back().seq);
   if (static_cast<int>(page.size()) >= limit) return;
-  if (page_seq_end_.has_value() && round_seq_ceiling_.has_value() &&
-      *page_seq_end_ < *round_seq_ceiling_) {
-    // A short page of a range below the ceiling: the round goes on after the range.
-    state.seq_cursor = std::max(state.seq_cursor, *page_seq_end_);
-    return;
-  }
   state.xid_done = state.xid_round_end;
   round_seq_ceiling_.reset();
-  page_seq_end_.reset();
   const uint64_t done = XidValue(state.xid_done);
   while (!floor_candidates_.empty() && XidValue(floor_candidates_.front().first) <= done) {
     state.seq_floor = std::max(state.seq_floor, floor_candidates_.front().second);

@@ -12,9 +12,8 @@
 // xmax is at most xid_done bounds the seqs of all later transactions from below. And from
 // above: every transaction below X had ended when the round began, so the sequence value
 // read after the round's snapshot bounds the seqs of its rows (a round's last page stops
-// there instead of reading through everything written since; a round resumed after a
-// restart reads the sequence value again, which bounds them too). Pages are ranges of seq
-// values, read through the BRIN index on seq (migration 20261128214000).
+// there instead of reading through everything written since; unknown in a round resumed
+// after a restart, which then reads on to the end).
 #pragma once
 
 #include <cstdint>
@@ -84,11 +83,9 @@ class OfuStore {
   // Starts a round if none is in progress (state is updated in memory, persisted with the
   // next page's commit).
   absl::Status BeginRound(ConsumerState& state);
-  // The next page of the round (at most `limit` rows of at most `limit` consecutive seq
-  // values, seq order), only jobs of this shard.
+  // The next page of the round (at most `limit` rows, seq order), only jobs of this shard.
   absl::StatusOr<std::vector<ConsumedSample>> ReadPage(const ConsumerState& state, int limit);
-  // Moves the cursor past `page`; ends the round when the page was short and its seq range
-  // reached the round's ceiling.
+  // Moves the cursor past `page`; ends the round when the page was short.
   void AdvanceState(ConsumerState& state, const std::vector<ConsumedSample>& page, int limit);
 
   // Jobs by id (with their persisted progress).
@@ -150,8 +147,6 @@ class OfuStore {
   std::optional<int64_t> last_seq_read_;
   // The sequence value read after the current round's snapshot (see the header comment).
   std::optional<int64_t> round_seq_ceiling_;
-  // The upper end of the seq range the last page read (ReadPage).
-  std::optional<int64_t> page_seq_end_;
   std::string round_xmax_;
 };
 

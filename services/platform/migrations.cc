@@ -52,15 +52,13 @@ BEGIN
 END $$)sql";
 
 // Indexes a failed CREATE INDEX CONCURRENTLY left behind: present, never used, still
-// maintained on every write. A partitioned table's own index (relkind 'I') is not one: made
-// ON ONLY the parent, it is invalid until every partition's index is attached, which is the
-// way to index a partitioned table without blocking its writes (e.g. samples_by_seq_brin).
+// maintained on every write.
 constexpr const char* kInvalidIndexesSql = R"sql(
 SELECT string_agg(format('%s (on %s)', i.indexrelid::regclass, i.indrelid::regclass), ', '
                   ORDER BY i.indexrelid::regclass::text)
 FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
 JOIN pg_namespace n ON n.oid = c.relnamespace
-WHERE NOT i.indisvalid AND c.relkind <> 'I' AND n.nspname = current_schema())sql";
+WHERE NOT i.indisvalid AND n.nspname = current_schema())sql";
 
 constexpr absl::string_view kBatchRowsToken = ":batch_rows";
 
