@@ -8,6 +8,7 @@ const std::vector<TableDistribution>& ProjectTableDistribution() {
       // Raw samples by GPU host: a host's GPUs in one shard, ingest's batches spread over all
       // of them, ofu's seq-range reads run on every shard at once.
       {"samples", K::kDistributed, "host"},
+      {"serving_samples", K::kDistributed, "host"},
       {"ingest_batches", K::kDistributed, "batch_id"},
       {"gpu_fault_state", K::kDistributed, "gpu_key"},
       {"gpu_fault_events", K::kDistributed, "host"},
