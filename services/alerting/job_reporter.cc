@@ -412,7 +412,6 @@ absl::StatusOr<v1::JobReport> JobReporter::Assemble(const std::string& cluster,
         if (peak.ok() && *peak > 0) {
           r.set_engine_flops_to_ofu_ratio(engine_tflops / (ofu.ofu() * *peak));
         }
-        }
       }
     }
   }
