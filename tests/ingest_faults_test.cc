@@ -11,6 +11,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <pqxx/pqxx>
 
 #include <filesystem>
 #include <fstream>
@@ -335,6 +336,36 @@ TEST_F(FaultsIntegration, XidGaugeStuckForHoursOnAGpuNoJobHoldsIsOneEventAndRest
 // Real GB200 fault fields (counters and flags): the first scrape is the counters' baseline;
 // growth is an event of its increase; a volatile counter reset by a driver reload counts its
 // new value; the row-remap failure flag rises once.
+// A batch whose fault fields change no GPU's state (a stuck XID, steady counters: nearly
+// every batch) stores its samples without locking the GPUs' fault state rows, so it does not
+// wait for another transaction that holds them; a batch that changes a state still locks
+// them and its events are recorded.
+TEST_F(FaultsIntegration, SteadyFaultFieldsAreStoredWithoutLockingTheGpusFaultState) {
+  const std::string clean = ReadDcgmData("a30_mig_xid_gauge.prom");
+  ASSERT_FALSE(clean.empty());
+  const std::string xid79 = SetValue(clean, {"gpu=\"1\"", "GPU_I_ID=\"3\""}, "79");
+  int64_t t = (NowMs() - 60 * kMinuteMs) / kMinuteMs * kMinuteMs;
+  ASSERT_EQ(Push("eos-lock", "lock-0", clean, t).stored_count(), 6);
+  ASSERT_EQ(Push("eos-lock", "lock-1", xid79, t += kMinuteMs).stored_count(), 6);
+  ASSERT_EQ(Count("cluster = 'eos-lock'"), 1);
+
+  pqxx::connection locker(pg_->Dsn(testing::kDatabase));
+  pqxx::work held(locker);
+  ASSERT_GT(held.exec("SELECT 1 FROM gpu_fault_state WHERE cluster = 'eos-lock' FOR UPDATE").size(),
+            0u);
+  // Steady: stored while the rows stay locked by another transaction.
+  EXPECT_EQ(Push("eos-lock", "lock-2", xid79, t += kMinuteMs).stored_count(), 6);
+  EXPECT_EQ(Push("eos-lock", "lock-3", xid79, t += kMinuteMs).stored_count(), 6);
+  EXPECT_EQ(Count("cluster = 'eos-lock'"), 1);
+  held.commit();
+
+  // Changes lock and are recorded: a restart printing 0, then a new 79.
+  EXPECT_EQ(Push("eos-lock", "lock-4", clean, t += kMinuteMs).stored_count(), 6);
+  EXPECT_EQ(Push("eos-lock", "lock-5", xid79, t += kMinuteMs).stored_count(), 6);
+  EXPECT_EQ(Count("cluster = 'eos-lock'"), 2);
+  EXPECT_EQ(Query("SELECT count(*) FROM samples WHERE cluster = 'eos-lock'"), "36");
+}
+
 TEST_F(FaultsIntegration, CountersGrowResetAndFlagsRiseIntoEventsOnTheirGpu) {
   const std::string first = ReadDcgmData("gb200_fault_fields.prom");
   ASSERT_FALSE(first.empty());

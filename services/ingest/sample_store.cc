@@ -140,27 +140,54 @@ std::array<std::optional<std::string>, kCopyColumnCount> Row(const BatchWrite& b
 
 namespace {
 
-// Locks the fault state of the batch's GPUs (creating the rows of GPUs seen for the first
-// time), derives the fault events, writes them and the changed states. Keys are taken in
-// sorted order, so two batches of overlapping GPUs lock in the same order.
-int64_t WriteFaultEvents(pqxx::work& txn, const BatchWrite& batch) {
-  const std::vector<std::string> keys = FaultGpuKeys(batch.samples);
-  if (keys.empty()) return 0;
-  const std::string keys_array = TextArray(keys);
-  txn.exec_params(
-      "INSERT INTO gpu_fault_state (cluster, gpu_key) "
-      "SELECT $1, k FROM unnest($2::text[]) AS k ORDER BY k ON CONFLICT DO NOTHING",
-      batch.cluster, keys_array);
+// The stored fault states of `keys` (a state that cannot be read is started again rather
+// than failing every batch of its GPU); with `lock`, locked FOR UPDATE in key order.
+absl::flat_hash_map<std::string, GpuFaultState> ReadFaultStates(pqxx::work& txn,
+                                                                const BatchWrite& batch,
+                                                                const std::string& keys_array,
+                                                                bool lock) {
   pqxx::result rows = txn.exec_params(
-      "SELECT gpu_key, signals::text FROM gpu_fault_state "
-      "WHERE cluster = $1 AND gpu_key = ANY($2::text[]) ORDER BY gpu_key FOR UPDATE",
+      lock ? "SELECT gpu_key, signals::text FROM gpu_fault_state "
+             "WHERE cluster = $1 AND gpu_key = ANY($2::text[]) ORDER BY gpu_key FOR UPDATE"
+           : "SELECT gpu_key, signals::text FROM gpu_fault_state "
+             "WHERE cluster = $1 AND gpu_key = ANY($2::text[])",
       batch.cluster, keys_array);
   absl::flat_hash_map<std::string, GpuFaultState> states;
   for (const auto& r : rows) {
     absl::StatusOr<GpuFaultState> state = DecodeFaultState(r[1].as<std::string>());
-    // A state that cannot be read is started again rather than failing every batch of its GPU.
     states[r[0].as<std::string>()] = state.ok() ? *std::move(state) : GpuFaultState();
   }
+  return states;
+}
+
+// Derives the batch's fault events against its GPUs' fault state and writes them and the
+// changed states.
+//
+// First without locking: the states are read in one statement (one snapshot) and the batch
+// is checked against them. A batch that changes no state, as nearly every batch of steady
+// fault fields does, then writes and locks nothing: having written nothing, it is as if it
+// ran before any concurrent batch of the same GPUs, which compare against the states it saw.
+// (Locking every GPU's row for every batch cost PostgreSQL more than the samples' COPY: a
+// row lock is a write of the row.) Otherwise the states are locked (the rows of GPUs seen
+// for the first time created), read again and the batch is checked again, as the states may
+// have moved meanwhile; keys are locked in sorted order, so two batches of overlapping GPUs
+// lock in the same order.
+int64_t WriteFaultEvents(pqxx::work& txn, const BatchWrite& batch) {
+  const std::vector<std::string> keys = FaultGpuKeys(batch.samples);
+  if (keys.empty()) return 0;
+  const std::string keys_array = TextArray(keys);
+  {
+    absl::flat_hash_map<std::string, GpuFaultState> seen =
+        ReadFaultStates(txn, batch, keys_array, /*lock=*/false);
+    const FaultDetection unlocked = DetectFaultEvents(batch.samples, batch.job_row_ids, &seen);
+    if (unlocked.changed_gpus.empty() && unlocked.events.empty()) return 0;
+  }
+  txn.exec_params(
+      "INSERT INTO gpu_fault_state (cluster, gpu_key) "
+      "SELECT $1, k FROM unnest($2::text[]) AS k ORDER BY k ON CONFLICT DO NOTHING",
+      batch.cluster, keys_array);
+  absl::flat_hash_map<std::string, GpuFaultState> states =
+      ReadFaultStates(txn, batch, keys_array, /*lock=*/true);
   FaultDetection detected = DetectFaultEvents(batch.samples, batch.job_row_ids, &states);
   if (!detected.changed_gpus.empty()) {
     std::vector<std::string> changed_keys, encoded;

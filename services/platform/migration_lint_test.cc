@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <set>
+
 #include "absl/strings/str_join.h"
 
 namespace goodput::platform {
@@ -115,6 +118,130 @@ TEST(MigrationDirective, UnknownOrMalformedDirectivesAreRefusedByLine) {
   f.sql = "SELECT 1;\n-- goodput: no-transaction\n";
   ASSERT_TRUE(ParseMigrationDirective(&f).ok());
   EXPECT_EQ(f.mode, MigrationFile::Mode::kTransaction);
+}
+
+// The Citus rules over a schema of two files, against a small declaration.
+std::vector<std::string> DistributionRules(const std::string& sql) {
+  const std::vector<TableDistribution> distribution = {
+      {"samples", TableDistribution::Kind::kDistributed, "host"},
+      {"windows", TableDistribution::Kind::kDistributed, "job"},
+      {"job_state", TableDistribution::Kind::kDistributed, "job"},
+      {"jobs", TableDistribution::Kind::kReference, ""},
+  };
+  std::vector<MigrationFile> files = {
+      File(
+          20261128170000,
+          "CREATE TABLE jobs (id bigint PRIMARY KEY, cluster text, job_id text,\n"
+          "  CONSTRAINT jobs_key UNIQUE (cluster, job_id));\n"
+          "CREATE TABLE samples (seq bigint, host text NOT NULL, job bigint REFERENCES jobs (id))\n"
+          "  PARTITION BY RANGE (seq);\n"
+          "CREATE TABLE windows (job bigint NOT NULL REFERENCES jobs (id), gpu text,\n"
+          "  start_time timestamptz, PRIMARY KEY (job, gpu, start_time));\n"
+          "CREATE TABLE job_state (job bigint PRIMARY KEY);\n"),
+      File(20261128180000, sql)};
+  std::vector<std::string> rules;
+  for (const MigrationProblem& p : LintDistribution(files, distribution)) {
+    rules.push_back(p.rule);
+  }
+  return rules;
+}
+
+TEST(MigrationLint, CitusKeysOfDistributedTablesIncludeTheDistributionColumn) {
+  EXPECT_EQ(DistributionRules("SELECT 1;"), Names{});
+  // A key of a distributed table without its distribution column, in each form.
+  EXPECT_EQ(DistributionRules("ALTER TABLE samples ADD CONSTRAINT samples_pkey PRIMARY KEY (seq);"),
+            Names{"citus-key-without-distribution-column"});
+  EXPECT_EQ(DistributionRules("CREATE UNIQUE INDEX windows_by_gpu ON windows (gpu, start_time);"),
+            Names{"citus-key-without-distribution-column"});
+  EXPECT_EQ(DistributionRules("ALTER TABLE windows ADD COLUMN id bigint UNIQUE;"),
+            Names{"citus-key-without-distribution-column"});
+  EXPECT_EQ(DistributionRules("ALTER TABLE samples ADD CONSTRAINT no_overlap EXCLUDE USING gist "
+                              "(seq WITH =, host WITH &&);"),
+            Names{"citus-key-without-distribution-column"});
+  // With it, they are legal; on a reference table anything is.
+  EXPECT_EQ(DistributionRules("CREATE UNIQUE INDEX windows_by_gpu ON windows (gpu, job);\n"
+                              "ALTER TABLE samples ADD CONSTRAINT one EXCLUDE USING gist "
+                              "(host WITH =, seq WITH &&);\n"
+                              "CREATE UNIQUE INDEX jobs_by_job_id ON jobs (job_id);"),
+            Names{});
+  // A key made legal later (dropped, then added with the column) leaves no problem.
+  EXPECT_EQ(DistributionRules("-- goodput: no-transaction\n"
+                              "CREATE UNIQUE INDEX CONCURRENTLY s_key ON samples (host, seq);\n"
+                              "ALTER TABLE samples ADD CONSTRAINT samples_pkey PRIMARY KEY "
+                              "USING INDEX s_key;"),
+            Names{});
+  EXPECT_EQ(DistributionRules("CREATE UNIQUE INDEX bad ON windows (gpu);\nDROP INDEX bad;"),
+            Names{});
+}
+
+TEST(MigrationLint, CitusTablesAreDeclaredAndForeignKeysStayInAShard) {
+  EXPECT_EQ(DistributionRules("CREATE TABLE gpu_notes (host text PRIMARY KEY);"),
+            Names{"citus-undeclared-table"});
+  // Distributed to distributed only on both distribution columns; reference to distributed
+  // never; anything to a reference table.
+  EXPECT_EQ(DistributionRules("ALTER TABLE job_state ADD CONSTRAINT w FOREIGN KEY (job) "
+                              "REFERENCES windows (job) NOT VALID;"),
+            Names{});
+  EXPECT_EQ(DistributionRules("ALTER TABLE samples ADD CONSTRAINT w FOREIGN KEY (job) "
+                              "REFERENCES job_state (job) NOT VALID;"),
+            Names{"citus-foreign-key"});
+  EXPECT_EQ(DistributionRules("ALTER TABLE jobs ADD COLUMN state_job bigint REFERENCES job_state;"),
+            Names{"citus-foreign-key"});
+  const std::vector<TableDistribution> wrong_column = {
+      {"jobs", TableDistribution::Kind::kDistributed, "gpu"}};
+  std::vector<std::string> rules;
+  for (const MigrationProblem& p : LintDistribution(
+           {File(20261128170000, "CREATE TABLE jobs (id bigint PRIMARY KEY);")}, wrong_column)) {
+    rules.push_back(p.rule);
+  }
+  EXPECT_EQ(rules,
+            (Names{"citus-key-without-distribution-column", "citus-no-distribution-column"}));
+}
+
+TEST(MigrationLint, CitusProblemsNameTheFileAndLineOfTheKey) {
+  const std::vector<TableDistribution> distribution = {
+      {"samples", TableDistribution::Kind::kDistributed, "host"}};
+  std::vector<MigrationProblem> problems =
+      LintDistribution({File(20261128170000,
+                             "SELECT 1;\nCREATE TABLE samples (\n  seq bigint PRIMARY KEY,\n"
+                             "  host text);")},
+                       distribution);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_EQ(problems[0].Message(),
+            "20261128170000_change.sql line 2: [citus-key-without-distribution-column] primary "
+            "key samples_pkey of samples (seq) does not include samples's distribution column "
+            "host: each shard enforces it alone; include the column, or declare the table "
+            "reference");
+}
+
+// The lint reads the project's whole schema: with nothing declared every table it creates is
+// reported, and gpu_fault_events' first primary key (id alone) broke its declaration until
+// 20261128214101 made it (host, id).
+TEST(MigrationLint, CitusReadsTheProjectsWholeSchema) {
+  absl::StatusOr<std::vector<MigrationFile>> files =
+      LoadMigrationFiles(std::filesystem::path(GOODPUT_SOURCE_DIR) / "migrations");
+  ASSERT_TRUE(files.ok()) << files.status();
+  std::set<std::string> undeclared;
+  for (const MigrationProblem& p : LintDistribution(*files, {})) {
+    EXPECT_EQ(p.rule, "citus-undeclared-table");
+    undeclared.insert(p.why.substr(0, p.why.find(" is not declared")));
+  }
+  EXPECT_EQ(undeclared.size(), ProjectTableDistribution().size());
+  EXPECT_TRUE(undeclared.contains("table samples"));
+  EXPECT_TRUE(undeclared.contains("table gpu_fault_events"));
+
+  std::vector<MigrationFile> before;
+  for (const MigrationFile& f : *files) {
+    if (f.version < 20261128214100) before.push_back(f);
+  }
+  std::vector<std::string> problems;
+  for (const MigrationProblem& p : LintDistribution(before, ProjectTableDistribution())) {
+    problems.push_back(p.Message());
+  }
+  ASSERT_EQ(problems.size(), 1u) << absl::StrJoin(problems, "\n");
+  EXPECT_NE(problems[0].find("20261128190000_gpu_fault_events.sql"), std::string::npos);
+  EXPECT_NE(problems[0].find("primary key gpu_fault_events_pkey of gpu_fault_events (id)"),
+            std::string::npos);
 }
 
 // The CI check: every migration of the repository follows the rules.
