@@ -46,6 +46,8 @@ const std::vector<TableDistribution>& ProjectTableDistribution() {
       {"alert_outbox", K::kReference, ""},
       {"alert_delivery_attempts", K::kReference, ""},
       {"alert_digest_periods", K::kReference, ""},
+      // The policy stage's audit log: small, read with the alerts it names.
+      {"policy_actions", K::kReference, ""},
   };
   return *kTables;
 }
