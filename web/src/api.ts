@@ -196,6 +196,9 @@ export interface JobReport extends Section {
     // Every GPU fault the job met (goodput.v1.FaultEvent), and a failure's likely cause.
     faults?: ReportFault[];
     failure_cause?: string;
+    // What goodput's policies did (or, in dry-run, would have done) to the job
+    // (goodput.v1.PolicyAction).
+    policy_actions?: ReportPolicyAction[];
     reconciliation?: { reason?: string };
     reconciliation_note?: string;
     admin_comment_status?: string;
@@ -212,6 +215,22 @@ export interface ReportFault {
   xid_meaning?: string;
   blame?: string;
   recommended_action?: string;
+}
+
+export interface ReportPolicyAction {
+  action_id?: string;
+  rule?: string;
+  kind?: string;
+  action?: string;
+  node?: string;
+  dry_run?: boolean;
+  status?: string;
+  command?: string;
+  outcome?: string;
+  note?: string;
+  acted_time?: string;
+  undone_time?: string;
+  undone_by?: string;
 }
 
 export interface JobDetail {

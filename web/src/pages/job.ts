@@ -1,6 +1,6 @@
 // A job page: OFU against the framework's MFU over time (job aggregate with its confidence
 // band, then per GPU), the largest change of level, the divergence verdict and the alerts.
-import { fetchJob, type JobDetail, type JobReport, type Reconciliation, type ReportFault } from "../api";
+import { fetchJob, type JobDetail, type JobReport, type Reconciliation, type ReportFault, type ReportPolicyAction } from "../api";
 import { largestLevelShift } from "../analysis";
 import { renderChart, type Marker, type Series } from "../chart";
 import { dateTime, duration, esc, hours, pct, times, words } from "../format";
@@ -89,6 +89,19 @@ function faultItem(f: ReportFault): string {
   }${f.recommended_action ? `<div class="muted small">${esc(f.recommended_action)}</div>` : ""}</li>`;
 }
 
+// One policy action in the report: what was (or, dry-run, would have been) done, by which
+// rule, with the command and its outcome, and its undoing.
+function policyItem(a: ReportPolicyAction): string {
+  const what = `${words(a.action ?? "")}${a.node ? ` node ${a.node}` : ""}`;
+  return `<li data-testid="report-policy-action">${esc(words(a.status ?? ""))} · ${esc(what)} · rule ${esc(
+    a.rule ?? "",
+  )} on ${esc(words(a.kind ?? ""))}${a.dry_run ? ` <span class="badge">dry run</span>` : ""}${
+    a.undone_time ? ` <span class="badge">undone${a.undone_by ? ` by ${esc(a.undone_by)}` : ""}</span>` : ""
+  }${a.command ? `<div class="muted small"><code>${esc(a.command)}</code></div>` : ""}${
+    a.outcome || a.note ? `<div class="muted small">${esc(a.outcome || a.note || "")}</div>` : ""
+  }</li>`;
+}
+
 // The job-end report: the same text `goodputctl report` prints and Slurm's AdminComment
 // decodes to, then the alerts it lists (those found after the job ended marked, with the GPU
 // fault named as their likely cause), the GPU faults the job met and caveats.
@@ -108,6 +121,7 @@ function reportPanel(r: JobReport | undefined): string {
     .join("");
   const caveats = (rep.caveats ?? []).map((c) => `<li>${esc(c)}</li>`).join("");
   const faults = (rep.faults ?? []).map(faultItem).join("");
+  const actions = (rep.policy_actions ?? []).map(policyItem).join("");
   const note = rep.reconciliation?.reason ?? rep.reconciliation_note ?? "";
   return `<section class="panel" data-testid="report-panel"><h3>Job-end report</h3>
     <p class="muted small">${rep.final ? "Final" : "Provisional (windows still open)"} · revision ${rep.summary?.revision ?? 0}
@@ -117,6 +131,7 @@ function reportPanel(r: JobReport | undefined): string {
     ${rep.failure_cause ? `<p data-testid="failure-cause"><b>Likely cause of the failure:</b> ${esc(rep.failure_cause)}</p>` : ""}
     ${alerts ? `<h4>Alerts</h4><ul class="facts">${alerts}</ul>` : ""}
     ${faults ? `<h4>GPU faults</h4><ul class="facts" data-testid="report-faults">${faults}</ul>` : ""}
+    ${actions ? `<h4>Policy actions</h4><ul class="facts" data-testid="report-policy-actions">${actions}</ul>` : ""}
     ${caveats ? `<h4>Caveats</h4><ul class="facts">${caveats}</ul>` : ""}</section>`;
 }
 
