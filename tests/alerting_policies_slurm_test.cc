@@ -573,6 +573,7 @@ TEST_F(PolicySlurmTest, GoodputctlListsShowsAndUndoesWhatTheRunningServiceDid) {
   auto config = [&](const std::string& actions) {
     return absl::StrCat("postgres:\n  dsn: \"", pg_->Dsn("goodput"), "\"\nlog:\n  format: text\n",
                         "alerting:\n"
+                        "  sweep_interval_s: 1\n"
                         "  targets:\n"
                         "    - {name: hook, kind: webhook, url: \"http://127.0.0.1:9/\", "
                         "secret: s}\n"
@@ -603,7 +604,17 @@ TEST_F(PolicySlurmTest, GoodputctlListsShowsAndUndoesWhatTheRunningServiceDid) {
           {.binary = testing::BuiltBinary("services/alerting/goodput-alerting"),
            .config_yaml = config("[drain]")});
   ASSERT_TRUE(alerting.ok()) << alerting.status();
-  AddAlert(Kind::kGpuFault, job, "XID 79 on GPU 3", "ml", "gpnode");
+  // XID 79 on GPU 3 of the job's node, as ingest stores it: the running engine's fault sweep
+  // raises the gpu_fault alert (and would resolve one with no fault behind it), the policy
+  // stage drains the node.
+  ASSERT_TRUE(pg_->Execute("goodput",
+                           absl::StrCat("INSERT INTO gpu_fault_events (cluster, host, gpu_index, "
+                                        "job, event_time, signal, xid, value, count, batch_id, "
+                                        "source) SELECT 'eos', 'gpnode', 3, id, now(), 'xid', 79, "
+                                        "79, 1, 'policy-test', 'grpc' FROM jobs WHERE cluster = "
+                                        "'eos' AND job_id = '",
+                                        job, "'"))
+                  .ok());
   ASSERT_TRUE(testing::PollUntil([&] { return NodeDrainedNow(); }, absl::Seconds(60)))
       << NodeState().first;
 
@@ -631,8 +642,9 @@ TEST_F(PolicySlurmTest, GoodputctlListsShowsAndUndoesWhatTheRunningServiceDid) {
   EXPECT_TRUE(absl::StrContains(shown.output, "finding      alert ")) << shown.output;
   EXPECT_TRUE(absl::StrContains(
       shown.output,
-      "command      scontrol -- update NodeName=gpnode State=DRAIN \"Reason=goodput: "
-      "XID 79 on GPU 3, job "))
+      absl::StrCat("command      scontrol -- update NodeName=gpnode State=DRAIN \"Reason=goodput: "
+                   "XID 79 (GPU has fallen off the bus; hardware fault) on GPU gpnode/3, job ",
+                   job, "\"")))
       << shown.output;
 
   testing::ProgramResult undone =
