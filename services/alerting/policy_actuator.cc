@@ -39,28 +39,6 @@ absl::Status ClientError(const std::string& what, int exit_code, const std::stri
   return absl::UnavailableError(message);
 }
 
-// Records between <tok< and >tok>, fields split by |tok|.
-std::vector<std::vector<std::string>> Records(const std::string& output, const std::string& token,
-                                              size_t fields) {
-  const std::string start = absl::StrCat("<", token, "<"), sep = absl::StrCat("|", token, "|"),
-                    end = absl::StrCat(">", token, ">");
-  std::vector<std::vector<std::string>> out;
-  for (size_t s = output.find(start); s != std::string::npos; s = output.find(start, s + 1)) {
-    const size_t begin = s + start.size();
-    const size_t e = output.find(end, begin);
-    if (e == std::string::npos) break;
-    std::vector<std::string> f =
-        absl::StrSplit(absl::string_view(output).substr(begin, e - begin), sep);
-    if (f.size() == fields) out.push_back(std::move(f));
-  }
-  return out;
-}
-
-std::string Format(const std::string& token, const std::vector<std::string>& fields) {
-  return absl::StrCat("<", token, "<", absl::StrJoin(fields, absl::StrCat("|", token, "|")), ">",
-                      token, ">");
-}
-
 absl::Status CheckJobId(const std::string& job_id) {
   if (IsSlurmJobId(job_id)) return absl::OkStatus();
   return absl::InvalidArgumentError(
@@ -179,10 +157,10 @@ absl::StatusOr<PolicyJobView> PolicyActuator::Job(const std::string& cluster,
   absl::StatusOr<std::string> out =
       Run(**access, (*access)->squeue_path, "squeue",
           {"--noheader", "--states=all", absl::StrCat("--jobs=", job_id),
-           absl::StrCat("--format=", Format(*token, {"%A", "%i", "%T", "%S"}))});
+           absl::StrCat("--format=", DelimitedFormat(*token, {"%A", "%i", "%T", "%S"}))});
   if (!out.ok()) return out.status();
   std::optional<PolicyJobView> first;
-  for (const std::vector<std::string>& f : Records(*out, *token, 4)) {
+  for (const std::vector<std::string>& f : DelimitedRecords(*out, *token, 4)) {
     PolicyJobView v{.state = f[2], .start_time = f[3]};
     if (f[0] == job_id || f[1] == job_id) return v;
     if (!first) first = v;
@@ -201,9 +179,9 @@ absl::StatusOr<PolicyNodeView> PolicyActuator::Node(const std::string& cluster,
   absl::StatusOr<std::string> out =
       Run(**access, (*access)->sinfo_path, "sinfo",
           {"--noheader", "--Node", absl::StrCat("--nodes=", node),
-           absl::StrCat("--format=", Format(*token, {"%N", "%t", "%E"}))});
+           absl::StrCat("--format=", DelimitedFormat(*token, {"%N", "%t", "%E"}))});
   if (!out.ok()) return out.status();
-  for (const std::vector<std::string>& f : Records(*out, *token, 3)) {
+  for (const std::vector<std::string>& f : DelimitedRecords(*out, *token, 3)) {
     if (f[0] == node) return PolicyNodeView{.state = f[1], .reason = f[2]};
   }
   return absl::NotFoundError(absl::StrCat("sinfo lists no node ", node));
@@ -214,12 +192,12 @@ absl::StatusOr<std::pair<int, int>> PolicyActuator::NodeCounts(const std::string
   if (!access.ok()) return access.status();
   absl::StatusOr<std::string> token = RandomHex(kTokenBytes);
   if (!token.ok()) return token.status();
-  absl::StatusOr<std::string> out =
-      Run(**access, (*access)->sinfo_path, "sinfo",
-          {"--noheader", "--Node", absl::StrCat("--format=", Format(*token, {"%N", "%t"}))});
+  absl::StatusOr<std::string> out = Run(
+      **access, (*access)->sinfo_path, "sinfo",
+      {"--noheader", "--Node", absl::StrCat("--format=", DelimitedFormat(*token, {"%N", "%t"}))});
   if (!out.ok()) return out.status();
   std::map<std::string, bool> nodes;  // a node in several partitions is listed once per partition
-  for (const std::vector<std::string>& f : Records(*out, *token, 2)) {
+  for (const std::vector<std::string>& f : DelimitedRecords(*out, *token, 2)) {
     nodes[f[0]] = NodeUnavailable(f[1]);
   }
   int unavailable = 0;

@@ -6,12 +6,13 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "services/platform/command.h"
 #include "services/alerting/targets/http_client.h"
 #include "services/alerting/targets/osmo_target.h"
 #include "services/alerting/targets/render.h"
 #include "services/alerting/targets/signing.h"
+#include "services/platform/command.h"
 
 namespace goodput::alerting {
 
@@ -44,15 +45,6 @@ absl::Status SlurmClientError(const std::string& what, int exit_code, const std:
     return absl::PermissionDeniedError(message);
   }
   return absl::UnavailableError(message);  // controller down, timeouts, anything unknown
-}
-
-// The delimiters of SqueueJobFormat.
-struct SqueueDelimiters {
-  std::string record_start, field, record_end;
-};
-SqueueDelimiters Delimiters(const std::string& token) {
-  return {absl::StrCat("<", token, "<"), absl::StrCat("|", token, "|"),
-          absl::StrCat(">", token, ">")};
 }
 
 }  // namespace
@@ -122,24 +114,35 @@ bool IsSlurmJobId(const std::string& job_id) {
   return i == job_id.size();
 }
 
+std::string DelimitedFormat(const std::string& token, const std::vector<std::string>& fields) {
+  return absl::StrCat("<", token, "<", absl::StrJoin(fields, absl::StrCat("|", token, "|")), ">",
+                      token, ">");
+}
+
+std::vector<std::vector<std::string>> DelimitedRecords(const std::string& output,
+                                                       const std::string& token, size_t fields) {
+  const std::string start = absl::StrCat("<", token, "<"), sep = absl::StrCat("|", token, "|"),
+                    end = absl::StrCat(">", token, ">");
+  std::vector<std::vector<std::string>> out;
+  for (size_t s = output.find(start); s != std::string::npos; s = output.find(start, s + 1)) {
+    const size_t begin = s + start.size();
+    const size_t e = output.find(end, begin);
+    if (e == std::string::npos) break;
+    std::vector<std::string> f =
+        absl::StrSplit(absl::string_view(output).substr(begin, e - begin), sep);
+    if (f.size() == fields) out.push_back(std::move(f));
+  }
+  return out;
+}
+
 std::string SqueueJobFormat(const std::string& token) {
-  const SqueueDelimiters d = Delimiters(token);
-  return absl::StrCat(d.record_start, "%A", d.field, "%i", d.field, "%T", d.field, "%k",
-                      d.record_end);
+  return DelimitedFormat(token, {"%A", "%i", "%T", "%k"});
 }
 
 absl::StatusOr<SlurmJobView> ParseSqueueJob(const std::string& output, const std::string& token,
                                             const std::string& job_id) {
-  const SqueueDelimiters d = Delimiters(token);
   std::optional<SlurmJobView> first;
-  for (size_t start = output.find(d.record_start); start != std::string::npos;
-       start = output.find(d.record_start, start + 1)) {
-    const size_t begin = start + d.record_start.size();
-    const size_t end = output.find(d.record_end, begin);
-    if (end == std::string::npos) break;
-    const std::vector<std::string> fields =
-        absl::StrSplit(absl::string_view(output).substr(begin, end - begin), d.field);
-    if (fields.size() != 4) continue;
+  for (const std::vector<std::string>& fields : DelimitedRecords(output, token, 4)) {
     SlurmJobView view{.state = fields[2], .comment = fields[3] == kNoComment ? "" : fields[3]};
     if (fields[0] == job_id || fields[1] == job_id) return view;
     if (!first) first = std::move(view);

@@ -95,6 +95,14 @@ class SlurmCommentMarker {
 // True for Slurm job ids: 123, 123_4 (array task), 123+1 (het component).
 bool IsSlurmJobId(const std::string& job_id);
 
+// A Slurm client's --format whose records and fields are delimited by `token` (which a job's
+// owner cannot guess, so no name or comment can imitate a field): "<tok<%A|tok|%T>tok>".
+std::string DelimitedFormat(const std::string& token, const std::vector<std::string>& fields);
+// The records of such output with exactly `fields` fields, in order; text outside the
+// delimiters (a warning) is ignored.
+std::vector<std::vector<std::string>> DelimitedRecords(const std::string& output,
+                                                       const std::string& token, size_t fields);
+
 // What the target needs to know about a job.
 struct SlurmJobView {
   std::string state = {};  // RUNNING, PENDING, COMPLETED, ...
