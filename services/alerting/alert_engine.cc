@@ -147,6 +147,7 @@ struct AlertEngine::Tx {
 struct AlertEngine::JobMeta {
   std::string cluster, job_id;
   std::string scheduler = "other", user, team, name, workload_fingerprint, gpu_model;
+  std::string workload_kind;  // jobs.workload_kind: "inference" is read by its load
   std::string state = "running";
   Labels labels;
   bool active() const { return state == "running" || state == "pending" || state == "unknown"; }
@@ -475,6 +476,7 @@ AlertEngine::JobMeta AlertEngine::LockJobMeta(Tx& tx, const std::string& cluster
     meta.gpu_model = m[0][5].as<std::string>();
     meta.state = m[0][6].as<std::string>();
     meta.labels = LabelsFromJson(m[0][7].as<std::string>());
+    meta.workload_kind = m[0][8].as<std::string>();
   }
   return meta;
 }
@@ -608,6 +610,19 @@ absl::Status AlertEngine::EvaluateJob(Tx& tx, const std::string& cluster,
   // runs and windows keep coming.
   const bool settle_all = change.force || !meta.active() || quiet;
   const int64_t frontier_ms = ev->windows() > 0 ? ev->last_end_s() * 1000 : 0;
+  // An inference service is read by its load: its engines' tokens per window.
+  const bool serving = meta.workload_kind == "inference";
+  ev->SetServing(serving);
+  std::optional<TokenRate> tokens;
+  if (serving) {
+    std::vector<TokenIncrease> increases;
+    for (const pqxx::row& r :
+         tx.w.exec_params(kServingTokenIncreases, cluster, job_id, frontier_ms)) {
+      increases.push_back(
+          {r[0].as<int64_t>(), r[1].as<int64_t>(), r[2].as<double>()});
+    }
+    if (!increases.empty()) tokens.emplace(std::move(increases));
+  }
   std::vector<Finding> ended;
   for (const pqxx::row& r : tx.w.exec_params(kWindowsFrom, cluster, job_id, frontier_ms)) {
     v1::OfuWindow w;
@@ -618,6 +633,7 @@ absl::Status AlertEngine::EvaluateJob(Tx& tx, const std::string& cluster,
     }
     JobWindow jw = ToJobWindow(w);
     if (!settle_all && jw.window.end_s + config_.settle_s > newest_end_s) break;
+    if (tokens) jw.tokens_per_s = tokens->For(jw.window.start_s * 1000, jw.window.end_s * 1000);
     if (meta.gpu_model.empty()) meta.gpu_model = w.gpu_model();
     ev->AddWindow(jw);
     // Conditions that ended on the way are decided in order with the others.
@@ -729,6 +745,8 @@ v1::Alert AlertEngine::DescribeFinding(const Tx& tx, const JobMeta& meta, const 
       {"scheduler", meta.scheduler}, {"team", meta.team},
       {"user", meta.user},           {"kind", std::string(KindName(f.kind))},
       {"gpu_model", meta.gpu_model}, {"workload_fingerprint", meta.workload_fingerprint}};
+  // Alertmanager can route a service's pages apart from a training run's.
+  if (!meta.workload_kind.empty()) own["workload_kind"] = meta.workload_kind;
   if (f.kind == Kind::kStraggler) own["gpu"] = f.detail;
   if (f.kind == Kind::kSilentGpu) own[f.host.empty() ? "gpu" : "host"] = f.detail;
   for (const auto& [k, v] : f.extra_labels) own.emplace(k, v);  // never over the job's keys
@@ -776,6 +794,14 @@ v1::Alert AlertEngine::DescribeFinding(const Tx& tx, const JobMeta& meta, const 
     k->set_job_id(j);
   }
   if (f.kind == Kind::kIdleGpus) ev->set_idle_gpu_hours(f.idle_gpu_hours);
+  if (f.serving) {
+    v1::ServingEvidence* s = ev->mutable_serving();
+    s->set_load_before_tokens_per_s(f.serving->load_before);
+    s->set_load_after_tokens_per_s(f.serving->load_after);
+    s->set_gpu_seconds_per_token_before(f.serving->cost_before);
+    s->set_gpu_seconds_per_token_after(f.serving->cost_after);
+    s->set_comparable_windows(f.serving->comparable_windows);
+  }
   for (int bit = 1; bit < 32; ++bit) {
     if (f.flags & (1u << bit)) ev->add_data_quality_flags(static_cast<v1::DataQualityFlag>(bit));
   }

@@ -67,7 +67,30 @@ std::string CauseAdvice(const std::string& cause) {
   return "compare the framework's FLOPs formula with the model's architecture";
 }
 
+// An inference service that needs more GPU time per token than it did at the same traffic.
+Message ServingRegression(const Finding& f, const MessageContext& c) {
+  const detect::ServingVerdict& v = *f.serving;
+  Message m;
+  m.summary = absl::StrCat("GPU time per token rose ", Factor(v.factor), " at ",
+                           ClockTime(f.onset_s, c.now_s), " at a comparable load (",
+                           absl::StrFormat("%.0f vs %.0f", v.load_after, v.load_before),
+                           " tokens/s)");
+  m.description = absl::StrCat(
+      JobName(c), " is an inference service: its OFU follows its traffic, so goodput compares "
+      "the busy GPU-seconds it spends per token at a comparable load instead. Since ",
+      ClockTime(f.onset_s, c.now_s), " it spends ",
+      absl::StrFormat("%.3g ms per token at %.0f tokens/s, against %.3g ms at %.0f tokens/s",
+                      1000 * v.cost_after, v.load_after, 1000 * v.cost_before, v.load_before),
+      " in ", v.comparable_windows, " earlier windows of similar load; ",
+      ConfidenceWords(f.confidence),
+      ". Look first for what changed at that time: a new model, engine version or "
+      "quantization, a smaller batch (max_num_seqs, less KV-cache memory), CUDA graphs or "
+      "prefix caching turned off, or a slower GPU or link.");
+  return m;
+}
+
 Message RegressionInJob(const Finding& f, const MessageContext& c) {
+  if (f.serving.has_value()) return ServingRegression(f, c);
   Message m;
   const double before = f.before_ofu.value_or(0), after = f.after_ofu.value_or(0);
   if (f.stalled) {

@@ -54,7 +54,25 @@ constexpr char kJobLock[] =
     "SELECT pg_advisory_xact_lock(hashtext('alerting.job/' || $1 || '/' || $2))";
 constexpr char kJobMeta[] =
     "SELECT scheduler, user_name, team, name, workload_fingerprint, gpu_model, state, "
-    "  labels::text FROM jobs WHERE cluster = $1 AND job_id = $2";
+    "  labels::text, coalesce(workload_kind, '') FROM jobs WHERE cluster = $1 AND job_id = $2";
+
+// The increases of a job's serving token counters (prompt and generation, every engine
+// series) whose later sample is after $3 (unix ms): [previous sample ms, sample ms, increase].
+// A value below the one before is a counter that restarted: its increase is the value. 15
+// minutes before $3 are read (TokenRate::kMaxSpreadMs) so that the first increase after it
+// has its previous sample.
+constexpr char kServingTokenIncreases[] =
+    "SELECT " GP_TO_MS("t0") ", " GP_TO_MS("t1") ", inc FROM ("
+    "  SELECT lag(s.sample_time) OVER w AS t0, s.sample_time AS t1, "
+    "    CASE WHEN s.value < lag(s.value) OVER w THEN s.value "
+    "         ELSE s.value - lag(s.value) OVER w END AS inc "
+    "  FROM serving_samples s "
+    "  WHERE s.job = (SELECT id FROM jobs WHERE cluster = $1 AND job_id = $2) "
+    "    AND s.metric IN ('prompt_tokens', 'generation_tokens') "
+    "    AND s.sample_time >= " GP_MS(3) " - interval '15 minutes' "
+    "  WINDOW w AS (PARTITION BY s.host, s.pod, s.engine, s.series, s.metric "
+    "               ORDER BY s.sample_time)) d "
+    "WHERE t0 IS NOT NULL AND t1 > " GP_MS(3) " ORDER BY t1";
 
 // The job's windows arrived: their span and workload (the state's row exists from then on).
 constexpr char kTouchJobState[] =

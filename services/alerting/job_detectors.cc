@@ -20,6 +20,7 @@ double SeparationConfidence(double factor, double min_factor) {
 
 JobEvaluation EvaluateJob(const JobInput& input, const DetectorOptions& options) {
   JobEvaluator evaluator(options, input.earlier_jobs);
+  evaluator.SetServing(input.serving);
   for (const PrecisionSwitchObs& s : input.precision_switches) evaluator.AddPrecisionSwitch(s);
   if (input.divergence) evaluator.SetDivergence(*input.divergence);
   for (const JobWindow& w : input.windows) evaluator.AddWindow(w);
@@ -30,6 +31,40 @@ JobEvaluation EvaluateJob(const JobInput& input, const DetectorOptions& options)
   out.precision_annotations.assign(evaluator.precision_annotations().begin(),
                                    evaluator.precision_annotations().end());
   return out;
+}
+
+TokenRate::TokenRate(std::vector<TokenIncrease> increases) {
+  // An increase over a longer gap (the engine was not scraped, or restarted) says how many
+  // tokens were served over the gap but not when: those windows have no reading from it.
+  for (const TokenIncrease& inc : increases) {
+    const int64_t span = inc.to_ms - inc.from_ms;
+    if (span > 0 && span <= kMaxSpreadMs && std::isfinite(inc.tokens) && inc.tokens >= 0) {
+      increases_.push_back(inc);
+    }
+  }
+  std::stable_sort(increases_.begin(), increases_.end(),
+                   [](const TokenIncrease& a, const TokenIncrease& b) { return a.to_ms < b.to_ms; });
+}
+
+std::optional<double> TokenRate::For(int64_t start_ms, int64_t end_ms) {
+  if (end_ms <= start_ms) return std::nullopt;
+  // Ordered by their end: one that ended by this window's start reaches no later window,
+  // and one that ends kMaxSpreadMs or more after this window's end began after it.
+  while (first_ < increases_.size() && increases_[first_].to_ms <= start_ms) ++first_;
+  bool seen = false;
+  double tokens = 0;
+  for (size_t i = first_; i < increases_.size() && increases_[i].to_ms < end_ms + kMaxSpreadMs;
+       ++i) {
+    const TokenIncrease& inc = increases_[i];
+    const int64_t from = std::max(inc.from_ms, start_ms);
+    const int64_t to = std::min(inc.to_ms, end_ms);
+    if (to <= from) continue;
+    seen = true;
+    tokens += inc.tokens * static_cast<double>(to - from) /
+              static_cast<double>(inc.to_ms - inc.from_ms);
+  }
+  if (!seen) return std::nullopt;
+  return tokens * 1000.0 / static_cast<double>(end_ms - start_ms);
 }
 
 Activity ClassifyActivity(const JobWindow& w, const DetectorOptions& options) {

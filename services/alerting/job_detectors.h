@@ -16,6 +16,7 @@
 #include "services/alerting/alert_rules.h"
 #include "services/detect/findings.h"
 #include "services/detect/regression.h"
+#include "services/detect/serving_efficiency.h"
 
 namespace goodput::alerting {
 
@@ -57,6 +58,37 @@ struct JobWindow {
   double power_w_mean = 0;  // board power summed over the GPUs; 0 when unknown
   std::vector<SilentGpuObs> silent_gpus;
   ActivityObs activity;
+  // Prompt and generation tokens the job's serving engines counted in the window, per second
+  // (their counters' increases, serving_samples); unset when no engine reported in it.
+  std::optional<double> tokens_per_s;
+};
+
+// One increase of a serving engine's token counter: `tokens` counted between two samples.
+struct TokenIncrease {
+  int64_t from_ms = 0;  // the previous sample
+  int64_t to_ms = 0;    // this sample
+  double tokens = 0;
+};
+
+// The load of an inference service per window, from its engines' counter increases: each
+// increase is spread evenly over the time between its two samples, so a 30 s or 60 s scrape
+// that does not line up with the windows still gives each window its share.
+//
+//   TokenRate rate(increases);  // sorted by to_ms
+//   for (JobWindow& w : windows) w.tokens_per_s = rate.For(start_ms, end_ms);
+class TokenRate {
+ public:
+  explicit TokenRate(std::vector<TokenIncrease> increases);
+  // Tokens per second in [start_ms, end_ms); unset when no increase overlaps it (no engine
+  // reported). Windows must be asked in time order.
+  std::optional<double> For(int64_t start_ms, int64_t end_ms);
+  // Increases over a longer gap between two samples are left out: when in the gap the
+  // tokens were served is unknown.
+  static constexpr int64_t kMaxSpreadMs = 15 * 60 * 1000;
+
+ private:
+  std::vector<TokenIncrease> increases_;
+  size_t first_ = 0;  // increases before it ended before the last window asked
 };
 
 // What a window says of whether the job's GPUs work (ClassifyActivity):
@@ -119,6 +151,7 @@ struct JobInput {
   std::vector<PrecisionSwitchObs> precision_switches;  // time order
   std::optional<DivergenceObs> divergence;
   std::vector<EarlierJob> earlier_jobs;  // most recent first
+  bool serving = false;                  // the job's workload kind is inference
 };
 
 // DataQualityFlag numbers whose windows are no evidence of a regression or of idle GPUs:
@@ -161,6 +194,11 @@ struct DetectorOptions {
   double spinning_gr_engine_active = 0.5;  // GR engine at least this (mean): kernels resident
   double spinning_sm_active = 0.3;         // and every GPU's SMs below this: a spinning kernel
   double idle_gr_engine_active = 0.05;     // every GPU's GR engine at most this: no kernel
+  // Inference services (services/alerting/README.md, "Inference services"): the load-aware
+  // gate that replaces the OFU drop detectors of a job whose engines report their tokens.
+  detect::ServingGateOptions serving;
+  int serving_test_windows = 10;        // recent windows judged together (median)
+  int serving_reference_windows = 1440;  // windows before them kept as the reference: a day
 };
 
 // How the window's GPUs work (see Activity).
@@ -200,6 +238,8 @@ struct Finding {
   std::optional<double> stuck_power_w_per_gpu;
   int64_t last_sample_s = 0;
   std::optional<DivergenceObs> divergence;
+  // regression_in_job of an inference service: the per-token verdict that opened it.
+  std::optional<detect::ServingVerdict> serving;
   std::vector<PrecisionSwitchObs> precision_switches;  // near the onset: annotations
   std::vector<std::string> annotations;                // detector sentences
   int64_t evidence_from_s = 0;                         // windows in [from, to) are the evidence

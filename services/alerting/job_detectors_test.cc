@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace goodput::alerting {
@@ -236,6 +237,94 @@ TEST(JobDetectors, ConfidentOvercountVerdictIsADivergence) {
   in.divergence->verdict = "app_flops_undercount";
   in.divergence->confidence = 0.5;
   EXPECT_TRUE(EvaluateJob(in, {}).findings.empty());
+}
+
+// An inference service (vLLM's own counters): its tokens per second and its GPUs' busy time
+// follow its OFU, `tokens_per_ofu` tokens/s per unit of OFU and `busy_per_ofu` GR engine per
+// unit of OFU, from minute 0 (the warm-up ramp included).
+JobInput Service(int minutes, double level, const std::function<double(int)>& shape,
+                 double tokens_per_ofu, const std::function<double(int)>& busy_per_ofu) {
+  JobInput in = Job(minutes, level, shape);
+  in.serving = true;
+  for (int m = 0; m < minutes; ++m) {
+    JobWindow& w = in.windows[m];
+    w.tokens_per_s = w.window.ofu * tokens_per_ofu;
+    w.activity.gr_engine_mean = w.window.ofu * busy_per_ofu(m);
+  }
+  return in;
+}
+
+// Night falls at minute 120: traffic, busy time and OFU halve together. A training run whose
+// OFU halved has regressed; a service that serves half the tokens at the same cost per token
+// has not.
+TEST(JobDetectors, AServiceWhoseLoadHalvesAtNightHasNoRegression) {
+  JobInput in = Service(
+      240, 0.4, [](int m) { return m >= 120 ? 0.5 : 1.0; }, 2500, [](int) { return 2.0; });
+  JobEvaluation e = EvaluateJob(in, {});
+  EXPECT_TRUE(e.findings.empty()) << e.findings[0].detector;
+  ASSERT_FALSE(e.precision_annotations.empty());
+  EXPECT_THAT(e.precision_annotations.back(),
+              ::testing::HasSubstr("OFU of the inference service fell"));
+  in.serving = false;  // the same windows read as a training run
+  EXPECT_EQ(Kinds(EvaluateJob(in, {})), std::vector<Kind>{Kind::kRegressionInJob});
+  // A service whose engines report no tokens is read as any job.
+  in.serving = true;
+  for (JobWindow& w : in.windows) w.tokens_per_s.reset();
+  EXPECT_EQ(Kinds(EvaluateJob(in, {})), std::vector<Kind>{Kind::kRegressionInJob});
+}
+
+// A release at minute 150 makes each token cost 2.5x the GPU time at the same traffic: OFU
+// barely moves (the same FLOPs per token), the GPUs are busy 2.5x as long.
+TEST(JobDetectors, AServiceSlowerPerTokenAtTheSameLoadIsARegressionInJob) {
+  JobInput in = Service(
+      240, 0.18, [](int) { return 1.0; }, 22000, [](int m) { return m >= 150 ? 5.0 : 2.0; });
+  JobEvaluation e = EvaluateJob(in, {});
+  ASSERT_EQ(Kinds(e), std::vector<Kind>{Kind::kRegressionInJob});
+  const Finding& f = e.findings[0];
+  EXPECT_EQ(f.detector, "serving/busy_gpu_seconds_per_token");
+  ASSERT_TRUE(f.serving.has_value());
+  EXPECT_NEAR(*f.factor, 2.5, 0.01);
+  EXPECT_NEAR(f.serving->load_before, f.serving->load_after, 0.05 * f.serving->load_before);
+  EXPECT_NEAR(f.serving->cost_after / f.serving->cost_before, 2.5, 0.01);
+  EXPECT_GE(f.serving->comparable_windows, 100);
+  EXPECT_EQ(f.onset_s, kStart + 150 * 60);
+  EXPECT_LE(f.detected_s - f.onset_s, 10 * 60);
+  // The same windows read as a training run: OFU did not move, nothing to report.
+  in.serving = false;
+  EXPECT_TRUE(EvaluateJob(in, {}).findings.empty());
+}
+
+// A service is not compared with its workload's earlier jobs by OFU: a quieter day is not a
+// slower service.
+TEST(JobDetectors, AQuietDayOfAServiceIsNotARegressionAgainstItsWorkload) {
+  JobInput in = Service(
+      60, 0.2, [](int) { return 1.0; }, 2500, [](int) { return 2.0; });
+  for (int j = 0; j < 3; ++j) {
+    EarlierJob e;
+    e.job_id = "earlier-" + std::to_string(j);
+    e.last_end_s = kStart - 86400 * (1 + j);
+    e.steady = {.job_id = e.job_id, .median_ofu = 0.5, .mad_ofu = 0.01, .steady_windows = 500,
+                .effective_peak_tflops = 0};
+    in.earlier_jobs.push_back(e);
+  }
+  EXPECT_TRUE(EvaluateJob(in, {}).findings.empty());
+  in.serving = false;
+  EXPECT_EQ(Kinds(EvaluateJob(in, {})), std::vector<Kind>{Kind::kRegressionVsWorkload});
+}
+
+TEST(JobDetectors, TokenRateSpreadsEachIncreaseOverTheTimeBetweenItsSamples) {
+  // 30 s scrapes of 3000 tokens each (100 tokens/s), offset 15 s from the windows.
+  std::vector<TokenIncrease> inc;
+  for (int k = 0; k < 8; ++k) inc.push_back({15'000 + k * 30'000, 45'000 + k * 30'000, 3000});
+  // Then the engine was not scraped for 20 minutes: that increase says nothing of when.
+  inc.push_back({255'000, 255'000 + 20 * 60'000, 1e6});
+  TokenRate rate(inc);
+  EXPECT_FALSE(rate.For(0, 10'000).has_value());     // before the first sample
+  EXPECT_NEAR(*rate.For(15'000, 75'000), 100, 1e-9);  // two whole increases
+  EXPECT_NEAR(*rate.For(60'000, 120'000), 100, 1e-9); // halves of three
+  EXPECT_NEAR(*rate.For(240'000, 300'000), 25, 1e-9); // the last 15 s of the last one
+  EXPECT_FALSE(rate.For(300'000, 360'000).has_value());  // the gap: unknown, not zero
+  EXPECT_FALSE(rate.For(400'000, 400'000).has_value());  // an empty window
 }
 
 TEST(JobDetectors, TelemetryStoppedAfterTheConfiguredSilence) {

@@ -114,6 +114,8 @@ JobEvaluator::JobEvaluator(const DetectorOptions& options,
     : options_(options),
       in_job_(options.regression),
       steady_(options.regression),
+      serving_detector_(options.serving, options.serving_test_windows,
+                        options.serving_reference_windows),
       gpu_tracker_(0, options.findings) {
   if (earlier_jobs.empty()) return;
   detect::WorkloadBaseline baseline(options_.baseline);
@@ -143,6 +145,48 @@ void JobEvaluator::AddPrecisionSwitch(const PrecisionSwitchObs& s) {
 void JobEvaluator::SetDivergence(const DivergenceObs& d) {
   divergence_ = d;
   Recompute();
+}
+
+void JobEvaluator::SetServing(bool serving) {
+  if (serving_ == serving) return;
+  serving_ = serving;
+  Recompute();
+}
+
+void JobEvaluator::Note(std::string note) {
+  precision_notes_.push_back(std::move(note));
+  if (precision_notes_.size() > kMaxPrecisionNotes) precision_notes_.pop_front();
+}
+
+// A window whose engines counted tokens, and whose OFU can be trusted, goes to the per-token
+// detector; the GPUs' busy share is the GR engine's when ofu had it (the time a kernel ran,
+// which is what a slower service spends more of per token), else OFU stands in.
+void JobEvaluator::FeedServing(const JobWindow& jw, bool untrusted) {
+  if (!jw.tokens_per_s.has_value() || untrusted || jw.gpus_reporting <= 0 ||
+      !std::isfinite(*jw.tokens_per_s) || *jw.tokens_per_s < 0) {
+    return;
+  }
+  load_seen_ = true;
+  detect::ServingWindow sw;
+  sw.start_s = jw.window.start_s;
+  sw.end_s = jw.window.end_s;
+  sw.ofu = jw.window.ofu;
+  sw.tokens_per_s = *jw.tokens_per_s;
+  sw.gpu_busy = jw.activity.gr_engine_mean.value_or(-1);
+  sw.gpu_count = jw.gpus_reporting;
+  std::optional<detect::ServingVerdict> v = serving_detector_.Add(sw);
+  if (v) {
+    if (v->is_regression()) {
+      serving_open_ = ServingOpen{*v, v->onset_s, jw.window.end_s};
+    } else {
+      serving_open_.reset();
+    }
+  } else if (serving_open_ && serving_detector_.last().is_regression()) {
+    // Still open: the figures are the latest recent windows' (the whole rise once they are
+    // all past the onset), the onset and detection time stay the opening's.
+    serving_open_->verdict = serving_detector_.last();
+    serving_open_->verdict.onset_s = serving_open_->onset_s;
+  }
 }
 
 int JobEvaluator::Slot(const std::string& gpu) {
@@ -176,14 +220,21 @@ void JobEvaluator::AddWindow(const JobWindow& jw) {
   if (untrusted) w.ofu = std::numeric_limits<double>::quiet_NaN();
 
   TrackActivity(jw);
+  FeedServing(jw, untrusted);
 
-  // Regression inside the job.
+  // Regression inside the job. A service read by its load keeps the OFU detector's state (it
+  // may be read as any job again) but its drops are the load's to explain.
   steady_.Add(w);
   if (std::optional<detect::RegressionEvent> e = in_job_.Add(w)) {
     std::optional<std::string> note;
     if (e->kind == detect::RegressionEvent::Kind::kRecovery) {
       in_job_open_.reset();
       stall_explained_ = false;
+    } else if (ReadByLoad() && !e->stalled) {
+      const detect::ServingVerdict& v = serving_detector_.last();
+      note = absl::StrCat("OFU of the inference service fell ",
+                          absl::StrFormat("%.2fx", e->factor), "; judged by its cost per token: ",
+                          v.annotation.empty() ? "not enough windows yet" : v.annotation);
     } else if (e->precision_switch) {
       note = e->annotation;
     } else if ((note = SwitchExplains(*e))) {
@@ -196,10 +247,7 @@ void JobEvaluator::AddWindow(const JobWindow& jw) {
       // A baseline of regressed runs would hide the next regression.
       if (!e->stalled) steady_.Freeze();
     }
-    if (note) {
-      precision_notes_.push_back(*note);
-      if (precision_notes_.size() > kMaxPrecisionNotes) precision_notes_.pop_front();
-    }
+    if (note) Note(*note);
   }
 
   // Against the workload's earlier jobs.
@@ -208,8 +256,7 @@ void JobEvaluator::AddWindow(const JobWindow& jw) {
       if (r->is_regression()) {
         workload_found_ = r;
       } else {
-        precision_notes_.push_back(r->annotation);
-        if (precision_notes_.size() > kMaxPrecisionNotes) precision_notes_.pop_front();
+        Note(r->annotation);
       }
     }
   }
@@ -325,6 +372,7 @@ void JobEvaluator::Recompute() {
 }
 
 void JobEvaluator::InJob(std::vector<Finding>& out) const {
+  if (ReadByLoad()) return ServingInJob(out);
   if (!in_job_open_ || stall_explained_) return;
   const detect::RegressionEvent& open = *in_job_open_;
   Finding f;
@@ -346,7 +394,29 @@ void JobEvaluator::InJob(std::vector<Finding>& out) const {
   out.push_back(std::move(f));
 }
 
+// A service's cost per token rose at a comparable load: its regression inside the job. A
+// stall (OFU ~0 while tokens were counted before) is left to the hung and idle findings.
+void JobEvaluator::ServingInJob(std::vector<Finding>& out) const {
+  if (!serving_open_) return;
+  const detect::ServingVerdict& v = serving_open_->verdict;
+  Finding f;
+  f.kind = Kind::kRegressionInJob;
+  f.detector = "serving/busy_gpu_seconds_per_token";
+  f.onset_s = serving_open_->onset_s;
+  f.detected_s = serving_open_->detected_s;
+  f.factor = v.factor;
+  f.confidence = SeparationConfidence(v.factor, options_.serving.min_factor);
+  f.serving = v;
+  if (!v.annotation.empty()) f.annotations.push_back(v.annotation);
+  f.evidence_from_s = f.onset_s - kEvidenceHalfSpanWindows * window_len_s_;
+  f.evidence_to_s = f.onset_s + kEvidenceHalfSpanWindows * window_len_s_;
+  f.precision_switches = SwitchesNear(f.evidence_from_s, f.evidence_to_s);
+  out.push_back(std::move(f));
+}
+
 void JobEvaluator::Workload(std::vector<Finding>& out) const {
+  // A service's OFU says how much traffic it had, not how well it served it.
+  if (ReadByLoad()) return;
   if (!workload_found_) return;
   const detect::BaselineRegression& found = *workload_found_;
   // Still below the baseline? The median of the latest steady computing windows decides.
@@ -631,6 +701,18 @@ std::string JobEvaluator::Checkpoint() const {
     silent.push_back(json::array({gpu, g.last_sample_s, g.host_silent}));
   }
   j["silent"] = std::move(silent);
+  json serving_open = nullptr;
+  if (serving_open_) {
+    const detect::ServingVerdict& v = serving_open_->verdict;
+    serving_open = {{"onset", serving_open_->onset_s},     {"detected", serving_open_->detected_s},
+                    {"load_before", v.load_before},        {"load_after", v.load_after},
+                    {"cost_before", v.cost_before},        {"cost_after", v.cost_after},
+                    {"factor", v.factor},                  {"windows", v.comparable_windows},
+                    {"note", v.annotation}};
+  }
+  j["serving"] = {{"detector", StateCodec::Save(serving_detector_)},
+                  {"load_seen", load_seen_},
+                  {"open", std::move(serving_open)}};
   j["activity"] = {{"computed", computed_},
                    {"hung_since", hung_since_s_},
                    {"idle_since", idle_since_s_},
@@ -749,6 +831,27 @@ absl::StatusOr<std::unique_ptr<JobEvaluator>> JobEvaluator::Restore(
           return absl::InvalidArgumentError(absl::StrCat("checkpoint: activity ", name, "=", value,
                                                          " is outside [-1, ", kMaxTimeS, "]"));
         }
+      }
+    }
+    if (j.contains("serving")) {  // absent from older checkpoints: no tokens seen
+      const json& sv = j.at("serving");
+      StateCodec::Load(sv.at("detector"), ev->serving_detector_);
+      ev->load_seen_ = sv.at("load_seen").get<bool>();
+      if (!sv.at("open").is_null()) {
+        const json& o = sv.at("open");
+        ServingOpen open;
+        open.onset_s = o.at("onset").get<int64_t>();
+        open.detected_s = o.at("detected").get<int64_t>();
+        open.verdict.kind = detect::ServingVerdict::Kind::kSlowerPerToken;
+        open.verdict.load_before = o.at("load_before").get<double>();
+        open.verdict.load_after = o.at("load_after").get<double>();
+        open.verdict.cost_before = o.at("cost_before").get<double>();
+        open.verdict.cost_after = o.at("cost_after").get<double>();
+        open.verdict.factor = o.at("factor").get<double>();
+        open.verdict.comparable_windows = o.at("windows").get<int>();
+        open.verdict.onset_s = open.onset_s;
+        open.verdict.annotation = o.at("note").get<std::string>();
+        ev->serving_open_ = std::move(open);
       }
     }
     ev->Recompute();

@@ -48,6 +48,12 @@ class JobEvaluator {
   // (needs_replay tells).
   void AddPrecisionSwitch(const PrecisionSwitchObs& s);
   void SetDivergence(const DivergenceObs& d);
+  // The job is an inference service (its workload kind). Once its engines have reported
+  // tokens (JobWindow::tokens_per_s), its OFU follows its traffic, so a drop in OFU is no
+  // regression by itself: its in-job regression is a rise of busy GPU-seconds per token at a
+  // comparable load (detect::ServingRegressionDetector), and its OFU is not compared with
+  // its workload's. Without token counts it is read as any job. Recomputes the findings.
+  void SetServing(bool serving);
   bool needs_replay(const PrecisionSwitchObs& s) const {
     return windows_ > 0 && s.time_s <= last_start_s_;
   }
@@ -58,7 +64,8 @@ class JobEvaluator {
   std::vector<Finding> TakeEnded();
   // The job's steady state (frozen at a confirmed in-job regression), for later baselines.
   detect::JobSteadyState steady() const { return steady_.Summary(""); }
-  // Drops a precision switch explained (annotated, not alerted), the latest last.
+  // Drops explained and so not alerted (a precision switch, or a service's load), the latest
+  // last.
   const std::deque<std::string>& precision_annotations() const { return precision_notes_; }
 
   int64_t windows() const { return windows_; }
@@ -84,6 +91,11 @@ class JobEvaluator {
 
   void Recompute();
   void InJob(std::vector<Finding>& out) const;
+  void ServingInJob(std::vector<Finding>& out) const;
+  void FeedServing(const JobWindow& w, bool untrusted);
+  void Note(std::string note);
+  // A service whose tokens are known: read by its load, not by its OFU.
+  bool ReadByLoad() const { return serving_ && load_seen_; }
   void Workload(std::vector<Finding>& out) const;
   void Gpus(std::vector<Finding>& out) const;
   void DataQuality(std::vector<Finding>& out) const;
@@ -113,6 +125,18 @@ class JobEvaluator {
   detect::SteadyStateSummarizer steady_;
   std::optional<detect::RegressionEvent> in_job_open_;
   std::deque<std::string> precision_notes_;  // the last few
+
+  // Inference services: the per-token detector (fed whenever tokens are known) and the
+  // regression it opened, from the start of the recent windows that showed it.
+  struct ServingOpen {
+    detect::ServingVerdict verdict;
+    int64_t onset_s = 0;
+    int64_t detected_s = 0;
+  };
+  bool serving_ = false;
+  bool load_seen_ = false;
+  detect::ServingRegressionDetector serving_detector_;
+  std::optional<ServingOpen> serving_open_;
 
   // Regression against the workload's earlier jobs.
   std::optional<detect::NewJobComparator> comparator_;

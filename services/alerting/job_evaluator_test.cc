@@ -138,6 +138,43 @@ TEST(JobEvaluator, ARestoredCheckpointGoesOnExactlyAsTheOriginal) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// An inference service slower per token from minute 150 to 200 (vLLM-like counters, 8 GPUs):
+// checkpointed before the slowdown is seen, while it is open, and after it closed, the
+// restored evaluator goes on as the one that saw every window.
+TEST(JobEvaluator, AServicesPerTokenStateSurvivesACheckpoint) {
+  std::vector<JobWindow> windows = Windows(260, [](int) { return 0.4; });
+  for (size_t m = 0; m < windows.size(); ++m) {
+    JobWindow& w = windows[m];
+    w.stragglers.clear();
+    w.tokens_per_s = w.window.ofu * 20000;
+    w.activity.gr_engine_mean = w.window.ofu * (m >= 150 && m < 200 ? 5.0 : 2.0);
+  }
+  JobEvaluator whole({}, {});
+  whole.SetServing(true);
+  for (const JobWindow& w : windows) whole.AddWindow(w);
+  const std::vector<Finding> ended_whole = whole.TakeEnded();
+  ASSERT_EQ(ended_whole.size(), 1u) << Describe(ended_whole);
+  EXPECT_EQ(ended_whole[0].detector, "serving/busy_gpu_seconds_per_token");
+  EXPECT_EQ(ended_whole[0].onset_s, kStart + 150 * 60);
+  for (size_t at : {size_t{152}, size_t{170}, size_t{230}}) {
+    JobEvaluator first({}, {});
+    first.SetServing(true);
+    for (size_t i = 0; i < at; ++i) first.AddWindow(windows[i]);
+    std::vector<Finding> ended = first.TakeEnded();
+    absl::StatusOr<std::unique_ptr<JobEvaluator>> restored =
+        JobEvaluator::Restore({}, first.Checkpoint());
+    ASSERT_TRUE(restored.ok()) << restored.status();
+    (*restored)->SetServing(true);  // the engine sets it from the job's row on every pass
+    EXPECT_EQ(Describe((*restored)->current()), Describe(first.current())) << at;
+    for (size_t i = at; i < windows.size(); ++i) (*restored)->AddWindow(windows[i]);
+    for (Finding& f : (*restored)->TakeEnded()) ended.push_back(std::move(f));
+    EXPECT_EQ(Describe(ended), Describe(ended_whole)) << at;
+    ASSERT_EQ(ended.size(), 1u) << at;
+    EXPECT_EQ(*ended[0].factor, *ended_whole[0].factor) << at;
+    EXPECT_EQ((*restored)->Checkpoint(), whole.Checkpoint()) << at;
+  }
+}
+
 // A checkpoint row is read back from storage: whatever it holds is an error to rebuild from,
 // never a crash.
 TEST(JobEvaluator, ACheckpointNestedAMillionLevelsDeepIsRefusedNotACrash) {

@@ -65,6 +65,13 @@ ServingVerdict JudgeServing(const std::vector<ServingWindow>& reference,
   v.factor = v.cost_before > 0 ? v.cost_after / v.cost_before : 0;
   if (v.factor >= options.min_factor) {
     v.kind = ServingVerdict::Kind::kSlowerPerToken;
+    const double midpoint = std::sqrt(v.cost_before * v.cost_after);
+    for (const ServingWindow& w : recent) {
+      if (BusyGpuSecondsPerToken(w, options) >= midpoint) {
+        v.onset_s = w.start_s;
+        break;
+      }
+    }
     v.annotation = absl::StrFormat(
         "busy GPU-seconds per token rose %.2fx (%.3g -> %.3g ms) at a comparable load "
         "(%.0f vs %.0f tokens/s)",

@@ -58,6 +58,9 @@ struct ServingVerdict {
   double cost_after = 0;
   double factor = 0;  // cost_after / cost_before
   int comparable_windows = 0;
+  // kSlowerPerToken: start of the first recent window whose cost per token is past the
+  // geometric midpoint of before and after (where the change shows); 0 otherwise.
+  int64_t onset_s = 0;
   std::string annotation;  // one sentence for a human
   bool is_regression() const { return kind == Kind::kSlowerPerToken; }
 };
@@ -97,8 +100,12 @@ class ServingRegressionDetector {
   bool open() const { return open_; }
   // The verdict of the last complete set of recent windows.
   const ServingVerdict& last() const { return last_; }
+  // Windows held: the recent ones and the reference.
+  size_t windows_held() const { return test_.size() + reference_.size(); }
 
  private:
+  friend struct StateCodec;
+
   ServingGateOptions options_;
   size_t test_windows_;
   size_t reference_windows_;

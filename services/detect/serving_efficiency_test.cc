@@ -130,6 +130,8 @@ TEST(ServingEfficiency, TheServiceDetectorOpensOnlyForWorkPerTokenAndClosesOnThe
   // It opens once most recent windows are slow (their median crosses the factor) ...
   EXPECT_GE(events[0].second.factor, 1.35);
   EXPECT_LE(events[0].first, 600 + 10);  // within the ten recent windows
+  // The onset is the release's first window, not the start of the recent ones.
+  EXPECT_EQ(events[0].second.onset_s, 600 * 60);
   EXPECT_TRUE(d.open());
   // ... and reads the whole 2.5x once the recent windows are all slow.
   EXPECT_NEAR(d.last().factor, 2.5, 0.01);

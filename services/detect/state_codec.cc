@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <deque>
 #include <limits>
 #include <vector>
 
@@ -198,6 +199,48 @@ void StateCodec::Load(const json& j, GpuFindingsTracker& t) {
     p.ratio_sum = g.at(6).get<double>();
     t.gpus_.push_back(p);
   }
+}
+
+namespace {
+
+// A service's window as [start, end, ofu, tokens/s, busy, GPUs]: a day of windows is a few
+// thousand numbers.
+json SaveServingWindows(const std::deque<ServingWindow>& windows) {
+  json out = json::array();
+  for (const ServingWindow& w : windows) {
+    out.push_back(json::array({w.start_s, w.end_s, w.ofu, w.tokens_per_s, w.gpu_busy, w.gpu_count}));
+  }
+  return out;
+}
+
+void LoadServingWindows(const json& j, std::deque<ServingWindow>& out, size_t max) {
+  out.clear();
+  if (j.size() > max) throw json::other_error::create(501, "too many serving windows", &j);
+  for (const json& w : j) {
+    ServingWindow s;
+    s.start_s = w.at(0).get<int64_t>();
+    s.end_s = w.at(1).get<int64_t>();
+    s.ofu = w.at(2).get<double>();
+    s.tokens_per_s = w.at(3).get<double>();
+    s.gpu_busy = w.at(4).get<double>();
+    s.gpu_count = w.at(5).get<int>();
+    out.push_back(s);
+  }
+}
+
+}  // namespace
+
+json StateCodec::Save(const ServingRegressionDetector& d) {
+  return {{"reference", SaveServingWindows(d.reference_)},
+          {"test", SaveServingWindows(d.test_)},
+          {"open", d.open_}};
+}
+
+void StateCodec::Load(const json& j, ServingRegressionDetector& d) {
+  LoadServingWindows(j.at("reference"), d.reference_, d.reference_windows_);
+  LoadServingWindows(j.at("test"), d.test_, d.test_windows_);
+  d.open_ = j.at("open").get<bool>();
+  d.last_ = ServingVerdict();
 }
 
 }  // namespace goodput::detect

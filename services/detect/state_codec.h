@@ -26,6 +26,7 @@
 #include "services/detect/findings.h"
 #include "services/detect/regression.h"
 #include "services/detect/robust_stats.h"
+#include "services/detect/serving_efficiency.h"
 
 namespace goodput::detect {
 
@@ -60,6 +61,10 @@ struct StateCodec {
   static void Load(const nlohmann::json& j, NewJobComparator& c);
   static nlohmann::json Save(const GpuFindingsTracker& t);
   static void Load(const nlohmann::json& j, GpuFindingsTracker& t);
+  // The windows it holds and whether a regression is open; the last verdict is judged again
+  // at the next window.
+  static nlohmann::json Save(const ServingRegressionDetector& d);
+  static void Load(const nlohmann::json& j, ServingRegressionDetector& d);
 };
 
 }  // namespace goodput::detect
