@@ -602,6 +602,83 @@ TEST_F(AlertEngineTest, PersistentlyIdleGpusAndStragglersAlertWithTheirGpus) {
   }
 }
 
+// An inference service's engines (one host per job) scraped every 30 s, 15 s off the windows
+// (vLLM's vllm:prompt_tokens_total and vllm:generation_tokens_total as ingest stores them):
+// counters that grow at `tokens_per_s(minute)`, a quarter prompt, three quarters generation, restarting
+// from zero at minute `restart_at` (an engine restart) when set.
+void ServingCounters(PostgresServer& pg, const std::string& job_id, int minutes,
+                     const std::function<double(int)>& tokens_per_s, int restart_at = -1) {
+  std::string sql =
+      "INSERT INTO serving_samples (cluster, host, engine, model, series, metric, sample_time, "
+      "value, job, batch_id) VALUES ";
+  double total = 0;
+  bool first = true;
+  for (int k = 1; k < minutes * 2; ++k) {
+    const int64_t t = kT0 + 15 + 30 * k;
+    total += 30 * tokens_per_s(static_cast<int>((t - 15 - kT0) / 60));
+    if (restart_at >= 0 && k == restart_at * 2) total = 0;
+    for (const auto& [metric, share] : {std::pair{"prompt_tokens", 0.25},
+                                        std::pair{"generation_tokens", 0.75}}) {
+      absl::StrAppend(&sql, first ? "" : ", ", "('eos', 'node-", job_id, "', 'vllm', ",
+                      "'meta-llama/Llama-3.1-8B-Instruct', 'engine=0', '", metric,
+                      "', to_timestamp(", t, "), ", total * share,
+                      ", (SELECT id FROM jobs WHERE job_id = '", job_id, "'), 'b')");
+      first = false;
+    }
+  }
+  ASSERT_TRUE(pg.Execute("goodput", sql).ok());
+}
+
+// The OFU paper's requirement that every workload be read, on a service against a training
+// run: the night that halves a service's traffic halves its OFU, which is no regression of
+// the service although the same drop is one of a training run; a release that makes each
+// token cost 2.5x the GPU time at the same traffic is one, though its OFU barely moves.
+TEST_F(AlertEngineTest, AnInferenceServiceIsReadByItsCostPerTokenAtAComparableLoad) {
+  for (const char* id : {"svc-night", "svc-slow"}) {
+    AddJob(id);
+    Sql(absl::StrCat("UPDATE jobs SET workload_kind = 'inference', workload_kind_source = "
+                     "'registered' WHERE job_id = '",
+                     id, "'"));
+  }
+  auto night = [](int m) { return m >= 120 ? 0.5 : 1.0; };
+  // The training run: the same drop is a regression.
+  Push(Windows("j1", kT0, 240, 0.4, night));
+  ASSERT_EQ(Alerts("j1").size(), 1u);
+
+  // The service at night: tokens, busy time and OFU halve together.
+  std::vector<v1::OfuWindow> svc = Windows("svc-night", kT0, 240, 0.4, night);
+  for (v1::OfuWindow& w : svc) w.set_gr_engine_active_mean(2 * w.ofu());
+  ASSERT_NO_FATAL_FAILURE(ServingCounters(*pg_, "svc-night", 240, [&](int m) {
+    return 2500 * svc[static_cast<size_t>(m)].ofu();
+  }, /*restart_at=*/60));
+  Push(svc);
+  EXPECT_TRUE(Alerts("svc-night").empty()) << Alerts("svc-night")[0].summary();
+
+  // The slow release at minute 150: the same traffic, 2.5x the busy time per token.
+  std::vector<v1::OfuWindow> slow = Windows("svc-slow", kT0, 240, 0.18);
+  for (size_t m = 0; m < slow.size(); ++m) {
+    slow[m].set_gr_engine_active_mean((m >= 150 ? 5 : 2) * slow[m].ofu());
+  }
+  ASSERT_NO_FATAL_FAILURE(ServingCounters(*pg_, "svc-slow", 240, [&](int m) {
+    return 22000 * slow[static_cast<size_t>(m)].ofu();
+  }));
+  Push(slow);
+  std::vector<v1::Alert> alerts = Alerts("svc-slow");
+  ASSERT_EQ(alerts.size(), 1u);
+  const v1::Alert& a = alerts[0];
+  EXPECT_EQ(a.kind(), v1::ALERT_KIND_REGRESSION_IN_JOB);
+  EXPECT_EQ(a.labels().at("workload_kind"), "inference");
+  EXPECT_EQ(api::TimestampToUnixMs(a.evidence().onset_time()), (kT0 + 150 * 60) * 1000);
+  const v1::ServingEvidence& e = a.evidence().serving();
+  EXPECT_NEAR(e.gpu_seconds_per_token_after() / e.gpu_seconds_per_token_before(), 2.5, 0.05);
+  EXPECT_NEAR(e.load_after_tokens_per_s(), 22000 * 0.18, 0.05 * 22000 * 0.18);
+  EXPECT_NEAR(e.load_before_tokens_per_s(), e.load_after_tokens_per_s(),
+              0.05 * e.load_after_tokens_per_s());
+  EXPECT_GE(e.comparable_windows(), 100);
+  EXPECT_NE(a.summary().find("GPU time per token rose"), std::string::npos) << a.summary();
+  EXPECT_NE(a.description().find("inference service"), std::string::npos) << a.description();
+}
+
 TEST(AlertingConfig, RoutesAndRulesLoadAndBadOnesAreNamed) {
   auto tree = platform::ConfigTree::LoadString(R"(
 alerting:

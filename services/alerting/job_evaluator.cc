@@ -158,11 +158,12 @@ void JobEvaluator::Note(std::string note) {
   if (precision_notes_.size() > kMaxPrecisionNotes) precision_notes_.pop_front();
 }
 
-// A window whose engines counted tokens, and whose OFU can be trusted, goes to the per-token
+// A window whose engines counted tokens, past the warm-up (model load and CUDA-graph capture
+// cost GPU time no token pays for) and whose OFU can be trusted, goes to the per-token
 // detector; the GPUs' busy share is the GR engine's when ofu had it (the time a kernel ran,
 // which is what a slower service spends more of per token), else OFU stands in.
 void JobEvaluator::FeedServing(const JobWindow& jw, bool untrusted) {
-  if (!jw.tokens_per_s.has_value() || untrusted || jw.gpus_reporting <= 0 ||
+  if (!jw.tokens_per_s.has_value() || untrusted || jw.warmup || jw.gpus_reporting <= 0 ||
       !std::isfinite(*jw.tokens_per_s) || *jw.tokens_per_s < 0) {
     return;
   }
