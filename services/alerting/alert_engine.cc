@@ -638,6 +638,15 @@ absl::Status AlertEngine::EvaluateJob(Tx& tx, const std::string& cluster,
     ev->AddWindow(jw);
     // Conditions that ended on the way are decided in order with the others.
     for (Finding& f : ev->TakeEnded()) ended.push_back(std::move(f));
+    // Drops that recovered before they were confirmed: never paged; told in the log until
+    // the job's record keeps them.
+    for (const TransientSlowdown& t : ev->TakeTransients()) {
+      logger_.Info("transient slowdown",
+                   {{"cluster", cluster}, {"job_id", job_id},
+                    {"onset_s", absl::StrCat(t.onset_s)}, {"end_s", absl::StrCat(t.end_s)},
+                    {"factor", absl::StrFormat("%.2f", t.factor)},
+                    {"lost_gpu_hours", absl::StrFormat("%.3f", t.lost_gpu_hours)}});
+    }
   }
 
   LifecycleInput in{.job_active = meta.active(),

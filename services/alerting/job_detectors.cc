@@ -23,8 +23,11 @@ JobEvaluation EvaluateJob(const JobInput& input, const DetectorOptions& options)
   evaluator.SetServing(input.serving);
   for (const PrecisionSwitchObs& s : input.precision_switches) evaluator.AddPrecisionSwitch(s);
   if (input.divergence) evaluator.SetDivergence(*input.divergence);
-  for (const JobWindow& w : input.windows) evaluator.AddWindow(w);
   JobEvaluation out;
+  for (const JobWindow& w : input.windows) {
+    evaluator.AddWindow(w);
+    for (TransientSlowdown& t : evaluator.TakeTransients()) out.transients.push_back(t);
+  }
   out.findings = evaluator.current();
   out.ended = evaluator.TakeEnded();
   out.steady = evaluator.steady();

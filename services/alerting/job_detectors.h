@@ -257,6 +257,20 @@ struct Finding {
   std::map<std::string, std::string> extra_labels;
 };
 
+// A drop in OFU that recovered before it was confirmed (detect::RegressionEvent::kTransient):
+// recorded on the job, never an alert. The GPU-hours lost are those the job would not have
+// spent at its level before: (1 - 1/factor) x the drop's duration x its GPUs.
+struct TransientSlowdown {
+  int64_t onset_s = 0;
+  int64_t end_s = 0;
+  double before_ofu = 0;
+  double after_ofu = 0;
+  double factor = 0;
+  int windows = 0;
+  int gpus = 0;
+  double lost_gpu_hours = 0;
+};
+
 struct JobEvaluation {
   // Conditions that hold after the last window.
   std::vector<Finding> findings;
@@ -266,6 +280,8 @@ struct JobEvaluation {
   detect::JobSteadyState steady;
   // Drops that a precision switch explained: annotated, not alerted.
   std::vector<std::string> precision_annotations;
+  // Drops that recovered before they were confirmed, in time order.
+  std::vector<TransientSlowdown> transients;
 };
 
 // Every condition of the job except telemetry_stopped (which needs the clock), from all its

@@ -21,6 +21,8 @@ using nlohmann::json;
 
 constexpr int64_t kEvidenceHalfSpanWindows = 30;  // evidence: up to 60 windows around onset
 constexpr size_t kMaxPrecisionNotes = 8;
+// Transient slowdowns not yet taken by the engine (it takes them after every evaluation).
+constexpr size_t kMaxPendingTransients = 64;
 constexpr size_t kMaxBaselineJobIds = 20;
 constexpr int kCheckpointVersion = 1;
 // What a restored checkpoint may say: times within +-10^12 s, windows up to a week long, up
@@ -231,6 +233,17 @@ void JobEvaluator::AddWindow(const JobWindow& jw) {
     if (e->kind == detect::RegressionEvent::Kind::kRecovery) {
       in_job_open_.reset();
       stall_explained_ = false;
+    } else if (e->kind == detect::RegressionEvent::Kind::kTransient) {
+      // A service's OFU that fell and came back followed its traffic: no slowdown.
+      if (!ReadByLoad() && transients_.size() < kMaxPendingTransients) {
+        TransientSlowdown t{.onset_s = e->onset_s, .end_s = e->detected_s,
+                            .before_ofu = e->before_ofu, .after_ofu = e->after_ofu,
+                            .factor = e->factor, .windows = e->low_windows,
+                            .gpus = jw.gpus_reporting > 0 ? jw.gpus_reporting : gpus_allocated_};
+        t.lost_gpu_hours = (1 - 1 / t.factor) * static_cast<double>(t.end_s - t.onset_s) *
+                           t.gpus / 3600.0;
+        transients_.push_back(t);
+      }
     } else if (ReadByLoad() && !e->stalled) {
       const detect::ServingVerdict& v = serving_detector_.last();
       note = absl::StrCat("OFU of the inference service fell ",
@@ -326,6 +339,12 @@ void JobEvaluator::AddWindow(const JobWindow& jw) {
     f.condition_end_s = jw.window.start_s;
     ended_.push_back(std::move(f));
   }
+}
+
+std::vector<TransientSlowdown> JobEvaluator::TakeTransients() {
+  std::vector<TransientSlowdown> out = std::move(transients_);
+  transients_.clear();
+  return out;
 }
 
 std::vector<Finding> JobEvaluator::TakeEnded() {
@@ -658,6 +677,30 @@ void JobEvaluator::Divergence(std::vector<Finding>& out) const {
   out.push_back(std::move(f));
 }
 
+namespace {
+
+json SaveTransients(const std::vector<TransientSlowdown>& transients) {
+  json out = json::array();
+  for (const TransientSlowdown& t : transients) {
+    out.push_back(json::array({t.onset_s, t.end_s, t.before_ofu, t.after_ofu, t.factor,
+                               t.windows, t.gpus, t.lost_gpu_hours}));
+  }
+  return out;
+}
+
+std::vector<TransientSlowdown> LoadTransients(const json& j) {
+  std::vector<TransientSlowdown> out;
+  for (const json& t : j) {
+    if (out.size() >= kMaxPendingTransients) break;
+    out.push_back({t.at(0).get<int64_t>(), t.at(1).get<int64_t>(), t.at(2).get<double>(),
+                   t.at(3).get<double>(), t.at(4).get<double>(), t.at(5).get<int>(),
+                   t.at(6).get<int>(), t.at(7).get<double>()});
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string JobEvaluator::Checkpoint() const {
   using detect::StateCodec;
   json switches = json::array();
@@ -681,6 +724,7 @@ std::string JobEvaluator::Checkpoint() const {
       {"peak", peak_},
       {"divergence", divergence_ ? SaveDivergence(*divergence_) : json(nullptr)},
       {"in_job", StateCodec::Save(in_job_)},
+      {"transients", SaveTransients(transients_)},
       {"steady", StateCodec::Save(steady_)},
       {"in_job_open", in_job_open_ ? SaveEvent(*in_job_open_) : json(nullptr)},
       {"precision_notes", precision_notes_},
@@ -772,6 +816,7 @@ absl::StatusOr<std::unique_ptr<JobEvaluator>> JobEvaluator::Restore(
     StateCodec::Load(j.at("steady"), ev->steady_);
     if (!j.at("in_job_open").is_null()) ev->in_job_open_ = LoadEvent(j.at("in_job_open"));
     ev->precision_notes_ = j.at("precision_notes").get<std::deque<std::string>>();
+    if (j.contains("transients")) ev->transients_ = LoadTransients(j.at("transients"));
     if (!j.at("comparator").is_null()) {
       ev->comparator_.emplace(detect::WorkloadBaseline(options.baseline), options.regression);
       StateCodec::Load(j.at("comparator"), *ev->comparator_);

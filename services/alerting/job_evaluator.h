@@ -62,6 +62,8 @@ class JobEvaluator {
   const std::vector<Finding>& current() const { return current_; }
   // The conditions that ended since the last call, in the order they ended.
   std::vector<Finding> TakeEnded();
+  // The transient slowdowns found since the last call, in time order.
+  std::vector<TransientSlowdown> TakeTransients();
   // The job's steady state (frozen at a confirmed in-job regression), for later baselines.
   detect::JobSteadyState steady() const { return steady_.Summary(""); }
   // Drops explained and so not alerted (a precision switch, or a service's load), the latest
@@ -125,6 +127,7 @@ class JobEvaluator {
   detect::SteadyStateSummarizer steady_;
   std::optional<detect::RegressionEvent> in_job_open_;
   std::deque<std::string> precision_notes_;  // the last few
+  std::vector<TransientSlowdown> transients_;  // not yet taken (TakeTransients)
 
   // Inference services: the per-token detector (fed whenever tokens are known) and the
   // regression it opened, from the start of the recent windows that showed it.

@@ -118,14 +118,123 @@ void InJobRegressionDetector::Restart(const std::vector<OfuWindow>& seed) {
   reference_.assign(seed.begin(), seed.end());
   test_.clear();
   drop_pending_ = false;
+  // The level changed: the run, measured against the old one, is over.
+  run_.clear();
+  run_confirmed_ = false;
+}
+
+int InJobRegressionDetector::deep_drop_windows() const {
+  if (phases_marked_) return options_.fast_windows;
+  // Telemetry alone cannot tell a phase not yet seen from a drop, and the short low runs a
+  // job shows (a stall's edges, a short evaluation) say nothing of how long its longest phase
+  // lasts: what the job has shown only ever lengthens the wait.
+  return std::max(options_.unseen_phase_windows,
+                  longest_phase_windows_ + options_.phase_margin_windows);
+}
+
+std::optional<RegressionEvent> InJobRegressionDetector::TrackRun(const OfuWindow& w) {
+  if (static_cast<int>(reference_.size()) < options_.min_reference_windows) return std::nullopt;
+  const std::vector<double> ref = Ofus(reference_);
+  const double level = Median(ref);
+  if (level <= 0) return std::nullopt;
+  const double margin =
+      std::max(options_.mad_k * kMadToSigma * MedianAbsDeviation(ref, level), options_.min_drop);
+  const double low = std::min(level / options_.min_factor, level - margin);
+  if (w.ofu >= low) {
+    // The run, if any, recovered before it was confirmed: a phase of the job or a transient
+    // slowdown; either way the job has shown it can be this low this long and come back.
+    std::optional<RegressionEvent> e;
+    const int n = static_cast<int>(run_.size());
+    if (n > 0 && !run_confirmed_) {
+      const double after_level = Median(Ofus(run_));
+      const double factor = after_level > 0 ? level / after_level : INFINITY;
+      // A phase is a run of two or more windows about as deep as the drops the run rule
+      // confirms (one low window is the edge of a checkpoint or a stall).
+      if (n >= 2 && n <= options_.max_phase_windows &&
+          factor >= options_.deep_factor / options_.level_band) {
+        longest_phase_windows_ = std::max(longest_phase_windows_, n);
+      }
+      if (n >= options_.min_transient_windows && factor >= options_.min_factor) {
+        e.emplace();
+        e->kind = RegressionEvent::Kind::kTransient;
+        e->onset_s = run_.front().start_s;
+        e->detected_s = run_.back().end_s;
+        e->before_ofu = level;
+        e->after_ofu = after_level;
+        e->factor = factor;
+        e->low_windows = n;
+        e->annotation = absl::StrFormat(
+            "OFU fell %.2fx (%.1f%% -> %.1f%%) for %d windows and recovered", factor,
+            level * 100, after_level * 100, n);
+      }
+    }
+    run_.clear();
+    run_confirmed_ = false;
+    return e;
+  }
+  run_.push_back(w);
+  if (static_cast<int>(run_.size()) > options_.max_phase_windows + options_.fast_windows + 1) {
+    run_.pop_front();
+  }
+  const int wait = deep_drop_windows();
+  const int n = static_cast<int>(run_.size());
+  if (run_confirmed_ || n < wait) return std::nullopt;
+  // The last `wait` windows at one level; the run's first window may be cut by the onset (a
+  // partial window, low but between the two levels).
+  std::vector<double> core;
+  for (int i = n - wait; i < n; ++i) core.push_back(run_[static_cast<size_t>(i)].ofu);
+  double after_level = Median(core);
+  auto in_band = [&](double x) {
+    return x >= after_level / options_.level_band && x <= after_level * options_.level_band;
+  };
+  if (n == wait && core.size() > 2 && !in_band(core.front())) {
+    core.erase(core.begin());
+    after_level = Median(core);
+  }
+  if (core.size() < 2 || !std::all_of(core.begin(), core.end(), in_band)) return std::nullopt;
+  if (!(after_level > 0 && level / after_level >= options_.deep_factor)) return std::nullopt;
+  run_confirmed_ = true;
+  std::vector<OfuWindow> after(run_.begin(), run_.end());
+  std::optional<RegressionEvent> e = Confirm(after, level, after_level, w, n);
+  e->fast = true;
+  e->low_windows = n;
+  return e;
+}
+
+std::optional<RegressionEvent> InJobRegressionDetector::Confirm(
+    const std::vector<OfuWindow>& after, double level, double after_level,
+    const OfuWindow& latest, int of_windows) {
+  RegressionEvent e;
+  e.kind = RegressionEvent::Kind::kDrop;
+  e.onset_s = after.front().start_s;
+  e.detected_s = latest.end_s;
+  e.before_ofu = level;
+  e.after_ofu = after_level;
+  e.factor = after_level > 0 ? level / after_level : INFINITY;
+  // The reference level is the median of the reference windows, so the precision mix it
+  // reflects is the one most of them ran (their median peak).
+  std::vector<OfuWindow> before(reference_.begin(), reference_.end());
+  if (!ExplainByPrecisionSwitch(before, after, e.factor, options_.precision_tolerance, e)) {
+    const std::string extra = e.annotation;
+    e.annotation = absl::StrFormat("OFU fell %.2fx (%.1f%% -> %.1f%%) for %d of the last %d windows",
+                                   e.factor, level * 100, after_level * 100,
+                                   static_cast<int>(after.size()), of_windows);
+    if (!extra.empty()) e.annotation += "; " + extra;
+    open_drop_before_ = level;
+  }
+  Restart(after);
+  return e;
 }
 
 std::optional<RegressionEvent> InJobRegressionDetector::Add(const OfuWindow& w) {
   if (w.gpu_coverage < options_.min_coverage || !std::isfinite(w.ofu)) return std::nullopt;
+  if (w.phases_marked) phases_marked_ = true;
   if (!warmup_.done()) {
     warmup_.Add(w);
     return std::nullopt;
   }
+  // A phase the framework marked (checkpoint, evaluation) says nothing of the job's speed.
+  if (w.in_marked_phase) return std::nullopt;
   // Dips (checkpoints, evaluation at near-zero tensor work, stalls) are set aside: they say
   // nothing about the job's speed while it computes. A long run of them is a stall.
   // Until the reference is established, every computing window since warm-up stands in.
@@ -139,6 +248,9 @@ std::optional<RegressionEvent> InJobRegressionDetector::Add(const OfuWindow& w) 
   recent_dips_.push_back(is_dip);
   if (static_cast<int>(recent_dips_.size()) > options_.stall_windows) recent_dips_.pop_front();
   if (is_dip) {
+    // A dip ends a low run: the windows cut by a checkpoint's edges are no phase of their own.
+    run_.clear();
+    run_confirmed_ = false;
     int dips = 0;
     for (bool d : recent_dips_) dips += d ? 1 : 0;
     if (!stall_open_ && static_cast<int>(recent_dips_.size()) == options_.stall_windows &&
@@ -185,11 +297,15 @@ std::optional<RegressionEvent> InJobRegressionDetector::Add(const OfuWindow& w) 
     test_.pop_front();
     if (static_cast<int>(reference_.size()) > options_.reference_windows) reference_.pop_front();
   }
+  // Deep drops are confirmed by their run, before the persistence shallow ones need.
+  std::optional<RegressionEvent> run_event = TrackRun(w);
+  if (run_event && run_event->kind == RegressionEvent::Kind::kDrop) return run_event;
   if (static_cast<int>(test_.size()) < options_.test_windows ||
       static_cast<int>(reference_.size()) < options_.min_reference_windows) {
-    return std::nullopt;
+    return run_event;
   }
-  return Evaluate(w);
+  std::optional<RegressionEvent> e = Evaluate(w);
+  return e ? e : run_event;
 }
 
 std::optional<RegressionEvent> InJobRegressionDetector::Evaluate(const OfuWindow& latest) {
@@ -240,29 +356,7 @@ std::optional<RegressionEvent> InJobRegressionDetector::Evaluate(const OfuWindow
       drop_pending_ = true;  // confirmed only if the rule still holds at the next window
       return std::nullopt;
     }
-    if (factor >= options_.min_factor) {
-      drop_pending_ = false;
-      RegressionEvent e;
-      e.kind = RegressionEvent::Kind::kDrop;
-      e.onset_s = test_[drop_onset].start_s;
-      e.detected_s = latest.end_s;
-      e.before_ofu = level;
-      e.after_ofu = after_level;
-      e.factor = factor;
-      // The reference level is the median of the reference windows, so the precision mix it
-      // reflects is the one most of them ran (their median peak).
-      std::vector<OfuWindow> before(reference_.begin(), reference_.end());
-      if (!ExplainByPrecisionSwitch(before, after, factor, options_.precision_tolerance, e)) {
-        const std::string extra = e.annotation;
-        e.annotation = absl::StrFormat(
-            "OFU fell %.2fx (%.1f%% -> %.1f%%) for %d of the last %d windows", factor, level * 100,
-            after_level * 100, static_cast<int>(after.size()), n);
-        if (!extra.empty()) e.annotation += "; " + extra;
-        open_drop_before_ = level;
-      }
-      Restart(after);
-      return e;
-    }
+    if (factor >= options_.min_factor) return Confirm(after, level, after_level, latest, n);
   }
 
   // Recovery after a reported drop.

@@ -38,6 +38,11 @@ struct OfuWindow {
   // 0 when unknown. Only ratios of it matter.
   double effective_peak_tflops = 0;
   double app_mfu = -1;  // framework MFU for the window; negative when unknown
+  // The framework marks its phases (the SDK's checkpoint, evaluation, warm-up and compilation
+  // markers): a low window outside a marked phase is none of them.
+  bool phases_marked = false;
+  // The window lies (partly) in a phase the framework marked: no evidence of the job's speed.
+  bool in_marked_phase = false;
 };
 
 struct RegressionOptions {
@@ -59,10 +64,25 @@ struct RegressionOptions {
   // A drop explained by a precision switch: the effective peak rose by q and OFU fell by at
   // most q x this tolerance, and MFU moved with OFU within this tolerance.
   double precision_tolerance = 1.12;
+  // Fast confirmation of deep drops (services/alerting/README.md, "Deep drops and transient slowdowns"): a run
+  // of consecutive low windows at one level at least deep_factor below the reference is
+  // confirmed after fast_windows when the framework marks its phases (an unmarked drop is no
+  // phase); otherwise after unseen_phase_windows, or the longest low phase the job has shown
+  // and recovered from plus phase_margin_windows when that is longer.
+  double deep_factor = 1.8;  // a 2x drop qualifies through 10% noise
+  int fast_windows = 3;           // the onset's partial window counts
+  int unseen_phase_windows = 7;   // a 5-minute evaluation pass, plus its two edge windows
+  int phase_margin_windows = 2;
+  int max_phase_windows = 12;     // longer recovered runs are not phases
+  // A low run that recovers before it is confirmed, at least this many windows long and
+  // min_factor deep, is a transient slowdown (kTransient).
+  int min_transient_windows = 2;
 };
 
 struct RegressionEvent {
-  enum class Kind { kDrop, kRecovery };
+  // kTransient: a low run that recovered before it was confirmed (onset_s..detected_s, its
+  // depth in factor); recorded, never an alert.
+  enum class Kind { kDrop, kRecovery, kTransient };
   Kind kind = Kind::kDrop;
   int64_t onset_s = 0;            // start of the first low (or recovered) window
   int64_t detected_s = 0;         // end of the window that confirmed it
@@ -71,6 +91,8 @@ struct RegressionEvent {
   double factor = 0;              // before / after for a drop, after / before for recovery
   bool precision_switch = false;  // explained by a change of precision mix
   bool stalled = false;           // the job stopped computing (dips for stall_windows)
+  int low_windows = 0;            // kTransient, and drops confirmed fast: the run's windows
+  bool fast = false;              // confirmed by the run rule (deep drop), not persistence
   double effective_peak_before_tflops = 0;
   double effective_peak_after_tflops = 0;
   std::string annotation;  // one sentence for a human
@@ -138,9 +160,21 @@ class InJobRegressionDetector {
   bool warmed_up() const { return warmup_.done(); }
   // Current reference level (median), 0 before enough windows.
   double reference_level() const;
+  // Windows a deep drop must hold before it is confirmed, from what the job has shown.
+  int deep_drop_windows() const;
+  // Longest low run (windows) the job recovered from without a confirmed drop; 0 if none.
+  int longest_phase_windows() const { return longest_phase_windows_; }
 
  private:
   std::optional<RegressionEvent> Evaluate(const OfuWindow& latest);
+  // The run rule: feeds a computing window into the current low run; returns a confirmed deep
+  // drop, or the transient slowdown of a run that just recovered.
+  std::optional<RegressionEvent> TrackRun(const OfuWindow& w);
+  // Reports the drop to `after` (the windows since its onset, among the last `of_windows`)
+  // and restarts from them.
+  std::optional<RegressionEvent> Confirm(const std::vector<OfuWindow>& after, double level,
+                                         double after_level, const OfuWindow& latest,
+                                         int of_windows);
   void Restart(const std::vector<OfuWindow>& seed);
 
   RegressionOptions options_;
@@ -155,6 +189,13 @@ class InJobRegressionDetector {
   // that phases back to back (evaluation passes around a checkpoint, whose edges cut windows
   // to assorted levels) do not make a level change of their eight or nine slow minutes.
   bool drop_pending_ = false;
+  // The current run of consecutive low computing windows (dips neither extend nor end it),
+  // at most max_phase_windows + fast_windows of them (a dip ends it); whether a drop was
+  // confirmed in it.
+  std::deque<OfuWindow> run_;
+  bool run_confirmed_ = false;
+  int longest_phase_windows_ = 0;
+  bool phases_marked_ = false;  // the framework has marked its phases
 };
 
 // Steady-state summary of one finished (or running) job, for workload baselines.

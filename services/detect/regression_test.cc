@@ -26,12 +26,21 @@ std::vector<OfuWindow> Job(
   return w;
 }
 
+// The drops and recoveries the detector reports; the transient slowdowns it records go to
+// `transients` when given.
 std::vector<RegressionEvent> Detect(const std::vector<OfuWindow>& windows,
-                                    RegressionOptions options = {}) {
+                                    RegressionOptions options = {},
+                                    std::vector<RegressionEvent>* transients = nullptr) {
   InJobRegressionDetector d(options);
   std::vector<RegressionEvent> events;
   for (const OfuWindow& w : windows) {
-    if (auto e = d.Add(w)) events.push_back(*e);
+    std::optional<RegressionEvent> e = d.Add(w);
+    if (!e) continue;
+    if (e->kind != RegressionEvent::Kind::kTransient) {
+      events.push_back(*e);
+    } else if (transients != nullptr) {
+      transients->push_back(*e);
+    }
   }
   return events;
 }
@@ -148,6 +157,97 @@ TEST(InJobRegression, SustainedDropFiresWithOnsetLevelsAndFactor) {
   int drops = 0;
   for (const auto& x : events) drops += x.kind == RegressionEvent::Kind::kDrop ? 1 : 0;
   EXPECT_EQ(drops, 1);
+}
+
+// Windows from the onset (the window holding it counts as one) to the event's detection.
+double DelayWindows(const RegressionEvent& e, int64_t onset_s) {
+  return static_cast<double>(e.detected_s - onset_s) / 60;
+}
+
+TEST(InJobRegression, DeepDropsAreConfirmedBeforeTheDefaultPhaseBoundWhereverTheyStart) {
+  // No phase seen yet: a 2x or deeper drop could still be an unseen evaluation pass (up to 5
+  // minutes, 7 windows with its edges), so it is confirmed about 7 windows after its onset, not
+  // after the 8-of-10 persistence (about 11) that shallow drops wait for.
+  for (int64_t offset = 0; offset < 60; offset += 5) {
+    for (const double factor : {2.0, 2.5, 3.0}) {
+      const int64_t at = 120 * 60 + offset;
+      auto shape = [&](int64_t t) { return t >= at ? 1 / factor : 1.0; };
+      std::vector<RegressionEvent> events = Detect(JobBySecond(300, 0.45, shape));
+      ASSERT_FALSE(events.empty()) << "offset " << offset << " s, factor " << factor;
+      EXPECT_TRUE(events[0].is_regression());
+      EXPECT_TRUE(events[0].fast) << "offset " << offset << " s, factor " << factor;
+      // Seven windows after the onset's own, less when that one is already low.
+      EXPECT_LE(DelayWindows(events[0], at), 7.5) << "offset " << offset << ", " << factor;
+      EXPECT_NEAR(events[0].factor, factor, 0.15 * factor);
+    }
+  }
+  // A 1.5x drop keeps the persistence rule.
+  auto shallow = Detect(Job(300, 0.45, [](int m) { return m >= 120 ? 1 / 1.5 : 1.0; }));
+  ASSERT_FALSE(shallow.empty());
+  EXPECT_FALSE(shallow[0].fast);
+  EXPECT_GE(DelayWindows(shallow[0], 120 * 60), 9.0);
+}
+
+TEST(InJobRegression, AFrameworkThatMarksItsPhasesIsPagedAfterThreeWindows) {
+  // The framework marks its evaluation passes (6 minutes at 40%, hourly): those windows are
+  // set aside, and an unmarked 2x+ drop is confirmed 3 windows after its onset.
+  for (int64_t offset = 0; offset < 60; offset += 5) {
+    for (const double factor : {2.0, 2.5, 3.0}) {
+      const int64_t at = 140 * 60 + offset;
+      auto shape = [&](int64_t t) {
+        const double eval = (t / 60) % 60 >= 30 && (t / 60) % 60 < 36 ? 0.4 : 1.0;
+        return eval * (t >= at ? 1 / factor : 1.0);
+      };
+      std::vector<OfuWindow> windows = JobBySecond(300, 0.45, shape);
+      for (OfuWindow& w : windows) {
+        w.phases_marked = true;
+        w.in_marked_phase = (w.start_s / 60) % 60 >= 30 && (w.start_s / 60) % 60 < 36;
+      }
+      std::vector<RegressionEvent> events = Detect(windows);
+      ASSERT_FALSE(events.empty()) << "offset " << offset << " s, factor " << factor;
+      EXPECT_TRUE(events[0].is_regression());
+      // Three windows after the onset's own when that one hardly shows it, else fewer.
+      EXPECT_LE(DelayWindows(events[0], at), 3.5) << "offset " << offset << ", " << factor;
+      EXPECT_GE(events[0].onset_s, at - 60);
+    }
+  }
+  // The same marked evaluation passes without a drop: nothing.
+  std::vector<OfuWindow> healthy = Job(300, 0.45, [](int m) {
+    return m % 60 >= 30 && m % 60 < 36 ? 0.4 : 1.0;
+  });
+  for (OfuWindow& w : healthy) {
+    w.phases_marked = true;
+    w.in_marked_phase = (w.start_s / 60) % 60 >= 30 && (w.start_s / 60) % 60 < 36;
+  }
+  EXPECT_TRUE(Detect(healthy).empty());
+}
+
+TEST(InJobRegression, ALongerLearnedPhaseLengthensTheWaitAndRecoveredDropsAreTransients) {
+  // Hourly evaluation passes of 6 minutes at 40%: each recovers and is recorded as a
+  // transient slowdown; the job has shown a 6-window phase, so a 2.5x drop waits 6 + 2.
+  auto shape = [](int m) {
+    const double eval = m % 60 >= 30 && m % 60 < 36 ? 0.4 : 1.0;
+    return eval * (m >= 200 ? 1 / 2.5 : 1.0);
+  };
+  InJobRegressionDetector d;
+  EXPECT_EQ(d.deep_drop_windows(), 7);
+  std::vector<RegressionEvent> transients, drops;
+  for (const OfuWindow& w : Job(300, 0.45, shape)) {
+    if (std::optional<RegressionEvent> e = d.Add(w)) {
+      (e->kind == RegressionEvent::Kind::kTransient ? transients : drops).push_back(*e);
+    }
+  }
+  ASSERT_GE(transients.size(), 3u);
+  EXPECT_EQ(transients[0].onset_s, 30 * 60);
+  EXPECT_EQ(transients[0].detected_s, 36 * 60);
+  EXPECT_EQ(transients[0].low_windows, 6);
+  EXPECT_NEAR(transients[0].factor, 2.5, 0.1);
+  EXPECT_EQ(d.longest_phase_windows(), 6);
+  ASSERT_FALSE(drops.empty());
+  EXPECT_TRUE(drops[0].is_regression());
+  EXPECT_TRUE(drops[0].fast);
+  EXPECT_EQ(drops[0].onset_s, 200 * 60);
+  EXPECT_EQ(drops[0].detected_s, 208 * 60);
 }
 
 TEST(InJobRegression, TenMinuteDropOfOnePointFiveFiresAndRecovers) {

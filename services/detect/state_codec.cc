@@ -119,7 +119,9 @@ json StateCodec::Save(const InJobRegressionDetector& d) {
   return {{"warmup", Save(d.warmup_)},      {"reference", SaveWindows(d.reference_)},
           {"test", SaveWindows(d.test_)},   {"dips", d.recent_dips_},
           {"stall_open", d.stall_open_},    {"open_drop_before", d.open_drop_before_},
-          {"drop_pending", d.drop_pending_}};
+          {"drop_pending", d.drop_pending_}, {"run", SaveWindows(d.run_)},
+          {"run_confirmed", d.run_confirmed_}, {"longest_phase", d.longest_phase_windows_},
+          {"phases_marked", d.phases_marked_}};
 }
 
 void StateCodec::Load(const json& j, InJobRegressionDetector& d) {
@@ -130,6 +132,12 @@ void StateCodec::Load(const json& j, InJobRegressionDetector& d) {
   d.stall_open_ = j.at("stall_open").get<bool>();
   d.open_drop_before_ = j.at("open_drop_before").get<double>();
   d.drop_pending_ = j.at("drop_pending").get<bool>();
+  // Absent from checkpoints written before the run rule: no run, no phase seen yet.
+  d.run_.clear();
+  if (j.contains("run")) LoadWindows(j.at("run"), d.run_);
+  d.run_confirmed_ = j.value("run_confirmed", false);
+  d.longest_phase_windows_ = j.value("longest_phase", 0);
+  d.phases_marked_ = j.value("phases_marked", false);
 }
 
 json StateCodec::Save(const SteadyStateSummarizer& s) {

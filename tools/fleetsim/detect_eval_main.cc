@@ -10,6 +10,7 @@
 // <= 1 false alarm per 1,000 job-hours, every divergence verdict and top cause right.
 
 #include <iostream>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -57,6 +58,9 @@ int main(int argc, char** argv) {
       verbose = true;
     } else if (arg == "--verbose") {
       verbose = true;
+    } else if (arg == "--persistence-only") {
+      // The detector before fast confirmation: every drop waits for 8 of 10 low windows.
+      options.regression.deep_factor = std::numeric_limits<double>::infinity();
     } else if (arg == "--check") {
       check = true;
     } else if ((arg == "--seeds" || arg == "--held-out-seeds") && i + 1 < argc) {
@@ -69,7 +73,7 @@ int main(int argc, char** argv) {
     } else {
       std::cerr << "goodput-detect-eval: unknown option " << arg
                 << "\nusage: goodput-detect-eval [--seeds N] [--held-out-seeds N] [--small] "
-                   "[--check]\n";
+                   "[--check] [--persistence-only]\n";
       return 2;
     }
   }
@@ -111,6 +115,9 @@ int main(int argc, char** argv) {
   if (verbose) {
     for (const std::string& note : total.notes) std::cout << "  " << note << "\n";
   }
+  std::cout << "\nIn-job detection delay by depth (all fleets, detector; windows of "
+            << total.window_s << " s from the injected onset)\n"
+            << goodput::sim::FormatDelayTable(total);
   std::cout << "\nAlerting by delivery (all fleets through goodput-alerting's detector state and "
                "alert lifecycle; found = an alert opened or recorded resolved)\n"
             << goodput::sim::FormatDeliveryTable(total);

@@ -123,6 +123,8 @@ class EvaluationSink : public FleetSink {
       if (d.factor >= options_.eligible_min_factor &&
           d.end_s - d.onset_s >= options_.eligible_min_duration_s) {
         ++result_.drops_eligible;
+      } else if (d.factor >= options_.eligible_min_factor && d.end_s - d.onset_s >= 120) {
+        ++result_.short_drops;
       }
     }
     jobs_[job.index] = std::move(state);
@@ -468,6 +470,16 @@ class EvaluationSink : public FleetSink {
       }
     }
     if (std::optional<detect::RegressionEvent> e = s.in_job.Add(w)) {
+      if (e->kind == detect::RegressionEvent::Kind::kTransient) {
+        ++result_.transients_recorded;
+        for (const InjectedDrop& d : job.drops) {
+          if (e->onset_s < d.end_s && e->detected_s > d.onset_s) {
+            ++result_.transients_on_injected;
+            break;
+          }
+        }
+        return;
+      }
       if (e->kind != detect::RegressionEvent::Kind::kDrop) return;
       if (e->precision_switch) {
         ++result_.precision_annotations;
@@ -485,6 +497,7 @@ class EvaluationSink : public FleetSink {
                 d.end_s - d.onset_s >= options_.eligible_min_duration_s) {
               ++result_.drops_detected;
               result_.drop_delays_s.push_back(static_cast<double>(e->detected_s - d.onset_s));
+              result_.drop_factors.push_back(d.factor);
             }
           }
           matched = true;
@@ -543,6 +556,7 @@ absl::StatusOr<EvaluationResult> EvaluateFleet(const FleetConfig& config,
   if (!sim.ok()) return sim.status();
   EvaluationResult result;
   result.config_name = config.name;
+  result.window_s = config.window_s;
   result.seed = config.seed;
   EvaluationSink sink(options, result);
   while ((*sim)->Step(sink)) {
@@ -563,6 +577,11 @@ EvaluationResult CombineResults(const std::vector<EvaluationResult>& results,
     c.drops_eligible += r.drops_eligible;
     c.drops_detected += r.drops_detected;
     c.drop_delays_s.insert(c.drop_delays_s.end(), r.drop_delays_s.begin(), r.drop_delays_s.end());
+    c.drop_factors.insert(c.drop_factors.end(), r.drop_factors.begin(), r.drop_factors.end());
+    c.window_s = r.window_s;
+    c.transients_recorded += r.transients_recorded;
+    c.transients_on_injected += r.transients_on_injected;
+    c.short_drops += r.short_drops;
     c.debug_jobs += r.debug_jobs;
     c.debug_jobs_with_baseline += r.debug_jobs_with_baseline;
     c.debug_detected += r.debug_detected;
@@ -644,6 +663,38 @@ std::string FormatDeliveryTable(const EvaluationResult& total) {
             absl::StrCat(t.miscounts_found, "/", t.miscount_jobs, "+", t.miscount_false),
             t.recorded_resolved, t.found_after_end));
   }
+  return out;
+}
+
+std::string FormatDelayTable(const EvaluationResult& total) {
+  std::string out = absl::StrFormat("%-14s %6s | %-9s %-9s %-9s\n", "drop depth", "drops",
+                                    "p50 win", "p95 win", "max win");
+  struct Band {
+    const char* name;
+    double low, high;
+  };
+  for (const Band& b : {Band{">= 2.5x", 2.5, 1e9}, Band{"2x - 2.5x", 2.0, 2.5},
+                        Band{"1.5x - 2x", 1.5, 2.0}, Band{"all", 0, 1e9}}) {
+    std::vector<double> delays;
+    for (size_t i = 0; i < total.drop_delays_s.size(); ++i) {
+      if (total.drop_factors[i] >= b.low && total.drop_factors[i] < b.high) {
+        delays.push_back(total.drop_delays_s[i] / total.window_s);
+      }
+    }
+    if (delays.empty()) {
+      absl::StrAppend(&out, absl::StrFormat("%-14s %6d |\n", b.name, 0));
+      continue;
+    }
+    absl::StrAppend(&out, absl::StrFormat("%-14s %6d | %9.2f %9.2f %9.2f\n", b.name,
+                                          delays.size(), Quantile(delays, 0.5),
+                                          Quantile(delays, 0.95),
+                                          *std::max_element(delays.begin(), delays.end())));
+  }
+  absl::StrAppend(&out, absl::StrFormat(
+                            "transient slowdowns recorded: %d (%d on injected drops, of %d "
+                            "short drops >= 1.5x of 2-10 min; the rest are phases)\n",
+                            total.transients_recorded, total.transients_on_injected,
+                            total.short_drops));
   return out;
 }
 

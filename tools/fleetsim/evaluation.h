@@ -70,6 +70,14 @@ struct EvaluationResult {
   int drops_eligible = 0;
   int drops_detected = 0;
   std::vector<double> drop_delays_s;
+  std::vector<double> drop_factors;  // the injected factor of each delay above
+  int window_s = 60;
+  // Drops that recovered before they were confirmed (transient slowdowns): recorded, and
+  // of them those on an injected drop too short (or shallow) to be eligible; the rest are
+  // the jobs' phases (evaluation passes, their edges) recorded as slowdowns.
+  int transients_recorded = 0;
+  int transients_on_injected = 0;
+  int short_drops = 0;  // injected drops >= 1.5x lasting 2 to 10 minutes
   // New jobs bad from the start, against their workload's baseline.
   int debug_jobs = 0;
   int debug_jobs_with_baseline = 0;
@@ -115,6 +123,9 @@ EvaluationResult CombineResults(const std::vector<EvaluationResult>& results,
 
 // The human table the harness prints: one row per result, then verdicts by case.
 std::string FormatEvaluationTable(const std::vector<EvaluationResult>& results);
+// Detection delay of in-job drops by depth, in windows from the onset (p50, p95, max), with
+// the transient slowdowns recorded.
+std::string FormatDelayTable(const EvaluationResult& total);
 // One row per delivery of `total`: recall, false alarms per 1,000 job-hours, miscount
 // verdicts, findings recorded resolved and found after the job's end.
 std::string FormatDeliveryTable(const EvaluationResult& total);
