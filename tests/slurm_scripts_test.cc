@@ -56,6 +56,9 @@ std::vector<std::pair<std::string, std::string>> SlurmEnv(const std::string& ing
           {"GOODPUT_SLURM_ENV", "/nonexistent/slurm.env"},
           {"GOODPUT_INGEST_URL", ingest_url},
           {"GOODPUT_SPOOL_DIR", spool.string()},
+          // A retrier the test could not reap (the test killed at its timeout) gives up
+          // within minutes instead of retrying for a day against servers that are gone.
+          {"GOODPUT_RETRY_FOR_S", "600"},
           {"SLURM_CLUSTER_NAME", "perlmutter"},
           {"SLURM_JOB_ID", "4242"},
           {"SLURM_JOB_USER", "alice"},
@@ -271,7 +274,8 @@ void WriteWrapper(const fs::path& path, const fs::path& script, const std::strin
                   const fs::path& spool) {
   std::ofstream out(path);
   out << "#!/bin/sh\nexport PATH=/usr/bin:/bin GOODPUT_SLURM_ENV=/nonexistent GOODPUT_INGEST_URL="
-      << ingest_url << " GOODPUT_SPOOL_DIR=" << spool.string() << "\nexec " << script.string()
+      << ingest_url << " GOODPUT_SPOOL_DIR=" << spool.string()
+      << " GOODPUT_RETRY_FOR_S=600\nexec " << script.string()
       << " 2>>" << path.string() << ".log\n";
   out.close();
   chmod(path.c_str(), 0755);
