@@ -132,15 +132,23 @@ int InJobRegressionDetector::deep_drop_windows() const {
                   longest_phase_windows_ + options_.phase_margin_windows);
 }
 
-std::optional<RegressionEvent> InJobRegressionDetector::TrackRun(const OfuWindow& w) {
+std::optional<InJobRegressionDetector::Reference> InJobRegressionDetector::CurrentReference()
+    const {
   if (static_cast<int>(reference_.size()) < options_.min_reference_windows) return std::nullopt;
   const std::vector<double> ref = Ofus(reference_);
-  const double level = Median(ref);
-  if (level <= 0) return std::nullopt;
-  const double margin =
-      std::max(options_.mad_k * kMadToSigma * MedianAbsDeviation(ref, level), options_.min_drop);
-  const double low = std::min(level / options_.min_factor, level - margin);
-  if (w.ofu >= low) {
+  Reference r;
+  r.level = Median(ref);
+  if (r.level <= 0) return std::nullopt;
+  r.margin = std::max(options_.mad_k * kMadToSigma * MedianAbsDeviation(ref, r.level),
+                      options_.min_drop);
+  r.low = std::min(r.level / options_.min_factor, r.level - r.margin);
+  return r;
+}
+
+std::optional<RegressionEvent> InJobRegressionDetector::TrackRun(const OfuWindow& w,
+                                                                 const Reference& ref) {
+  const double level = ref.level;
+  if (w.ofu >= ref.low) {
     // The run, if any, recovered before it was confirmed: a phase of the job or a transient
     // slowdown; either way the job has shown it can be this low this long and come back.
     std::optional<RegressionEvent> e;
@@ -297,23 +305,20 @@ std::optional<RegressionEvent> InJobRegressionDetector::Add(const OfuWindow& w) 
     test_.pop_front();
     if (static_cast<int>(reference_.size()) > options_.reference_windows) reference_.pop_front();
   }
+  const std::optional<Reference> ref = CurrentReference();
+  if (!ref) return std::nullopt;
   // Deep drops are confirmed by their run, before the persistence shallow ones need.
-  std::optional<RegressionEvent> run_event = TrackRun(w);
+  std::optional<RegressionEvent> run_event = TrackRun(w, *ref);
   if (run_event && run_event->kind == RegressionEvent::Kind::kDrop) return run_event;
-  if (static_cast<int>(test_.size()) < options_.test_windows ||
-      static_cast<int>(reference_.size()) < options_.min_reference_windows) {
-    return run_event;
-  }
-  std::optional<RegressionEvent> e = Evaluate(w);
+  if (static_cast<int>(test_.size()) < options_.test_windows) return run_event;
+  std::optional<RegressionEvent> e = Evaluate(w, *ref);
   return e ? e : run_event;
 }
 
-std::optional<RegressionEvent> InJobRegressionDetector::Evaluate(const OfuWindow& latest) {
-  const std::vector<double> ref = Ofus(reference_);
-  const double level = Median(ref);
-  if (level <= 0) return std::nullopt;
-  const double sigma = kMadToSigma * MedianAbsDeviation(ref, level);
-  const double margin = std::max(options_.mad_k * sigma, options_.min_drop);
+std::optional<RegressionEvent> InJobRegressionDetector::Evaluate(const OfuWindow& latest,
+                                                                 const Reference& ref) {
+  const double level = ref.level;
+  const double margin = ref.margin;
   const int needed =
       static_cast<int>(std::ceil(options_.persistence * options_.test_windows - 1e-9));
   const int n = static_cast<int>(test_.size());
@@ -335,7 +340,7 @@ std::optional<RegressionEvent> InJobRegressionDetector::Evaluate(const OfuWindow
 
   // Drop: at least `persistence` of the last test windows (computing windows only) sit below
   // the threshold.
-  const double low = std::min(level / options_.min_factor, level - margin);
+  const double low = ref.low;
   // A new level is one level: the low windows must agree with their median within
   // level_band. Windows cut by the edge of a checkpoint or stall, or an evaluation pass next
   // to them, are low too but each at a different level.

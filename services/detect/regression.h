@@ -166,10 +166,18 @@ class InJobRegressionDetector {
   int longest_phase_windows() const { return longest_phase_windows_; }
 
  private:
-  std::optional<RegressionEvent> Evaluate(const OfuWindow& latest);
+  // The reference level (median), the drop margin (k x robust sigma, at least min_drop) and
+  // the threshold below which a window is low; nullopt before min_reference_windows.
+  struct Reference {
+    double level = 0;
+    double margin = 0;
+    double low = 0;
+  };
+  std::optional<Reference> CurrentReference() const;
+  std::optional<RegressionEvent> Evaluate(const OfuWindow& latest, const Reference& ref);
   // The run rule: feeds a computing window into the current low run; returns a confirmed deep
   // drop, or the transient slowdown of a run that just recovered.
-  std::optional<RegressionEvent> TrackRun(const OfuWindow& w);
+  std::optional<RegressionEvent> TrackRun(const OfuWindow& w, const Reference& ref);
   // Reports the drop to `after` (the windows since its onset, among the last `of_windows`)
   // and restarts from them.
   std::optional<RegressionEvent> Confirm(const std::vector<OfuWindow>& after, double level,
