@@ -65,6 +65,9 @@ GP_SLURM_DIR=${BASH_SOURCE[0]%/*}
 GP_SENT=0
 GP_LEFT=0
 GP_RETRY_AFTER_S=0
+# Set by gp_send_file: sent, drop or keep, and the answer's Retry-After (s).
+GP_OUTCOME=""
+GP_OUTCOME_RETRY_AFTER_S=0
 # 1 while the retrier keeps a failure it already logged to itself (gp_retry_spool).
 GP_QUIET=0
 umask 077
@@ -113,7 +116,7 @@ gp_submit() {
     local tmp
     tmp=$(mktemp) || return 0
     printf '%s' "$body" >"$tmp"
-    gp_send_file "$tmp" "$kind" >/dev/null
+    gp_send_file "$tmp" "$kind"
     rm -f "$tmp"
     return 0
   fi
@@ -148,13 +151,16 @@ gp_start_retrier() {
 }
 
 # Sends file $1 to endpoint $2 (register, end) with max time $3 (default
-# GOODPUT_HTTP_TIMEOUT_S). Prints sent, drop (a 4xx retrying cannot fix), or keep followed by
-# the answer's Retry-After in seconds (0 when it had none).
+# GOODPUT_HTTP_TIMEOUT_S). Sets GP_OUTCOME to sent, drop (a 4xx retrying cannot fix), or keep,
+# and GP_OUTCOME_RETRY_AFTER_S to the answer's Retry-After in seconds (0 when it had none).
+# Runs in the caller's shell, no subshell of its own: a node's retrier costs one curl per
+# try and nothing more (curl's start is most of the cost of a try).
 gp_send_file() {
   local file=$1 kind=$2 max_time=${3:-$GOODPUT_HTTP_TIMEOUT_S}
   if [[ -z "${GOODPUT_INGEST_URL:-}" ]]; then
     gp_log "GOODPUT_INGEST_URL is not set (/etc/goodput/slurm.env); request kept in the spool"
-    echo keep 0
+    GP_OUTCOME=keep
+    GP_OUTCOME_RETRY_AFTER_S=0
     return
   fi
   local url="${GOODPUT_INGEST_URL%/}/api/v1/jobs:$kind" config out code answer headers
@@ -184,18 +190,20 @@ gp_send_file() {
   fi
   answer=${answer//[[:cntrl:]]/ }
   answer=${answer:0:500}
+  GP_OUTCOME_RETRY_AFTER_S=0
   case "$code" in
-    2??) echo sent ;;
+    2??) GP_OUTCOME=sent ;;
     401 | 403 | 408 | 429 | 5?? | 000 | "")
       gp_log "POST $url: HTTP ${code:-000} ${answer} (kept for a later try)"
-      echo "keep $retry_after"
+      GP_OUTCOME=keep
+      GP_OUTCOME_RETRY_AFTER_S=$retry_after
       ;;
     *)
       local request
       request=$(<"$file")
       request=${request//[[:cntrl:]]/ }
       gp_log "POST $url refused, HTTP $code: ${answer} (dropped: ${request:0:300})"
-      echo drop
+      GP_OUTCOME=drop
       ;;
   esac
 }
@@ -225,7 +233,7 @@ gp_send_spool() {
     rm -f -- "${files[@]:0:excess}"
     files=("${files[@]:excess}")
   fi
-  local file kind left_ms max_time outcome
+  local file kind left_ms max_time
   for file in "${files[@]}"; do
     left_ms=$((GOODPUT_SEND_BUDGET_S * 1000 - (${EPOCHREALTIME/./} - start) / 1000))
     ((left_ms >= 500)) || break
@@ -241,14 +249,13 @@ gp_send_spool() {
         continue
         ;;
     esac
-    outcome=$(gp_send_file "$file" "$kind" "$max_time")
-    if [[ "$outcome" == keep* ]]; then
-      GP_RETRY_AFTER_S=${outcome#keep }
-      [[ "$GP_RETRY_AFTER_S" =~ ^[0-9]+$ ]] || GP_RETRY_AFTER_S=0
+    gp_send_file "$file" "$kind" "$max_time"
+    if [[ "$GP_OUTCOME" == keep ]]; then
+      GP_RETRY_AFTER_S=$GP_OUTCOME_RETRY_AFTER_S
       break
     fi
     rm -f -- "$file"
-    [[ "$outcome" == sent ]] && ((GP_SENT += 1))
+    [[ "$GP_OUTCOME" == sent ]] && ((GP_SENT += 1))
   done
   files=("$GOODPUT_SPOOL_DIR"/*.json)
   [[ -e "${files[0]}" ]] || files=()
@@ -275,7 +282,7 @@ gp_retry_spool() {
   fi
   printf '%s\n' "$$" >"$GOODPUT_SPOOL_DIR/.retrier.pid"
   local started=$SECONDS attempt=0 tries=0 retry_after=${GOODPUT_RETRY_AFTER_HINT_S:-0}
-  local base_ms wait_ms files
+  local base_ms wait_ms pause files
   [[ "$retry_after" =~ ^[0-9]{1,6}$ ]] || retry_after=0
   ((retry_after > 600)) && retry_after=600
   while :; do
@@ -302,7 +309,8 @@ gp_retry_spool() {
       rm -f "$GOODPUT_SPOOL_DIR/.retrier.pid"
       break
     fi
-    sleep "$((wait_ms / 1000)).$(printf '%03d' $((wait_ms % 1000)))"
+    printf -v pause '%d.%03d' $((wait_ms / 1000)) $((wait_ms % 1000))
+    sleep "$pause"
     ((tries += 1))
     # Logged at tries 1, 2, 4, 8, ...
     GP_QUIET=$(((tries & (tries - 1)) != 0))
