@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "goodput/v1/alert.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
@@ -19,6 +20,7 @@
 #include "services/alerting/alert_engine.h"
 #include "services/alerting/alerting_service.h"
 #include "services/api/api_convert.h"
+#include "services/api/job_report.h"
 #include "services/ofu/ofu_forwarder.h"
 #include "services/ofu/ofu_live.h"
 #include "services/ofu/ofu_service.h"
@@ -146,6 +148,15 @@ TEST_F(OfuDataQuality, AMinuteScrapeIsFlaggedSparseAndRaisesADataQualityAlert) {
   const v1::JobOfuSummary s = Summary();
   EXPECT_TRUE(Has(s.flags(), v1::DATA_QUALITY_FLAG_SPARSE_SAMPLING));
   EXPECT_FALSE(Has(s.flags(), v1::DATA_QUALITY_FLAG_GAP));
+  // How much of the job the flag touches: 29 of its 30 windows (the first has no spacing to
+  // judge yet), so the job report carries it as a caveat.
+  EXPECT_EQ(s.window_count(), 30);
+  ASSERT_EQ(s.flag_shares_size(), 1);
+  EXPECT_EQ(s.flag_shares(0).flag(), v1::DATA_QUALITY_FLAG_SPARSE_SAMPLING);
+  EXPECT_EQ(s.flag_shares(0).windows(), 29);
+  ASSERT_EQ(api::JobCaveats(s).size(), 1u);
+  EXPECT_TRUE(absl::StrContains(api::JobCaveats(s)[0].text, "on 29 of 30 windows"))
+      << api::JobCaveats(s)[0].text;
 
   std::vector<v1::Alert> alerts;
   const std::set<v1::AlertKind> kinds = AlertKinds(&alerts);

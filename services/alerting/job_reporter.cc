@@ -460,7 +460,9 @@ absl::StatusOr<v1::JobReport> JobReporter::Assemble(const std::string& cluster,
   }
   if (ofu.has_energy_j()) s.set_energy_kwh(ofu.energy_j() / 3.6e6);
   s.set_roofline_class(ofu.roofline_class());
-  for (int f : ofu.flags()) s.add_flags(static_cast<v1::DataQualityFlag>(f));
+  // Only the flags that change what the job's figures mean, with how much of it they touch.
+  const std::vector<api::JobCaveat> caveats = api::JobCaveats(ofu);
+  for (const api::JobCaveat& c : caveats) s.add_flags(c.flag);
   if (report.has_reconciliation()) {
     s.set_mfu_verdict(report.reconciliation().verdict());
     if (report.reconciliation().windows_used() > 0) {
@@ -485,7 +487,7 @@ absl::StatusOr<v1::JobReport> JobReporter::Assemble(const std::string& cluster,
     advice->set_kind(a);
     advice->set_text(api::AdviceText(a, s));
   }
-  for (int f : s.flags()) report.add_caveats(api::CaveatText(static_cast<v1::DataQualityFlag>(f)));
+  for (const api::JobCaveat& c : caveats) report.add_caveats(c.text);
   if (!ofu.ofu_unavailable_reason().empty()) report.add_caveats(ofu.ofu_unavailable_reason());
   *report.mutable_generate_time() = api::UnixMsToTimestamp(absl::ToUnixMillis(absl::Now()));
   const AdminCommentRoute* route = RouteFor(cluster);

@@ -228,6 +228,14 @@ void RoundSummary(v1::ReportSummary& s) {
   if (s.has_mfu_ofu_ratio()) s.set_mfu_ofu_ratio(Round(s.mfu_ofu_ratio(), k2 * 10));
 }
 
+bool MfuGapIsTheIdleGpus(const v1::ReportSummary& s) {
+  const int busy = s.gpus_allocated() - s.idle_gpu_count();
+  if (s.idle_gpu_count() <= 0 || busy <= 0 || !s.has_mfu_ofu_ratio()) return false;
+  if (s.mfu_verdict() != v1::VERDICT_APP_FLOPS_OVERCOUNT) return false;
+  const double expected = static_cast<double>(s.gpus_allocated()) / busy;
+  return std::abs(s.mfu_ofu_ratio() / expected - 1.0) <= kIdleGpuRatioTolerance;
+}
+
 std::vector<v1::AdviceKind> ChooseAdvice(const v1::ReportSummary& s) {
   std::vector<v1::AdviceKind> out;
   if (!s.has_ofu()) out.push_back(v1::ADVICE_KIND_NO_OFU);
@@ -241,8 +249,9 @@ std::vector<v1::AdviceKind> ChooseAdvice(const v1::ReportSummary& s) {
   if (s.has_hbm_peak_fraction() && s.hbm_peak_fraction() < kHbmUnderused) {
     out.push_back(v1::ADVICE_KIND_HBM_UNDERUSED);
   }
-  if (s.mfu_verdict() == v1::VERDICT_APP_FLOPS_OVERCOUNT ||
-      s.mfu_verdict() == v1::VERDICT_APP_FLOPS_UNDERCOUNT) {
+  if ((s.mfu_verdict() == v1::VERDICT_APP_FLOPS_OVERCOUNT ||
+       s.mfu_verdict() == v1::VERDICT_APP_FLOPS_UNDERCOUNT) &&
+      !MfuGapIsTheIdleGpus(s)) {
     out.push_back(v1::ADVICE_KIND_FLOPS_MISCOUNT);
   }
   if (!s.flags().empty()) out.push_back(v1::ADVICE_KIND_DATA_QUALITY);
@@ -255,12 +264,23 @@ std::string AdviceText(v1::AdviceKind kind, const v1::ReportSummary& s) {
     case v1::ADVICE_KIND_NO_OFU:
       return "No OFU could be computed for this job (no usable DCGM profiling telemetry or a GPU "
              "model missing from the catalog); its efficiency is unknown.";
-    case v1::ADVICE_KIND_IDLE_GPUS:
-      return absl::StrFormat(
+    case v1::ADVICE_KIND_IDLE_GPUS: {
+      std::string text = absl::StrFormat(
           "%d of %d GPUs stayed idle (%.2f GPU-hours): request %d GPUs, or check why the job "
           "did not use all of them.",
           s.idle_gpu_count(), s.gpus_allocated(), s.idle_gpu_hours(),
           std::max(1, s.gpus_allocated() - s.idle_gpu_count()));
+      if (MfuGapIsTheIdleGpus(s)) {
+        const int busy = s.gpus_allocated() - s.idle_gpu_count();
+        absl::StrAppend(
+            &text, absl::StrFormat(
+                       " They are also why the framework's MFU reads %.2fx OFU: it is over the "
+                       "%d busy GPUs, OFU over all %d (%d/%d = %.2f), not a FLOPs miscount.",
+                       s.mfu_ofu_ratio(), busy, s.gpus_allocated(), s.gpus_allocated(), busy,
+                       static_cast<double>(s.gpus_allocated()) / busy));
+      }
+      return text;
+    }
     case v1::ADVICE_KIND_REGRESSION:
       return absl::StrFormat(
           "%d regression%s found: this run was slower than it was earlier or than earlier runs "
@@ -338,6 +358,47 @@ std::string CaveatText(v1::DataQualityFlag flag) {
   }
 }
 
+namespace {
+
+// The share of a job's windows from which a flag changes what the job's figures mean.
+double CaveatShare(v1::DataQualityFlag flag) {
+  switch (flag) {
+    case v1::DATA_QUALITY_FLAG_UNKNOWN_GPU_MODEL:
+    case v1::DATA_QUALITY_FLAG_SHARED_GPU:
+      return 0;
+    case v1::DATA_QUALITY_FLAG_GAP:
+    case v1::DATA_QUALITY_FLAG_LATE_SAMPLES_DROPPED:
+    case v1::DATA_QUALITY_FLAG_LOW_GPU_COVERAGE:
+    case v1::DATA_QUALITY_FLAG_PROFILING_UNAVAILABLE:
+    case v1::DATA_QUALITY_FLAG_PROFILING_COUNTER_STUCK:
+      return 0.05;
+    default:
+      return 0.25;
+  }
+}
+
+}  // namespace
+
+std::vector<JobCaveat> JobCaveats(const v1::JobOfuSummary& ofu) {
+  std::vector<JobCaveat> out;
+  if (ofu.window_count() <= 0 || ofu.flag_shares().empty()) {
+    for (int f : ofu.flags()) {
+      const auto flag = static_cast<v1::DataQualityFlag>(f);
+      out.push_back({flag, CaveatText(flag)});
+    }
+    return out;
+  }
+  for (const v1::DataQualityShare& share : ofu.flag_shares()) {
+    const double fraction =
+        static_cast<double>(share.windows()) / static_cast<double>(ofu.window_count());
+    if (share.windows() <= 0 || fraction < CaveatShare(share.flag())) continue;
+    out.push_back({share.flag(),
+                   absl::StrFormat("%s (on %d of %d windows, %s)", CaveatText(share.flag()),
+                                   share.windows(), ofu.window_count(), Pct(fraction))});
+  }
+  return out;
+}
+
 std::string RenderSummaryText(const v1::ReportSummary& s) {
   std::string out;
   auto line = [&out](absl::string_view label, const std::string& value) {
@@ -381,9 +442,14 @@ std::string RenderSummaryText(const v1::ReportSummary& s) {
   line("energy", s.has_energy_kwh() ? absl::StrFormat("%.3f kWh", s.energy_kwh())
                                     : std::string("no energy telemetry"));
   line("roofline", RooflineWords(s.roofline_class()));
-  std::string mfu = VerdictWords(s.mfu_verdict());
+  std::string mfu = MfuGapIsTheIdleGpus(s) ? std::string("consistent over the busy GPUs")
+                                            : VerdictWords(s.mfu_verdict());
   if (s.has_mfu_ofu_ratio())
     absl::StrAppend(&mfu, absl::StrFormat(" (MFU/OFU %.2f)", s.mfu_ofu_ratio()));
+  if (MfuGapIsTheIdleGpus(s)) {
+    absl::StrAppend(&mfu, absl::StrFormat(", %d idle GPU%s not in the framework's count",
+                                          s.idle_gpu_count(), s.idle_gpu_count() == 1 ? "" : "s"));
+  }
   line("MFU vs OFU", mfu);
   line("regressions", absl::StrCat(s.regression_count()));
   if (s.fault_count() > 0) line("GPU faults", absl::StrCat(s.fault_count()));

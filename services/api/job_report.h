@@ -21,6 +21,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "goodput/v1/ofu.pb.h"
 #include "goodput/v1/report.pb.h"
 
 namespace goodput::api {
@@ -48,12 +49,37 @@ absl::StatusOr<v1::ReportSummary> DecodeAdminComment(absl::string_view comment);
 // GPU-hours to 2, GiB to 1, kWh to 3), so that a decoded summary equals the stored one.
 void RoundSummary(v1::ReportSummary& summary);
 
+// True when an APP_FLOPS_OVERCOUNT verdict is what idle GPUs alone give: the framework's MFU
+// is over its busy GPUs (its ranks), OFU over every allocated GPU, so MFU/OFU is allocated /
+// busy (8/7 = 1.14 for one idle GPU of eight) within kIdleGpuRatioTolerance. The report then
+// names the idle GPUs as the cause, not a FLOPs miscount. (A report that states its GPU count
+// is compared over the allocation by goodput-mfu already, services/mfu/reconcile.h.)
+inline constexpr double kIdleGpuRatioTolerance = 0.05;
+bool MfuGapIsTheIdleGpus(const v1::ReportSummary& summary);
+
 // Advice for a summary, most important first; WELL_USED when nothing applies.
 std::vector<v1::AdviceKind> ChooseAdvice(const v1::ReportSummary& summary);
 // One or two sentences for a person, with the summary's numbers.
 std::string AdviceText(v1::AdviceKind kind, const v1::ReportSummary& summary);
 // A data-quality flag in plain words, with what it means for the figures.
 std::string CaveatText(v1::DataQualityFlag flag);
+
+// The data-quality flags of a job's OFU summary that change what its figures mean, each with
+// its caveat saying how much of the job it touches. A flag counts by the share of the job's
+// windows carrying it (JobOfuSummary.flag_shares of window_count):
+//   - any window: unknown GPU model, shared GPU (the figure is not the job's own there);
+//   - 5% of the windows: gaps, late samples dropped, low GPU coverage, profiling unavailable
+//     or stuck (telemetry missing: the job's figures are short by about that share);
+//   - 25%: sparse sampling, single samples, duplicate timestamps, out-of-range tensor
+//     activity, SM clock above boost, energy counter resets (each window's figure is still
+//     measured, less precisely: a few such windows do not move the job's figures).
+// Flags below their share stay on the windows (and in JobOfuSummary.flags), not on the job.
+// A summary without flag_shares (no windows counted) keeps every flag, with no share.
+struct JobCaveat {
+  v1::DataQualityFlag flag = v1::DATA_QUALITY_FLAG_UNSPECIFIED;
+  std::string text;  // CaveatText plus "(on N of M windows, P%)"
+};
+std::vector<JobCaveat> JobCaveats(const v1::JobOfuSummary& ofu);
 
 // The summary as text, like jobstats' report: one line per figure, then the advice.
 std::string RenderSummaryText(const v1::ReportSummary& summary);

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "google/protobuf/util/message_differencer.h"
@@ -122,6 +124,75 @@ TEST(JobReport, TextShowsTheFigures) {
   EXPECT_TRUE(absl::StrContains(text, "12.3% (95% CI 12.0% - 12.7%)")) << text;
   EXPECT_TRUE(absl::StrContains(text, "16.00 allocated, 1.97 effective, 14.03 wasted")) << text;
   EXPECT_TRUE(absl::StrContains(text, "sparse sampling")) << text;
+}
+
+// One idle GPU of eight, the framework's MFU over its 7 busy GPUs: MFU/OFU 1.14 = 8/7 is the
+// idle GPU, named as such, not a FLOPs miscount; 1.5x with the same idle GPU still is one.
+TEST(JobReport, AnOvercountThatTheIdleGpusExplainNamesThemNotTheFlopsFormula) {
+  v1::ReportSummary s;
+  s.set_ofu(0.35);
+  s.set_gpus_allocated(8);
+  s.set_idle_gpu_count(1);
+  s.set_idle_gpu_hours(2);
+  s.set_mfu_verdict(v1::VERDICT_APP_FLOPS_OVERCOUNT);
+  s.set_mfu_ofu_ratio(1.14);
+  EXPECT_TRUE(MfuGapIsTheIdleGpus(s));
+  std::vector<v1::AdviceKind> advice = ChooseAdvice(s);
+  EXPECT_EQ(advice.front(), v1::ADVICE_KIND_IDLE_GPUS);
+  EXPECT_EQ(std::find(advice.begin(), advice.end(), v1::ADVICE_KIND_FLOPS_MISCOUNT), advice.end());
+  const std::string idle = AdviceText(v1::ADVICE_KIND_IDLE_GPUS, s);
+  EXPECT_TRUE(absl::StrContains(idle, "over the 7 busy GPUs, OFU over all 8")) << idle;
+  EXPECT_TRUE(absl::StrContains(idle, "not a FLOPs miscount")) << idle;
+  const std::string text = RenderSummaryText(s);
+  EXPECT_TRUE(absl::StrContains(text, "consistent over the busy GPUs (MFU/OFU 1.14), 1 idle GPU"))
+      << text;
+
+  s.set_mfu_ofu_ratio(1.5);
+  EXPECT_FALSE(MfuGapIsTheIdleGpus(s));
+  advice = ChooseAdvice(s);
+  EXPECT_NE(std::find(advice.begin(), advice.end(), v1::ADVICE_KIND_FLOPS_MISCOUNT), advice.end());
+  s.set_mfu_ofu_ratio(1.14);
+  s.set_idle_gpu_count(0);
+  EXPECT_FALSE(MfuGapIsTheIdleGpus(s));
+}
+
+// The demo fleet's jobs (30 s scrapes, dcgm-exporter's default collection interval) have a
+// few windows flagged sparse by jitter: no caveat on the job. A quarter of its windows
+// sparse, or one window in ten with a gap, is one, saying how much of the job it touches.
+TEST(JobReport, ACaveatIsOnTheJobOnlyWhenItChangesWhatTheFiguresMean) {
+  v1::JobOfuSummary ofu;
+  ofu.set_window_count(120);
+  ofu.add_flags(v1::DATA_QUALITY_FLAG_SPARSE_SAMPLING);
+  v1::DataQualityShare* sparse = ofu.add_flag_shares();
+  sparse->set_flag(v1::DATA_QUALITY_FLAG_SPARSE_SAMPLING);
+  sparse->set_windows(19);
+  EXPECT_TRUE(JobCaveats(ofu).empty());
+
+  sparse->set_windows(30);
+  std::vector<JobCaveat> caveats = JobCaveats(ofu);
+  ASSERT_EQ(caveats.size(), 1u);
+  EXPECT_EQ(caveats[0].flag, v1::DATA_QUALITY_FLAG_SPARSE_SAMPLING);
+  EXPECT_TRUE(absl::StrContains(caveats[0].text, "sparse sampling")) << caveats[0].text;
+  EXPECT_TRUE(absl::StrContains(caveats[0].text, "on 30 of 120 windows, 25.0%")) << caveats[0].text;
+
+  sparse->set_windows(4);
+  ofu.add_flags(v1::DATA_QUALITY_FLAG_GAP);
+  v1::DataQualityShare* gap = ofu.add_flag_shares();
+  gap->set_flag(v1::DATA_QUALITY_FLAG_GAP);
+  gap->set_windows(12);
+  ofu.add_flags(v1::DATA_QUALITY_FLAG_SHARED_GPU);
+  v1::DataQualityShare* shared = ofu.add_flag_shares();
+  shared->set_flag(v1::DATA_QUALITY_FLAG_SHARED_GPU);
+  shared->set_windows(1);
+  caveats = JobCaveats(ofu);
+  ASSERT_EQ(caveats.size(), 2u);
+  EXPECT_EQ(caveats[0].flag, v1::DATA_QUALITY_FLAG_GAP);
+  EXPECT_TRUE(absl::StrContains(caveats[0].text, "on 12 of 120 windows, 10.0%")) << caveats[0].text;
+  EXPECT_EQ(caveats[1].flag, v1::DATA_QUALITY_FLAG_SHARED_GPU);
+
+  // A summary that counts no windows (from an older ofu) keeps every flag.
+  ofu.clear_window_count();
+  EXPECT_EQ(JobCaveats(ofu).size(), 3u);
 }
 
 }  // namespace

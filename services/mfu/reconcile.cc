@@ -55,7 +55,11 @@ absl::StatusOr<JobReconciliation> Reconcile(std::vector<WindowInput> windows,
       if (overlap <= 0) continue;
       ++p.report_count;
       if (!r.app_mfu) continue;
-      weighted += *r.app_mfu * static_cast<double>(overlap);
+      double app_mfu = *r.app_mfu;
+      if (r.gpu_count > 0 && w.gpus_allocated > r.gpu_count) {
+        app_mfu *= static_cast<double>(r.gpu_count) / static_cast<double>(w.gpus_allocated);
+      }
+      weighted += app_mfu * static_cast<double>(overlap);
       covered_us += static_cast<double>(overlap);
     }
     if (covered_us > 0) {

@@ -42,6 +42,12 @@ struct ReportInput {
   // precision is {p, 1}.
   std::vector<std::pair<int, double>> precision_mix;
   std::optional<double> peak_tflops;
+  // The GPUs the report's figure is spread over when it says (total_throughput.gpu_count,
+  // step_flops.gpu_count); 0 when it is per GPU of the job. A figure over fewer GPUs than the
+  // window's allocation (a job of 7 ranks on 8 GPUs) is compared over the allocation, as OFU
+  // is: app MFU x gpu_count / gpus_allocated, the framework's FLOPs over the GPUs that OFU
+  // counts, so an idle GPU outside the framework's count is no FLOPs overcount.
+  int32_t gpu_count = 0;
 };
 
 struct ReconcileOptions {
@@ -56,7 +62,9 @@ struct ReconcileOptions {
 struct PointResult {
   int64_t start_us = 0;
   int64_t end_us = 0;
-  std::optional<double> app_mfu;  // overlap-weighted mean of the reports' app MFU
+  // Overlap-weighted mean of the reports' app MFU, over the window's allocated GPUs (see
+  // ReportInput::gpu_count).
+  std::optional<double> app_mfu;
   double ofu = 0;
   double ofu_ci95_low = 0;
   double ofu_ci95_high = 0;

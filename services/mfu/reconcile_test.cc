@@ -83,6 +83,34 @@ TEST(Reconcile, ThePapersMoeCaseIsAnOvercountWithTheLatentProjectionCause) {
   EXPECT_EQ(r->points[5].verdict, detect::Verdict::kAppFlopsOvercount);
 }
 
+// A job of 7 ranks on 8 GPUs, one idle: the framework states its throughput over its 7 GPUs
+// (40% MFU there), OFU over the 8 is 35%. Compared over the same 8 GPUs they agree; the
+// same figure per GPU of the job (no count stated) reads as an overcount of 8/7.
+TEST(Reconcile, AReportOverFewerGpusThanTheJobIsComparedOverTheAllocationAsOfuIs) {
+  std::vector<ReportInput> reports;
+  for (int i = 0; i < 30; ++i) {
+    reports.push_back(Report(i * 60, (i + 1) * 60, 0.40));
+    reports.back().gpu_count = 7;
+  }
+  absl::StatusOr<JobReconciliation> r = Reconcile(Windows(30, 0.35), reports);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_NEAR(*r->points[0].app_mfu, 0.35, 1e-12);
+  EXPECT_NEAR(*r->points[0].ratio, 1.0, 1e-12);
+  EXPECT_EQ(r->divergence.job.verdict, detect::Verdict::kConsistent);
+
+  for (ReportInput& report : reports) report.gpu_count = 0;
+  r = Reconcile(Windows(30, 0.35), reports);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_NEAR(*r->points[0].ratio, 8.0 / 7.0, 1e-12);
+  EXPECT_EQ(r->divergence.job.verdict, detect::Verdict::kAppFlopsOvercount);
+
+  // A count at or above the allocation (or an allocation not known) changes nothing.
+  for (ReportInput& report : reports) report.gpu_count = 8;
+  r = Reconcile(Windows(30, 0.40), reports);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_NEAR(*r->points[0].ratio, 1.0, 1e-12);
+}
+
 TEST(Reconcile, WarmupWindowsAreNotJudged) {
   std::vector<WindowInput> windows = Windows(3, 0.25);
   windows[0].warmup = true;

@@ -4,6 +4,7 @@
 // Pure: no I/O, no clock, no protobuf.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -70,6 +71,9 @@ struct JobSummaryFigures {
   Roofline roofline = Roofline::kUnspecified;
   std::optional<double> hbm_peak_fraction, energy_j, energy_kwh_per_gpu_hour;
   uint32_t flags = 0;
+  // Per flag bit, the job-level windows carrying it, of `window_count`.
+  std::array<int32_t, 32> flag_windows{};
+  int32_t window_count = 0;
   bool all_final = true;
 };
 

@@ -293,6 +293,13 @@ absl::Status OfuServiceImpl::DoGetJobSummary(const v1::GetJobSummaryRequest& req
     s->set_energy_kwh_per_gpu_hour(*f.energy_kwh_per_gpu_hour);
   }
   AddFlags(f.flags, s->mutable_flags());
+  for (int bit = 1; bit <= v1::DataQualityFlag_MAX && bit < 32; ++bit) {
+    if (f.flag_windows[bit] == 0) continue;
+    v1::DataQualityShare* share = s->add_flag_shares();
+    share->set_flag(static_cast<v1::DataQualityFlag>(bit));
+    share->set_windows(f.flag_windows[bit]);
+  }
+  s->set_window_count(f.window_count);
   s->set_late_sample_count(job->late_sample_count);
   if (options_.faults != nullptr) {
     absl::StatusOr<FaultEventPage> faults =
