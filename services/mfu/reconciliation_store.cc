@@ -225,18 +225,6 @@ std::string Base64Of(const google::protobuf::Message& m) {
 
 // The precision mix of a report as (precision, share) sorted by precision; a single or
 // assumed precision is a mix of one.
-// The GPUs a report's figure is spread over when it says so; 0 when it is per GPU.
-int32_t StatedGpuCount(const v1::MfuReport& report) {
-  switch (report.measurement_case()) {
-    case v1::MfuReport::kTotalThroughput:
-      return report.total_throughput().gpu_count();
-    case v1::MfuReport::kStepFlops:
-      return report.step_flops().gpu_count();
-    default:
-      return 0;
-  }
-}
-
 std::vector<std::pair<int, double>> MixOf(const v1::MfuReport& report) {
   std::vector<std::pair<int, double>> mix;
   if (report.precision_mix_size() > 0) {

@@ -261,6 +261,17 @@ std::optional<v1::Refusal> CheckReport(const v1::MfuReport& report) {
   return std::nullopt;
 }
 
+int32_t StatedGpuCount(const v1::MfuReport& report) {
+  switch (report.measurement_case()) {
+    case v1::MfuReport::kTotalThroughput:
+      return report.total_throughput().gpu_count();
+    case v1::MfuReport::kStepFlops:
+      return report.step_flops().gpu_count();
+    default:
+      return 0;
+  }
+}
+
 absl::StatusOr<AppMfu> ComputeAppMfu(const v1::MfuReport& report, const std::string& gpu_model,
                                      int64_t allocated_gpu_count,
                                      const core::GpuCatalog& catalog) {

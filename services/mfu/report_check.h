@@ -58,6 +58,10 @@ struct AppMfu {
 // allocation is unknown, INVALID_ARGUMENT from the core library (e.g. a precision the model
 // lacks). A report in `mfu` form without a known model yields the framework's MFU as is.
 // `catalog` is the service's (built-in models plus gpu_catalog.overrides).
+// The GPUs a report's figure is spread over when it says so (total_throughput.gpu_count,
+// step_flops.gpu_count); 0 when it is per GPU of the job.
+int32_t StatedGpuCount(const v1::MfuReport& report);
+
 absl::StatusOr<AppMfu> ComputeAppMfu(
     const v1::MfuReport& report, const std::string& gpu_model, int64_t allocated_gpu_count,
     const core::GpuCatalog& catalog = core::GpuCatalog::BuiltIn());

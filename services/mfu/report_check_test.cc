@@ -23,6 +23,20 @@ v1::MfuReport GoodReport() {
 
 TEST(CheckReport, AcceptsAWellFormedReport) { EXPECT_FALSE(CheckReport(GoodReport())); }
 
+TEST(StatedGpuCount, IsTheCountOfTheWholeJobFormsAndZeroForPerGpuForms) {
+  v1::MfuReport r;
+  r.mutable_total_throughput()->set_gpu_count(7);
+  EXPECT_EQ(StatedGpuCount(r), 7);
+  r.mutable_step_flops()->set_gpu_count(256);
+  EXPECT_EQ(StatedGpuCount(r), 256);
+  r.mutable_step_flops()->set_gpu_count(0);
+  EXPECT_EQ(StatedGpuCount(r), 0);
+  r.set_model_tflops_per_gpu(400);
+  EXPECT_EQ(StatedGpuCount(r), 0);
+  r.set_mfu(0.4);
+  EXPECT_EQ(StatedGpuCount(r), 0);
+}
+
 TEST(CheckReport, RefusesNegativeTflopsNamingFieldAndValue) {
   v1::MfuReport r = GoodReport();
   r.set_model_tflops_per_gpu(-3.5);

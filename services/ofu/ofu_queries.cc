@@ -1,6 +1,7 @@
 #include "services/ofu/ofu_queries.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <map>
 #include <tuple>
@@ -181,10 +182,9 @@ JobSummaryFigures SummarizeJob(const JobRow& job, const std::vector<StoredWindow
     MaxInto(f.hbm_peak_fraction, w.hbm_peak_fraction);
     if (w.energy_j.has_value()) f.energy_j = f.energy_j.value_or(0) + *w.energy_j;
     f.flags |= w.flags;
-    for (int bit = 0; bit < 32; ++bit) {
-      if (w.flags & (1u << bit)) ++f.flag_windows[bit];
+    for (uint32_t rest = w.flags; rest != 0; rest &= rest - 1) {
+      ++f.flag_windows[std::countr_zero(rest)];
     }
-    ++f.window_count;
     f.all_final = f.all_final && w.finalized;
     const double hours = static_cast<double>(sw.window_s) / 3600.0;
     // GPU-equivalents: a MIG instance counts its share of the GPU, a time-sliced GPU 1/n.

@@ -71,9 +71,8 @@ struct JobSummaryFigures {
   Roofline roofline = Roofline::kUnspecified;
   std::optional<double> hbm_peak_fraction, energy_j, energy_kwh_per_gpu_hour;
   uint32_t flags = 0;
-  // Per flag bit, the job-level windows carrying it, of `window_count`.
+  // Per flag bit, the job-level windows carrying it (of all the job's windows).
   std::array<int32_t, 32> flag_windows{};
-  int32_t window_count = 0;
   bool all_final = true;
 };
 

@@ -299,7 +299,7 @@ absl::Status OfuServiceImpl::DoGetJobSummary(const v1::GetJobSummaryRequest& req
     share->set_flag(static_cast<v1::DataQualityFlag>(bit));
     share->set_windows(f.flag_windows[bit]);
   }
-  s->set_window_count(f.window_count);
+  s->set_window_count(static_cast<int32_t>(windows->size()));
   s->set_late_sample_count(job->late_sample_count);
   if (options_.faults != nullptr) {
     absl::StatusOr<FaultEventPage> faults =
