@@ -367,7 +367,14 @@ TEST_F(JobReportSlurmTest, ReportIsWrittenOnceAlertingHasEvaluatedTheEndedJob) {
   ofu_->process().Terminate(absl::Seconds(10));
   ASSERT_NO_FATAL_FAILURE(StartOfu(/*forwards=*/true));
   v1::JobReport report;
-  ASSERT_NO_FATAL_FAILURE(WaitForReport(*job, FinalAndWritten, &report));
+  // The windows ofu sends again may revise the report once more (a new revision): Slurm's
+  // AdminComment follows the latest one.
+  ASSERT_NO_FATAL_FAILURE(WaitForReport(
+      *job,
+      [&](const v1::JobReport& r) {
+        return FinalAndWritten(r) && AdminComment(*job) == r.admin_comment();
+      },
+      &report));
   EXPECT_EQ(count(absl::StrCat("SELECT evaluated_end = last_window_end FROM alert_job_state "
                                "WHERE cluster = 'eos' AND job_id = '",
                                *job, "'")),
