@@ -126,8 +126,10 @@ class JobReportSlurmTest : public ::testing::Test {
   // The job as a Slurm prolog and epilog register it (user, account as team), holding 4 H100
   // GPUs for 10 minutes; GPUs 0-2 busy at 40% tensor activity, GPU 3 idle; 20 GiB of HBM used.
   // One transaction, so that goodput-ofu sees the ended job with all its telemetry.
+  // `telemetry_minutes`: the GPUs report for the first minutes only (a job whose processes
+  // exited before Slurm ended it).
   void StoreJobAndTelemetry(const std::string& job_id, const std::string& cluster = "eos",
-                            const std::string& host = "node-1") {
+                            const std::string& host = "node-1", int telemetry_minutes = kMinutes) {
     Sql(absl::StrCat("SELECT samples_create_partitions(", Ts(kStartMs), ", ",
                      Ts(kStartMs + 86'400'000), ")"));
     const int64_t end_ms = kStartMs + kMinutes * 60'000;
@@ -146,7 +148,7 @@ class JobReportSlurmTest : public ::testing::Test {
           cluster, "', '", host, "', ", g, ", tstzrange(", Ts(kStartMs), ", ", Ts(end_ms), ")"));
     }
     std::vector<std::string> values;
-    for (int t = 0; t < kMinutes * 60; t += 10) {
+    for (int t = 0; t < telemetry_minutes * 60; t += 10) {
       for (int g = 0; g < kGpus; ++g) {
         const bool idle = g == kGpus - 1;
         values.push_back(
@@ -367,14 +369,18 @@ TEST_F(JobReportSlurmTest, ReportIsWrittenOnceAlertingHasEvaluatedTheEndedJob) {
   ofu_->process().Terminate(absl::Seconds(10));
   ASSERT_NO_FATAL_FAILURE(StartOfu(/*forwards=*/true));
   v1::JobReport report;
-  // The windows ofu sends again may revise the report once more (a new revision): Slurm's
-  // AdminComment follows the latest one.
   ASSERT_NO_FATAL_FAILURE(WaitForReport(
       *job,
       [&](const v1::JobReport& r) {
         return FinalAndWritten(r) && AdminComment(*job) == r.admin_comment();
       },
       &report));
+  // ofu sends the ended job's windows in more than one push (its last window, revised when
+  // the job ended, in a later commit): the report waits for the windows that reach the end,
+  // so its first revision already holds the idle GPU that the whole job shows.
+  EXPECT_EQ(report.summary().revision(), 0) << report.DebugString();
+  ASSERT_EQ(report.alerts_size(), 1) << report.DebugString();
+  EXPECT_EQ(report.alerts(0).kind(), v1::ALERT_KIND_IDLE_GPUS);
   EXPECT_EQ(count(absl::StrCat("SELECT evaluated_end = last_window_end FROM alert_job_state "
                                "WHERE cluster = 'eos' AND job_id = '",
                                *job, "'")),
@@ -383,6 +389,21 @@ TEST_F(JobReportSlurmTest, ReportIsWrittenOnceAlertingHasEvaluatedTheEndedJob) {
   EXPECT_EQ(AdminComment(*job), report.admin_comment());
   EXPECT_TRUE(absl::StrContains(alerting_->process().LogTail(1 << 20), "job report written"))
       << alerting_->process().LogTail();
+}
+
+// The GPUs stopped reporting 4 minutes before Slurm ended the job: the windows never reach
+// its end, and the report is asked for by the sweep once no window has come since the last.
+TEST_F(JobReportSlurmTest, JobWhoseTelemetryStoppedBeforeItsEndGetsItsReportFromTheSweep) {
+  absl::StatusOr<std::string> job = slurm_->SubmitSleepJob({.name = "vit-pretrain"});
+  ASSERT_TRUE(job.ok()) << job.status();
+  ASSERT_TRUE(slurm_->WaitForJobState(*job, "RUNNING", absl::Seconds(60)).ok());
+  ASSERT_NO_FATAL_FAILURE(StartServices("scontrol", "sacctmgr", "  sweep_interval_s: 1\n"));
+  ASSERT_NO_FATAL_FAILURE(StoreJobAndTelemetry(*job, "eos", "node-1", /*telemetry_minutes=*/6));
+  v1::JobReport report;
+  ASSERT_NO_FATAL_FAILURE(WaitForReport(*job, FinalAndWritten, &report));
+  EXPECT_EQ(report.summary().revision(), 0) << report.DebugString();
+  EXPECT_EQ(report.ofu().window_count(), 6) << report.ofu().DebugString();
+  EXPECT_EQ(AdminComment(*job), report.admin_comment());
 }
 
 TEST_F(JobReportSlurmTest, FinishedSlurmJobIsRefusedAndReportsAreListedByWaste) {

@@ -149,6 +149,7 @@ struct AlertEngine::JobMeta {
   std::string scheduler = "other", user, team, name, workload_fingerprint, gpu_model;
   std::string workload_kind;  // jobs.workload_kind: "inference" is read by its load
   std::string state = "running";
+  std::optional<int64_t> end_s;  // jobs.end_time, when known
   Labels labels;
   bool active() const { return state == "running" || state == "pending" || state == "unknown"; }
 };
@@ -477,6 +478,7 @@ AlertEngine::JobMeta AlertEngine::LockJobMeta(Tx& tx, const std::string& cluster
     meta.state = m[0][6].as<std::string>();
     meta.labels = LabelsFromJson(m[0][7].as<std::string>());
     meta.workload_kind = m[0][8].as<std::string>();
+    if (!m[0][9].is_null()) meta.end_s = m[0][9].as<int64_t>() / 1000;
   }
   return meta;
 }
@@ -660,8 +662,13 @@ absl::Status AlertEngine::EvaluateJob(Tx& tx, const std::string& cluster,
   // Save where the job's evaluation stands; checkpoint now and then, after a rebuild, and
   // when everything the job sent was evaluated after its end.
   const int64_t checkpoint_end_s = st[6].is_null() ? INT64_MIN / 2 : st[6].as<int64_t>() / 1000;
+  // The report waits for the windows that reach the job's end: ofu may send an ended job's
+  // windows in several pushes (a revised last window moves to a later commit), and a report
+  // of the first push would miss what the last windows show. A job whose telemetry stopped
+  // before its end is asked for by the sweep once no window has come since the last one.
   const bool complete = !meta.active() && ev->last_end_s() >= newest_end_s;
-  if (complete) tx.evaluated_to_end.emplace(cluster, job_id);
+  const bool reached_end = !meta.end_s.has_value() || ev->last_end_s() >= *meta.end_s;
+  if (complete && (reached_end || quiet)) tx.evaluated_to_end.emplace(cluster, job_id);
   const bool checkpoint = rebuild || complete ||
                           ev->last_end_s() - checkpoint_end_s >= config_.checkpoint_every_s;
   std::optional<std::string> blob;

@@ -12,11 +12,13 @@
 //
 // When. Not by scanning: the alert engine tells the reporter (JobEndHook, alert_engine.h),
 // inside the evaluating transaction, when an ended job's evaluation reached its end (every
-// window the job sent evaluated, including the final revisions ofu sends when its windows
-// become final) and when a job's alerts changed (findings confirmed after the end, a
-// resolution, an acknowledgement); Request adds the job's report request there, and the
-// commit wakes the reporter. The engine's sweep adds the requests of ended jobs no evaluation
-// brings (RequestMissing: ended without a window). A report may change while its windows are
+// window the job sent evaluated and the last one reaching the job's end time, including the
+// final revisions ofu sends when its windows become final) and when a job's alerts changed
+// (findings confirmed after the end, a resolution, an acknowledgement); Request adds the
+// job's report request there, and the commit wakes the reporter. The engine's sweep adds the
+// requests of ended jobs no evaluation brings (RequestMissing: ended without a window, or
+// whose windows stopped before its end and no window came since the previous sweep). A
+// report may change while its windows are
 // not all final, and for `revise_for` after its first revision; later events leave it as it
 // is. A new revision is stored, and its AdminComment enqueued, only when the content changed.
 // A request whose assembly failed (ofu or mfu unreachable) is due again after a backoff.

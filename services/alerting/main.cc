@@ -259,9 +259,10 @@ absl::StatusOr<std::shared_ptr<void>> Setup(goodput::platform::ServiceContext& c
                return reporter->Request(tx, cluster, job_id);
              },
          .after_commit = [reporter] { reporter->Wake(); },
+         // No window since the previous sweep: nothing more is coming for an ended job.
          .sweep =
-             [](pqxx::work& tx) {
-               return goodput::alerting::ReportStore::RequestMissing(tx, 500);
+             [quiet_for = config->sweep_interval](pqxx::work& tx) {
+               return goodput::alerting::ReportStore::RequestMissing(tx, 500, quiet_for);
              }});
     reporter->Start();
     ctx.on_shutdown->push_back([reporter] { reporter->Stop(); });

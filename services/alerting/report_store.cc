@@ -31,12 +31,15 @@ constexpr char kRequest[] =
     "  due_at = now(), attempts = 0, last_error = '' "
     "RETURNING job";
 
-// Ended jobs without a report or a request, oldest end first; $1 limit.
+// Ended jobs without a report or a request, and without a window for $2 s, oldest end
+// first; $1 limit.
 constexpr char kRequestMissing[] =
     "INSERT INTO job_report_requests (job) "
     "SELECT j.id FROM jobs j WHERE j.end_time IS NOT NULL "
     "  AND NOT EXISTS (SELECT 1 FROM job_reports r WHERE r.job = j.id) "
     "  AND NOT EXISTS (SELECT 1 FROM job_report_requests q WHERE q.job = j.id) "
+    "  AND NOT EXISTS (SELECT 1 FROM alert_job_state s WHERE s.cluster = j.cluster "
+    "    AND s.job_id = j.job_id AND s.updated_at > now() - $2::float8 * interval '1 second') "
     "ORDER BY j.end_time, j.id LIMIT $1::int "
     "ON CONFLICT (job) DO NOTHING";
 
@@ -179,8 +182,9 @@ bool ReportStore::Request(pqxx::work& tx, const std::string& cluster, const std:
   return !tx.exec_params(kRequest, cluster, job_id, absl::ToDoubleSeconds(revise_for)).empty();
 }
 
-int ReportStore::RequestMissing(pqxx::work& tx, int limit) {
-  return static_cast<int>(tx.exec_params(kRequestMissing, limit).affected_rows());
+int ReportStore::RequestMissing(pqxx::work& tx, int limit, absl::Duration quiet_for) {
+  return static_cast<int>(
+      tx.exec_params(kRequestMissing, limit, absl::ToDoubleSeconds(quiet_for)).affected_rows());
 }
 
 absl::StatusOr<std::vector<ReportCandidate>> ReportStore::ClaimDue(absl::Duration lease,

@@ -103,9 +103,10 @@ class ReportStore {
   // revision is younger than `revise_for`. Returns whether a request was added or renewed.
   static bool Request(pqxx::work& tx, const std::string& cluster, const std::string& job_id,
                       absl::Duration revise_for);
-  // Ended jobs that have neither a report nor a request (ended without telemetry, or after
-  // every window was evaluated): adds their requests, at most `limit`. Returns how many.
-  static int RequestMissing(pqxx::work& tx, int limit);
+  // Ended jobs that have neither a report nor a request and to which no window came for
+  // `quiet_for` (ended without telemetry, or telemetry that stopped before the job's end):
+  // adds their requests, at most `limit`. Returns how many.
+  static int RequestMissing(pqxx::work& tx, int limit, absl::Duration quiet_for);
 
   // Due requests (oldest due first, at most `limit`), leased until `lease` from now.
   absl::StatusOr<std::vector<ReportCandidate>> ClaimDue(absl::Duration lease, int limit);
