@@ -176,11 +176,13 @@ class RemoteWriteAndScrapeIntegration : public RemoteWriteIntegration {
 TEST_F(RemoteWriteAndScrapeIntegration, BothPathsStoreTheSameSamplesEachScrapeExactlyOnce) {
   RegisterJob();
   StartPrometheus();
+  // Every row of the source, attributed to the job or not: ingest's scraper starts with ingest,
+  // and a scrape before the job was registered is stored unattributed.
   auto rows = [&](const std::string& source) {
     return std::stoi(Query(absl::StrCat(
         "SELECT count(*) FROM samples s JOIN ingest_batches b ON b.batch_id = s.batch_id "
-        "JOIN jobs j ON j.id = s.job WHERE b.source = '",
-        source, "' AND j.job_id = '", kJobId, "'")));
+        "WHERE b.source = '",
+        source, "'")));
   };
   // Each response ingest fetched is committed once (8 rows); Prometheus's arrive as well.
   ASSERT_TRUE(PollUntil(
@@ -190,7 +192,8 @@ TEST_F(RemoteWriteAndScrapeIntegration, BothPathsStoreTheSameSamplesEachScrapeEx
                exporter_->served_to_ingest() == served && rows("remote_write") >= 2 * kGpus;
       },
       absl::Seconds(90), absl::Milliseconds(50)))
-      << "ingest:\n"
+      << "served to ingest " << exporter_->served_to_ingest() << ", scrape rows "
+      << rows("scrape") << ", remote_write rows " << rows("remote_write") << "\ningest:\n"
       << ingest_->process().LogTail() << "\nprometheus:\n"
       << prometheus_->LogTail();
   // Both paths carry the same measurements, and no path stored a (GPU, time) twice.

@@ -381,6 +381,12 @@ TEST_F(JobReportSlurmTest, ReportIsWrittenOnceAlertingHasEvaluatedTheEndedJob) {
   EXPECT_EQ(report.summary().revision(), 0) << report.DebugString();
   ASSERT_EQ(report.alerts_size(), 1) << report.DebugString();
   EXPECT_EQ(report.alerts(0).kind(), v1::ALERT_KIND_IDLE_GPUS);
+  // Where its 0.67 GPU-hours went: GPU 3's idle 10 minutes, the rest productive.
+  const v1::GoodputLedger& ledger = report.summary().ledger();
+  EXPECT_DOUBLE_EQ(ledger.allocated_gpu_hours(), 0.67) << ledger.DebugString();
+  EXPECT_DOUBLE_EQ(ledger.idle_gpu_hours(), 0.17) << ledger.DebugString();
+  EXPECT_DOUBLE_EQ(ledger.productive_gpu_hours(), 0.5) << ledger.DebugString();
+  EXPECT_DOUBLE_EQ(ledger.coverage(), 1) << ledger.DebugString();
   EXPECT_EQ(count(absl::StrCat("SELECT evaluated_end = last_window_end FROM alert_job_state "
                                "WHERE cluster = 'eos' AND job_id = '",
                                *job, "'")),
@@ -403,6 +409,10 @@ TEST_F(JobReportSlurmTest, JobWhoseTelemetryStoppedBeforeItsEndGetsItsReportFrom
   ASSERT_NO_FATAL_FAILURE(WaitForReport(*job, FinalAndWritten, &report));
   EXPECT_EQ(report.summary().revision(), 0) << report.DebugString();
   EXPECT_EQ(report.ofu().window_count(), 6) << report.ofu().DebugString();
+  // Its last 4 minutes had no telemetry: 4 GPUs x 4 minutes of its 10.
+  const v1::GoodputLedger& ledger = report.summary().ledger();
+  EXPECT_DOUBLE_EQ(ledger.no_telemetry_gpu_hours(), 0.27) << ledger.DebugString();
+  EXPECT_DOUBLE_EQ(ledger.coverage(), 0.6) << ledger.DebugString();
   EXPECT_EQ(AdminComment(*job), report.admin_comment());
 }
 

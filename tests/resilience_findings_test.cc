@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -21,6 +22,7 @@
 #include "services/alerting/alert_config.h"
 #include "services/alerting/alert_engine.h"
 #include "services/alerting/alerting_service.h"
+#include "services/alerting/job_ledger.h"
 #include "services/api/api_convert.h"
 #include "services/ofu/ofu_forwarder.h"
 #include "tests/support/free_port.h"
@@ -106,6 +108,9 @@ class ResilienceFindings : public goodput::testing::OfuJobFixture {
       previous = seq;
     }
     server->Shutdown();
+    auto ledger = engine.Ledger("c1", "j1");
+    EXPECT_TRUE(ledger.ok()) << ledger.status();
+    if (ledger.ok()) ledger_ = *ledger;
     v1::ListAlertsRequest req;
     req.mutable_job()->set_cluster("c1");
     req.mutable_job()->set_job_id("j1");
@@ -114,6 +119,9 @@ class ResilienceFindings : public goodput::testing::OfuJobFixture {
     if (!listed.ok()) return {};
     return {listed->alerts().begin(), listed->alerts().end()};
   }
+
+  // The job's ledger as the engine replayed it in the last Alerts().
+  std::optional<alerting::JobLedger> ledger_;
 
   static std::string Describe(const std::vector<v1::Alert>& alerts) {
     std::string out;
@@ -202,6 +210,37 @@ TEST_F(ResilienceFindings, ASixMinuteCheckpointDipIsNothing) {
   Feed(60, [](int, int, int t) { return t >= 30 * 60 && t < 36 * 60 ? kCheckpoint : kComputing; });
   const std::vector<v1::Alert> alerts = Alerts();
   EXPECT_TRUE(alerts.empty()) << Describe(alerts);
+}
+
+// Every cause planted in one 100-minute job of 8 GPUs: GPU n2/3 idle all along, n1/2 silent
+// for minutes 20-30, every GPU spinning in a collective for minutes 40-55, and a 2.5x drop
+// in tensor activity from minute 70. The engine's ledger gives each its GPU-hours (to within
+// a window of where the detectors put its onset) and the parts sum to the allocation.
+TEST_F(ResilienceFindings, TheLedgerGivesEachPlantedCauseItsGpuHoursAndSumsToTheAllocation) {
+  constexpr Activity kSlow{.reports = true, .tensor = 0.16, .sm = 0.8, .gr = 0.95};
+  Feed(100, [](int host, int g, int t) {
+    if (host == 2 && g == 3) return kIdle;
+    if (host == 1 && g == 2 && t >= 20 * 60 && t < 30 * 60) return kSilent;
+    if (t >= 40 * 60 && t < 55 * 60) return kSpinning;
+    if (t >= 70 * 60) return kSlow;
+    return kComputing;
+  });
+  const std::vector<v1::Alert> alerts = Alerts();
+  ASSERT_TRUE(ledger_.has_value()) << Describe(alerts);
+  const alerting::JobLedger& l = *ledger_;
+  const double m = 1 / 60.0;  // a GPU-minute
+  const double window = 8 * m;  // one minute of the job
+  EXPECT_NEAR(l.allocated_gpu_hours, 8 * 100 * m, window) << Describe(alerts);
+  EXPECT_NEAR(l.Sum(), l.allocated_gpu_hours, 0.001 * l.allocated_gpu_hours);
+  EXPECT_NEAR(l.silent_gpus, 1 * 10 * m, 2 * m);
+  EXPECT_NEAR(l.hung, 8 * 15 * m, 2 * window) << Describe(alerts);
+  // Idle all along, but in the hang it is the hung job's.
+  EXPECT_NEAR(l.idle_gpus, 1 * 85 * m, 2 * m);
+  // From minute 70, 7 busy GPUs at 0.4 of their level before: 7 x 30 minutes x 0.6.
+  EXPECT_NEAR(l.regression, 7 * 30 * m * 0.6, 2 * window) << Describe(alerts);
+  EXPECT_EQ(l.job_idle, 0);
+  EXPECT_EQ(l.no_telemetry, 0);
+  EXPECT_GT(l.productive, 7 * 40 * m);
 }
 
 TEST(ResilienceConfig, TheTimesLoadAndOutOfRangeOnesAreNamed) {

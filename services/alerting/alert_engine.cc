@@ -150,6 +150,8 @@ struct AlertEngine::JobMeta {
   std::string workload_kind;  // jobs.workload_kind: "inference" is read by its load
   std::string state = "running";
   std::optional<int64_t> end_s;  // jobs.end_time, when known
+  std::optional<int64_t> start_s;
+  int gpu_count = 0;  // 0 when unknown
   Labels labels;
   bool active() const { return state == "running" || state == "pending" || state == "unknown"; }
 };
@@ -464,6 +466,11 @@ JobWindow ToJobWindow(const v1::OfuWindow& w) {
 AlertEngine::JobMeta AlertEngine::LockJobMeta(Tx& tx, const std::string& cluster,
                                               const std::string& job_id) {
   tx.w.exec_params(kJobLock, cluster, job_id);
+  return ReadJobMeta(tx, cluster, job_id);
+}
+
+AlertEngine::JobMeta AlertEngine::ReadJobMeta(Tx& tx, const std::string& cluster,
+                                              const std::string& job_id) {
   JobMeta meta;
   meta.cluster = cluster;
   meta.job_id = job_id;
@@ -479,6 +486,8 @@ AlertEngine::JobMeta AlertEngine::LockJobMeta(Tx& tx, const std::string& cluster
     meta.labels = LabelsFromJson(m[0][7].as<std::string>());
     meta.workload_kind = m[0][8].as<std::string>();
     if (!m[0][9].is_null()) meta.end_s = m[0][9].as<int64_t>() / 1000;
+    if (!m[0][10].is_null()) meta.start_s = m[0][10].as<int64_t>() / 1000;
+    meta.gpu_count = m[0][11].as<int>();
   }
   return meta;
 }
@@ -508,6 +517,40 @@ void AlertEngine::PutCached(JobKey key, std::unique_ptr<JobEvaluator> evaluator,
     if (it->second->used < oldest->second->used) oldest = it;
   }
   cache_.erase(oldest);
+}
+
+std::unique_ptr<JobEvaluator> AlertEngine::NewEvaluator(Tx& tx, const JobMeta& meta,
+                                                        int64_t first_start_ms) {
+  std::vector<EarlierJob> earlier;
+  if (!meta.workload_fingerprint.empty()) {
+    for (const pqxx::row& r :
+         tx.w.exec_params(kEarlierJobs, meta.workload_fingerprint, first_start_ms, meta.cluster,
+                          meta.job_id, config_.detectors.baseline.max_jobs)) {
+      EarlierJob j;
+      j.job_id = r[0].as<std::string>();
+      j.last_end_s = r[1].as<int64_t>();
+      j.steady.job_id = j.job_id;
+      j.steady.median_ofu = r[2].as<double>();
+      j.steady.mad_ofu = r[3].as<double>();
+      j.steady.steady_windows = r[4].as<int64_t>();
+      j.steady.effective_peak_tflops = r[5].as<double>();
+      earlier.push_back(std::move(j));
+    }
+  }
+  auto ev = std::make_unique<JobEvaluator>(config_.detectors, earlier);
+  std::optional<DivergenceObs> verdict;
+  for (const pqxx::row& r : tx.w.exec_params(kJobEvents, meta.cluster, meta.job_id)) {
+    v1::DivergenceEvent e;
+    if (!Decode(r[0].as<std::string>(), &e)) {
+      logger_.Warn("skipping a stored divergence event that does not parse",
+                   {{"cluster", meta.cluster}, {"job_id", meta.job_id}});
+      continue;
+    }
+    if (e.has_precision_switch()) ev->AddPrecisionSwitch(SwitchObs(e));
+    if (std::optional<DivergenceObs> obs = VerdictObs(e)) verdict = obs;
+  }
+  if (verdict) ev->SetDivergence(*verdict);
+  return ev;
 }
 
 absl::Status AlertEngine::EvaluateJob(Tx& tx, const std::string& cluster,
@@ -575,35 +618,7 @@ absl::Status AlertEngine::EvaluateJob(Tx& tx, const std::string& cluster,
     }
   }
   if (rebuild) {
-    std::vector<EarlierJob> earlier;
-    if (!meta.workload_fingerprint.empty()) {
-      for (const pqxx::row& r :
-           tx.w.exec_params(kEarlierJobs, meta.workload_fingerprint, first_start_ms, cluster,
-                            job_id, config_.detectors.baseline.max_jobs)) {
-        EarlierJob j;
-        j.job_id = r[0].as<std::string>();
-        j.last_end_s = r[1].as<int64_t>();
-        j.steady.job_id = j.job_id;
-        j.steady.median_ofu = r[2].as<double>();
-        j.steady.mad_ofu = r[3].as<double>();
-        j.steady.steady_windows = r[4].as<int64_t>();
-        j.steady.effective_peak_tflops = r[5].as<double>();
-        earlier.push_back(std::move(j));
-      }
-    }
-    ev = std::make_unique<JobEvaluator>(config_.detectors, earlier);
-    std::optional<DivergenceObs> verdict;
-    for (const pqxx::row& r : tx.w.exec_params(kJobEvents, cluster, job_id)) {
-      v1::DivergenceEvent e;
-      if (!Decode(r[0].as<std::string>(), &e)) {
-        logger_.Warn("skipping a stored divergence event that does not parse",
-                     {{"cluster", cluster}, {"job_id", job_id}});
-        continue;
-      }
-      if (e.has_precision_switch()) ev->AddPrecisionSwitch(SwitchObs(e));
-      if (std::optional<DivergenceObs> obs = VerdictObs(e)) verdict = obs;
-    }
-    if (verdict) ev->SetDivergence(*verdict);
+    ev = NewEvaluator(tx, meta, first_start_ms);
   } else if (change.divergence) {
     ev->SetDivergence(*change.divergence);
   }
@@ -685,6 +700,94 @@ absl::Status AlertEngine::EvaluateJob(Tx& tx, const std::string& cluster,
     tx.evaluated.push_back({key, std::move(ev), saved[0][0].as<int64_t>()});
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::optional<JobLedger>> AlertEngine::Ledger(const std::string& cluster,
+                                                             const std::string& job_id,
+                                                             int gpus) {
+  std::optional<JobLedger> ledger;
+  absl::Status s = pg_->RunTransaction([&](pqxx::work& w) -> absl::Status {
+    ledger.reset();
+    try {
+      Tx tx{.w = w, .now_ms = ToMs(clock_()), .changes = {}};
+      JobMeta meta = ReadJobMeta(tx, cluster, job_id);
+      pqxx::result row = w.exec_params(kJobState, cluster, job_id, config_.settle_s);
+      if (row.empty()) return absl::OkStatus();  // no window of the job
+      if (meta.workload_fingerprint.empty()) meta.workload_fingerprint = row[0][0].as<std::string>();
+      // The job's windows replayed through detectors built as a rebuild builds them, so the
+      // causes are the ones its alerts were decided from.
+      std::unique_ptr<JobEvaluator> ev = NewEvaluator(tx, meta, row[0][1].as<int64_t>());
+      const bool serving = meta.workload_kind == "inference";
+      ev->SetServing(serving);
+      std::optional<TokenRate> tokens;
+      if (serving) {
+        std::vector<TokenIncrease> increases;
+        for (const pqxx::row& r : w.exec_params(kServingTokenIncreases, cluster, job_id, 0)) {
+          increases.push_back({r[0].as<int64_t>(), r[1].as<int64_t>(), r[2].as<double>()});
+        }
+        if (!increases.empty()) tokens.emplace(std::move(increases));
+      }
+      JobLedgerInput in;
+      if (gpus <= 0) gpus = meta.gpu_count;
+      if (gpus > 0 && meta.start_s && meta.end_s && *meta.end_s > *meta.start_s) {
+        in.allocated_gpu_hours = gpus * static_cast<double>(*meta.end_s - *meta.start_s) / 3600.0;
+      }
+      auto add_cause = [&in](const Finding& f, int64_t open_end_s) {
+        const int64_t to_s = f.condition_end_s.value_or(open_end_s);
+        switch (f.kind) {
+          case Kind::kHung:
+            in.causes.push_back({.kind = LedgerCause::Kind::kHung, .from_s = f.onset_s,
+                                 .to_s = to_s});
+            break;
+          case Kind::kJobIdle:
+            in.causes.push_back({.kind = LedgerCause::Kind::kJobIdle, .from_s = f.onset_s,
+                                 .to_s = to_s});
+            break;
+          case Kind::kRegressionInJob:
+            in.causes.push_back({.kind = LedgerCause::Kind::kRegression, .from_s = f.onset_s,
+                                 .to_s = to_s, .reference_ofu = f.before_ofu.value_or(0),
+                                 .factor = f.factor.value_or(0)});
+            break;
+          case Kind::kRegressionVsWorkload:
+            in.causes.push_back({.kind = LedgerCause::Kind::kBelowWorkload, .from_s = f.onset_s,
+                                 .to_s = to_s, .reference_ofu = f.baseline_ofu.value_or(0),
+                                 .factor = f.factor.value_or(0)});
+            break;
+          default:
+            break;
+        }
+      };
+      for (const pqxx::row& r : w.exec_params(kWindowsFrom, cluster, job_id, 0)) {
+        v1::OfuWindow pw;
+        if (!Decode(r[0].as<std::string>(), &pw)) continue;
+        JobWindow jw = ToJobWindow(pw);
+        if (tokens) jw.tokens_per_s = tokens->For(jw.window.start_s * 1000, jw.window.end_s * 1000);
+        in.windows.push_back({.start_s = jw.window.start_s,
+                              .end_s = jw.window.end_s,
+                              .gpus_allocated = jw.gpus_allocated,
+                              .gpus_reporting = jw.gpus_reporting,
+                              .idle_gpus = static_cast<int>(jw.idle_gpus.size()),
+                              .warmup = jw.warmup,
+                              .ofu = pw.ofu()});
+        ev->AddWindow(jw);
+        for (const Finding& f : ev->TakeEnded()) add_cause(f, ev->last_end_s());
+        for (const TransientSlowdown& t : ev->TakeTransients()) {
+          in.causes.push_back({.kind = LedgerCause::Kind::kTransient, .from_s = t.onset_s,
+                               .to_s = t.end_s, .reference_ofu = t.before_ofu,
+                               .factor = t.factor});
+        }
+      }
+      if (in.windows.empty()) return absl::OkStatus();
+      for (const Finding& f : ev->current()) add_cause(f, ev->last_end_s() + 1);
+      ledger = BuildJobLedger(in);
+      return absl::OkStatus();
+    } catch (const std::exception& e) {
+      if (platform::IsPgConnectionFailure(e)) throw;
+      return PgError(e, "job ledger");
+    }
+  });
+  if (!s.ok()) return s;
+  return ledger;
 }
 
 absl::Status AlertEngine::EnqueueState(Tx& tx, int64_t alert_id, const v1::Alert& a,

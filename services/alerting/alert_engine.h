@@ -46,6 +46,7 @@
 #include "services/alerting/alert_rules.h"
 #include "services/alerting/job_detectors.h"
 #include "services/alerting/job_evaluator.h"
+#include "services/alerting/job_ledger.h"
 #include "services/platform/logging.h"
 #include "services/platform/pg_pool.h"
 
@@ -127,6 +128,12 @@ class AlertEngine {
 
   absl::StatusOr<v1::Alert> GetAlert(const std::string& alert_id);
   absl::StatusOr<v1::ListAlertsResponse> ListAlerts(const v1::ListAlertsRequest& request);
+  // The job's goodput ledger (job_ledger.h): its stored windows replayed through detectors
+  // built as a rebuild builds them, their findings the causes; the allocation is `gpus` (the
+  // registry's gpu_count when 0) over the job's registered start and end. nullopt when
+  // alerting has no window of the job. Reads only; the job's evaluation is not touched.
+  absl::StatusOr<std::optional<JobLedger>> Ledger(const std::string& cluster,
+                                                  const std::string& job_id, int gpus = 0);
   // Open (firing, acknowledged, silenced) alerts matching `filter`, newest change first.
   absl::StatusOr<std::vector<v1::Alert>> OpenAlerts(const AlertFilter& filter);
   absl::StatusOr<v1::Alert> AckAlert(const v1::AckAlertRequest& request);
@@ -159,6 +166,10 @@ class AlertEngine {
   // Takes the job's lock (evaluations of one job run one at a time) and reads what alerts
   // say about it; defaults when the job is not registered.
   JobMeta LockJobMeta(Tx& tx, const std::string& cluster, const std::string& job_id);
+  JobMeta ReadJobMeta(Tx& tx, const std::string& cluster, const std::string& job_id);
+  // A detector state for the job from its first window on: its workload's earlier jobs as
+  // known at `first_start_ms`, and mfu's stored events.
+  std::unique_ptr<JobEvaluator> NewEvaluator(Tx& tx, const JobMeta& meta, int64_t first_start_ms);
   // Feeds the job's new settled windows and mfu's new events to its detector state (cached,
   // restored from its checkpoint, or rebuilt from its windows), applies the lifecycle to its
   // alerts and saves the state.

@@ -54,7 +54,8 @@ constexpr char kJobLock[] =
     "SELECT pg_advisory_xact_lock(hashtext('alerting.job/' || $1 || '/' || $2))";
 constexpr char kJobMeta[] =
     "SELECT scheduler, user_name, team, name, workload_fingerprint, gpu_model, state, "
-    "  labels::text, coalesce(workload_kind, ''), " GP_TO_MS("end_time") " "
+    "  labels::text, coalesce(workload_kind, ''), " GP_TO_MS("end_time") ", " GP_TO_MS(
+        "start_time") ", coalesce(gpu_count, 0) "
     "FROM jobs WHERE cluster = $1 AND job_id = $2";
 
 // The increases of a job's serving token counters (prompt and generation, every engine

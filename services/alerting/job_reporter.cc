@@ -469,6 +469,29 @@ absl::StatusOr<v1::JobReport> JobReporter::Assemble(const std::string& cluster,
       s.set_mfu_ofu_ratio(report.reconciliation().ratio());
     }
   }
+  if (ledger_) {
+    absl::StatusOr<std::optional<JobLedger>> ledger =
+        ledger_(cluster, job_id, s.gpus_allocated());
+    if (!ledger.ok()) {
+      return absl::UnavailableError(absl::StrCat("job ledger: ", ledger.status().message()));
+    }
+    if (ledger->has_value()) {
+      const JobLedger& l = **ledger;
+      v1::GoodputLedger& out = *s.mutable_ledger();
+      out.set_allocated_gpu_hours(l.allocated_gpu_hours);
+      out.set_productive_gpu_hours(l.productive);
+      out.set_silent_gpu_hours(l.silent_gpus);
+      out.set_idle_gpu_hours(l.idle_gpus);
+      out.set_hung_gpu_hours(l.hung);
+      out.set_job_idle_gpu_hours(l.job_idle);
+      out.set_warmup_gpu_hours(l.warmup);
+      out.set_regression_gpu_hours(l.regression);
+      out.set_transient_gpu_hours(l.transient);
+      out.set_below_workload_baseline_gpu_hours(l.below_workload_baseline);
+      out.set_no_telemetry_gpu_hours(l.no_telemetry);
+      out.set_coverage(l.coverage);
+    }
+  }
   s.set_regression_count(regressions);
   s.set_fault_count(
       static_cast<int32_t>(std::max<int64_t>(report.faults_size(), ofu.fault_event_count())));

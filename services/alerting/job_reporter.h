@@ -39,6 +39,7 @@
 #include "goodput/v1/mfu.grpc.pb.h"
 #include "goodput/v1/ofu.grpc.pb.h"
 #include "goodput/v1/report.pb.h"
+#include "services/alerting/job_ledger.h"
 #include "services/alerting/report_store.h"
 #include "services/api/job_report.h"
 #include "services/core/gpu_catalog.h"
@@ -110,6 +111,11 @@ class JobReporter {
 
   // Reports then list the job's policy actions (JobReport.policy_actions). Set before Start.
   void SetPolicyActions(PolicyActionLister lister) { policy_actions_ = std::move(lister); }
+  // Reports then carry the job's goodput ledger (ReportSummary.ledger), from the alert
+  // engine's replay of its windows (AlertEngine::Ledger). Set before Start.
+  using LedgerReader = std::function<absl::StatusOr<std::optional<JobLedger>>(
+      const std::string& cluster, const std::string& job_id, int gpus_allocated)>;
+  void SetLedger(LedgerReader reader) { ledger_ = std::move(reader); }
 
   // Answers the due requests once; the number of reports written (new or revised).
   absl::StatusOr<int> RunOnce();
@@ -132,6 +138,7 @@ class JobReporter {
   std::shared_ptr<v1::MfuService::StubInterface> mfu_;
   AlertLister alerts_;
   PolicyActionLister policy_actions_ = nullptr;
+  LedgerReader ledger_ = nullptr;
   ReporterOptions options_;
   std::function<void()> on_enqueued_;
   platform::Logger logger_;

@@ -253,6 +253,8 @@ absl::StatusOr<std::shared_ptr<void>> Setup(goodput::platform::ServiceContext& c
     goodput::alerting::PolicyStage* policies = rt->policies.get();
     reporter->SetPolicyActions(
         [policies](const goodput::v1::ListPolicyActionsRequest& r) { return policies->List(r); });
+    reporter->SetLedger([engine](const std::string& cluster, const std::string& job_id,
+                                 int gpus) { return engine->Ledger(cluster, job_id, gpus); });
     engine->SetJobEndHook(
         {.in_transaction =
              [reporter](pqxx::work& tx, const std::string& cluster, const std::string& job_id) {

@@ -211,6 +211,32 @@ absl::StatusOr<v1::ReportSummary> DecodeAdminComment(absl::string_view comment) 
   return summary;
 }
 
+std::string LedgerWords(const v1::GoodputLedger& l) {
+  const std::pair<double, const char*> parts[] = {
+      {l.productive_gpu_hours(), "productive"},
+      {l.idle_gpu_hours(), "idle GPUs"},
+      {l.silent_gpu_hours(), "silent GPUs"},
+      {l.hung_gpu_hours(), "hung"},
+      {l.job_idle_gpu_hours(), "job idle"},
+      {l.warmup_gpu_hours(), "warm-up"},
+      {l.regression_gpu_hours(), "regressions"},
+      {l.transient_gpu_hours(), "transient slowdowns"},
+      {l.below_workload_baseline_gpu_hours(), "below the workload's earlier jobs"},
+      {l.no_telemetry_gpu_hours(), "no telemetry"},
+  };
+  std::vector<std::string> words;
+  for (const auto& [hours, what] : parts) {
+    if (hours < 0.005) continue;
+    words.push_back(
+        l.allocated_gpu_hours() > 0
+            ? absl::StrFormat("%.2f %s (%.1f%%)", hours, what,
+                              100.0 * hours / l.allocated_gpu_hours())
+            : absl::StrFormat("%.2f %s", hours, what));
+  }
+  if (words.empty()) return "nothing allocated";
+  return absl::StrJoin(words, ", ");
+}
+
 void RoundSummary(v1::ReportSummary& s) {
   constexpr double k4 = 1e4, k2 = 1e2, k1 = 1e1, k3 = 1e3;
   if (s.has_ofu()) s.set_ofu(Round(s.ofu(), k4));
@@ -226,6 +252,21 @@ void RoundSummary(v1::ReportSummary& s) {
   if (s.has_hbm_capacity_gib()) s.set_hbm_capacity_gib(Round(s.hbm_capacity_gib(), k1));
   if (s.has_energy_kwh()) s.set_energy_kwh(Round(s.energy_kwh(), k3));
   if (s.has_mfu_ofu_ratio()) s.set_mfu_ofu_ratio(Round(s.mfu_ofu_ratio(), k2 * 10));
+  if (s.has_ledger()) {
+    v1::GoodputLedger& l = *s.mutable_ledger();
+    l.set_allocated_gpu_hours(Round(l.allocated_gpu_hours(), k2));
+    l.set_productive_gpu_hours(Round(l.productive_gpu_hours(), k2));
+    l.set_silent_gpu_hours(Round(l.silent_gpu_hours(), k2));
+    l.set_idle_gpu_hours(Round(l.idle_gpu_hours(), k2));
+    l.set_hung_gpu_hours(Round(l.hung_gpu_hours(), k2));
+    l.set_job_idle_gpu_hours(Round(l.job_idle_gpu_hours(), k2));
+    l.set_warmup_gpu_hours(Round(l.warmup_gpu_hours(), k2));
+    l.set_regression_gpu_hours(Round(l.regression_gpu_hours(), k2));
+    l.set_transient_gpu_hours(Round(l.transient_gpu_hours(), k2));
+    l.set_below_workload_baseline_gpu_hours(Round(l.below_workload_baseline_gpu_hours(), k2));
+    l.set_no_telemetry_gpu_hours(Round(l.no_telemetry_gpu_hours(), k2));
+    l.set_coverage(Round(l.coverage(), k4));
+  }
 }
 
 bool MfuGapIsTheIdleGpus(const v1::ReportSummary& s) {
@@ -427,6 +468,7 @@ std::string RenderSummaryText(const v1::ReportSummary& s) {
   line("GPU-hours",
        absl::StrFormat("%.2f allocated, %.2f effective, %.2f wasted, %.2f idle", s.gpu_hours(),
                        s.effective_gpu_hours(), s.wasted_gpu_hours(), s.idle_gpu_hours()));
+  if (s.has_ledger()) line("where they went", LedgerWords(s.ledger()));
   line("idle GPUs", absl::StrCat(s.idle_gpu_count()));
   line("stragglers", absl::StrCat(s.straggler_count()));
   if (s.has_hbm_peak_fraction()) {

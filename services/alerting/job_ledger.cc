@@ -1,0 +1,82 @@
+#include "services/alerting/job_ledger.h"
+
+#include <algorithm>
+
+namespace goodput::alerting {
+namespace {
+
+// The cause of `kind` whose interval holds the window's start, if any.
+const LedgerCause* CauseAt(const std::vector<LedgerCause>& causes, LedgerCause::Kind kind,
+                           int64_t start_s) {
+  for (const LedgerCause& c : causes) {
+    if (c.kind == kind && c.from_s <= start_s && start_s < c.to_s) return &c;
+  }
+  return nullptr;
+}
+
+// The share of a window's busy GPU-hours a drop below `reference_ofu` cost, in [0, 1].
+double LostShare(const LedgerCause& c, double ofu) {
+  if (c.reference_ofu > 0) return std::clamp(1.0 - ofu / c.reference_ofu, 0.0, 1.0);
+  if (c.factor > 1) return 1.0 - 1.0 / c.factor;
+  return 0;
+}
+
+}  // namespace
+
+JobLedger BuildJobLedger(const JobLedgerInput& in) {
+  using Kind = LedgerCause::Kind;
+  JobLedger l;
+  double windows_gpu_hours = 0;
+  for (const LedgerWindow& w : in.windows) {
+    if (w.end_s <= w.start_s || w.gpus_allocated <= 0) continue;
+    const double h = static_cast<double>(w.end_s - w.start_s) / 3600.0;
+    const int allocated = w.gpus_allocated;
+    const int reporting = std::clamp(w.gpus_reporting, 0, allocated);
+    const int idle = std::clamp(w.idle_gpus, 0, reporting);
+    windows_gpu_hours += allocated * h;
+    l.silent_gpus += (allocated - reporting) * h;
+    // A job that stopped computing holds every GPU that reports, idle ones included.
+    if (CauseAt(in.causes, Kind::kHung, w.start_s) != nullptr) {
+      l.hung += reporting * h;
+      continue;
+    }
+    if (CauseAt(in.causes, Kind::kJobIdle, w.start_s) != nullptr) {
+      l.job_idle += reporting * h;
+      continue;
+    }
+    l.idle_gpus += idle * h;
+    double busy = (reporting - idle) * h;
+    if (busy <= 0) continue;
+    if (w.warmup) {
+      l.warmup += busy;
+      continue;
+    }
+    // The level the window ran at, once a drop is taken out: the level before the drop.
+    double level = w.ofu;
+    if (const LedgerCause* c = CauseAt(in.causes, Kind::kRegression, w.start_s)) {
+      const double lost = busy * LostShare(*c, w.ofu);
+      l.regression += lost;
+      busy -= lost;
+      if (c->reference_ofu > 0) level = std::max(level, c->reference_ofu);
+    } else if (const LedgerCause* t = CauseAt(in.causes, Kind::kTransient, w.start_s)) {
+      const double lost = busy * LostShare(*t, w.ofu);
+      l.transient += lost;
+      busy -= lost;
+      if (t->reference_ofu > 0) level = std::max(level, t->reference_ofu);
+    }
+    if (const LedgerCause* b = CauseAt(in.causes, Kind::kBelowWorkload, w.start_s)) {
+      const double lost = busy * LostShare(*b, level);
+      l.below_workload_baseline += lost;
+      busy -= lost;
+    }
+    l.productive += busy;
+  }
+  // The allocation is the job's, or what the windows cover when that is larger (a job whose
+  // allocation is unknown, or windows past the recorded end).
+  l.allocated_gpu_hours = std::max(in.allocated_gpu_hours, windows_gpu_hours);
+  l.no_telemetry = l.allocated_gpu_hours - windows_gpu_hours;
+  l.coverage = l.allocated_gpu_hours > 0 ? windows_gpu_hours / l.allocated_gpu_hours : 0;
+  return l;
+}
+
+}  // namespace goodput::alerting
