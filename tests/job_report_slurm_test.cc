@@ -31,6 +31,7 @@
 #include "google/protobuf/util/message_differencer.h"
 #include "google/protobuf/util/time_util.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "services/api/job_report.h"
 #include "tests/support/free_port.h"
 #include "tests/support/postgres_server.h"
@@ -387,6 +388,16 @@ TEST_F(JobReportSlurmTest, ReportIsWrittenOnceAlertingHasEvaluatedTheEndedJob) {
   EXPECT_DOUBLE_EQ(ledger.idle_gpu_hours(), 0.17) << ledger.DebugString();
   EXPECT_DOUBLE_EQ(ledger.productive_gpu_hours(), 0.5) << ledger.DebugString();
   EXPECT_DOUBLE_EQ(ledger.coverage(), 1) << ledger.DebugString();
+  // The telemetry has board power (500 W) but no energy counter: 4 GPUs x 500 W x 600 s,
+  // estimated, over the tensor work the busy GPUs did.
+  EXPECT_DOUBLE_EQ(report.summary().energy_kwh(), 0.333) << report.summary().DebugString();
+  EXPECT_TRUE(report.summary().energy_estimated());
+  ASSERT_TRUE(report.summary().has_joules_per_pflop()) << report.summary().DebugString();
+  // 1.2 MJ over the 0.1858 effective GPU-hours x 989.4 TFLOP/s (H100 SXM dense BF16) =
+  // 661.8 PFLOP the GPUs did; no framework figure without MFU reports.
+  EXPECT_NEAR(report.summary().joules_per_pflop(),
+              1.2e6 / (report.ofu().effective_gpu_hours() * 3600 * 989.4 / 1000), 0.05);
+  EXPECT_FALSE(report.summary().has_framework_joules_per_pflop());
   EXPECT_EQ(count(absl::StrCat("SELECT evaluated_end = last_window_end FROM alert_job_state "
                                "WHERE cluster = 'eos' AND job_id = '",
                                *job, "'")),
@@ -475,6 +486,28 @@ TEST_F(JobReportSlurmTest, FinishedSlurmJobIsRefusedAndReportsAreListedByWaste) 
   EXPECT_TRUE(absl::StrContains(fleet->output, "USER")) << fleet->output;
   EXPECT_TRUE(absl::StrContains(fleet->output, "alice")) << fleet->output;
   EXPECT_TRUE(absl::StrContains(fleet->output, "vision")) << fleet->output;
+  // Where the team's GPU-hours went, from the ended jobs' reports: GPU 3's idle 10 minutes.
+  auto ledger = Goodputctl({"ledger", "--group-by", "team", "--from", "2026-01-01T00:00:00Z",
+                            "--to", "2026-01-02T00:00:00Z", "--alerting-addr",
+                            alerting_->grpc_address()});
+  ASSERT_TRUE(ledger.ok() && ledger->exit.Success()) << (ledger.ok() ? ledger->output : "");
+  EXPECT_TRUE(absl::StrContains(ledger->output, "TEAM")) << ledger->output;
+  EXPECT_TRUE(absl::StrContains(ledger->output, "PRODUCTIVE")) << ledger->output;
+  EXPECT_TRUE(absl::StrContains(ledger->output, "vision  ")) << ledger->output;
+  // Of the rounded figures the summaries carry: 0.50 of 0.67.
+  EXPECT_TRUE(absl::StrContains(ledger->output, "0.50 (74.6%)")) << ledger->output;
+  auto ledger_json = Goodputctl({"ledger", "--group-by", "user", "--from",
+                                 "2026-01-01T00:00:00Z", "--to", "2026-01-02T00:00:00Z",
+                                 "--alerting-addr", alerting_->grpc_address(), "--json"});
+  ASSERT_TRUE(ledger_json.ok() && ledger_json->exit.Success())
+      << (ledger_json.ok() ? ledger_json->output : "");
+  const nlohmann::json by_user = nlohmann::json::parse(ledger_json->output, nullptr, false);
+  ASSERT_TRUE(by_user.is_object()) << ledger_json->output;
+  ASSERT_EQ(by_user["groups"].size(), 1u) << ledger_json->output;
+  EXPECT_EQ(by_user["groups"][0]["name"], "alice");
+  EXPECT_EQ(by_user["groups"][0]["jobs"], 1);
+  EXPECT_DOUBLE_EQ(by_user["groups"][0]["ledger"]["idle_gpu_hours"].get<double>(), 0.17);
+  EXPECT_DOUBLE_EQ(by_user["total"]["ledger"]["allocated_gpu_hours"].get<double>(), 0.67);
   auto bad_group =
       Goodputctl({"fleet", "summary", "--group-by", "planet", "--ofu-addr", ofu_->grpc_address()});
   ASSERT_TRUE(bad_group.ok());

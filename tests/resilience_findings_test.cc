@@ -22,8 +22,8 @@
 #include "services/alerting/alert_config.h"
 #include "services/alerting/alert_engine.h"
 #include "services/alerting/alerting_service.h"
-#include "services/alerting/job_ledger.h"
 #include "services/api/api_convert.h"
+#include "services/core/ledger.h"
 #include "services/ofu/ofu_forwarder.h"
 #include "tests/support/free_port.h"
 #include "tests/support/ofu_job_fixture.h"
@@ -121,7 +121,7 @@ class ResilienceFindings : public goodput::testing::OfuJobFixture {
   }
 
   // The job's ledger as the engine replayed it in the last Alerts().
-  std::optional<alerting::JobLedger> ledger_;
+  std::optional<core::JobLedger> ledger_;
 
   static std::string Describe(const std::vector<v1::Alert>& alerts) {
     std::string out;
@@ -227,7 +227,7 @@ TEST_F(ResilienceFindings, TheLedgerGivesEachPlantedCauseItsGpuHoursAndSumsToThe
   });
   const std::vector<v1::Alert> alerts = Alerts();
   ASSERT_TRUE(ledger_.has_value()) << Describe(alerts);
-  const alerting::JobLedger& l = *ledger_;
+  const core::JobLedger& l = *ledger_;
   const double m = 1 / 60.0;  // a GPU-minute
   const double window = 8 * m;  // one minute of the job
   EXPECT_NEAR(l.allocated_gpu_hours, 8 * 100 * m, window) << Describe(alerts);

@@ -702,10 +702,10 @@ absl::Status AlertEngine::EvaluateJob(Tx& tx, const std::string& cluster,
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::optional<JobLedger>> AlertEngine::Ledger(const std::string& cluster,
+absl::StatusOr<std::optional<core::JobLedger>> AlertEngine::Ledger(const std::string& cluster,
                                                              const std::string& job_id,
                                                              int gpus) {
-  std::optional<JobLedger> ledger;
+  std::optional<core::JobLedger> ledger;
   absl::Status s = pg_->RunTransaction([&](pqxx::work& w) -> absl::Status {
     ledger.reset();
     try {
@@ -727,7 +727,7 @@ absl::StatusOr<std::optional<JobLedger>> AlertEngine::Ledger(const std::string& 
         }
         if (!increases.empty()) tokens.emplace(std::move(increases));
       }
-      JobLedgerInput in;
+      core::JobLedgerInput in;
       if (gpus <= 0) gpus = meta.gpu_count;
       if (gpus > 0 && meta.start_s && meta.end_s && *meta.end_s > *meta.start_s) {
         in.allocated_gpu_hours = gpus * static_cast<double>(*meta.end_s - *meta.start_s) / 3600.0;
@@ -736,20 +736,20 @@ absl::StatusOr<std::optional<JobLedger>> AlertEngine::Ledger(const std::string& 
         const int64_t to_s = f.condition_end_s.value_or(open_end_s);
         switch (f.kind) {
           case Kind::kHung:
-            in.causes.push_back({.kind = LedgerCause::Kind::kHung, .from_s = f.onset_s,
+            in.causes.push_back({.kind = core::LedgerCause::Kind::kHung, .from_s = f.onset_s,
                                  .to_s = to_s});
             break;
           case Kind::kJobIdle:
-            in.causes.push_back({.kind = LedgerCause::Kind::kJobIdle, .from_s = f.onset_s,
+            in.causes.push_back({.kind = core::LedgerCause::Kind::kJobIdle, .from_s = f.onset_s,
                                  .to_s = to_s});
             break;
           case Kind::kRegressionInJob:
-            in.causes.push_back({.kind = LedgerCause::Kind::kRegression, .from_s = f.onset_s,
+            in.causes.push_back({.kind = core::LedgerCause::Kind::kRegression, .from_s = f.onset_s,
                                  .to_s = to_s, .reference_ofu = f.before_ofu.value_or(0),
                                  .factor = f.factor.value_or(0)});
             break;
           case Kind::kRegressionVsWorkload:
-            in.causes.push_back({.kind = LedgerCause::Kind::kBelowWorkload, .from_s = f.onset_s,
+            in.causes.push_back({.kind = core::LedgerCause::Kind::kBelowWorkload, .from_s = f.onset_s,
                                  .to_s = to_s, .reference_ofu = f.baseline_ofu.value_or(0),
                                  .factor = f.factor.value_or(0)});
             break;
@@ -772,14 +772,14 @@ absl::StatusOr<std::optional<JobLedger>> AlertEngine::Ledger(const std::string& 
         ev->AddWindow(jw);
         for (const Finding& f : ev->TakeEnded()) add_cause(f, ev->last_end_s());
         for (const TransientSlowdown& t : ev->TakeTransients()) {
-          in.causes.push_back({.kind = LedgerCause::Kind::kTransient, .from_s = t.onset_s,
+          in.causes.push_back({.kind = core::LedgerCause::Kind::kTransient, .from_s = t.onset_s,
                                .to_s = t.end_s, .reference_ofu = t.before_ofu,
                                .factor = t.factor});
         }
       }
       if (in.windows.empty()) return absl::OkStatus();
       for (const Finding& f : ev->current()) add_cause(f, ev->last_end_s() + 1);
-      ledger = BuildJobLedger(in);
+      ledger = core::BuildJobLedger(in);
       return absl::OkStatus();
     } catch (const std::exception& e) {
       if (platform::IsPgConnectionFailure(e)) throw;

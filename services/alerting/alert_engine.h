@@ -46,7 +46,7 @@
 #include "services/alerting/alert_rules.h"
 #include "services/alerting/job_detectors.h"
 #include "services/alerting/job_evaluator.h"
-#include "services/alerting/job_ledger.h"
+#include "services/core/ledger.h"
 #include "services/platform/logging.h"
 #include "services/platform/pg_pool.h"
 
@@ -128,11 +128,11 @@ class AlertEngine {
 
   absl::StatusOr<v1::Alert> GetAlert(const std::string& alert_id);
   absl::StatusOr<v1::ListAlertsResponse> ListAlerts(const v1::ListAlertsRequest& request);
-  // The job's goodput ledger (job_ledger.h): its stored windows replayed through detectors
+  // The job's goodput ledger (services/core/ledger.h): its stored windows replayed through detectors
   // built as a rebuild builds them, their findings the causes; the allocation is `gpus` (the
   // registry's gpu_count when 0) over the job's registered start and end. nullopt when
   // alerting has no window of the job. Reads only; the job's evaluation is not touched.
-  absl::StatusOr<std::optional<JobLedger>> Ledger(const std::string& cluster,
+  absl::StatusOr<std::optional<core::JobLedger>> Ledger(const std::string& cluster,
                                                   const std::string& job_id, int gpus = 0);
   // Open (firing, acknowledged, silenced) alerts matching `filter`, newest change first.
   absl::StatusOr<std::vector<v1::Alert>> OpenAlerts(const AlertFilter& filter);

@@ -88,6 +88,10 @@ std::vector<Digest> AssembleDigests(const std::vector<DigestJob>& jobs, DigestGr
       d.effective_gpu_hours += job->effective_gpu_hours;
       d.wasted_gpu_hours += job->wasted_gpu_hours;
       if (job->regressions > 0) ++d.jobs_with_regressions;
+      if (job->ledger.has_value()) {
+        core::AddLedger(*job->ledger, d.ledger);
+        ++d.jobs_with_ledger;
+      }
       if (job->ofu.has_value() && job->gpu_hours > 0) {
         ofu_weighted += *job->ofu * job->gpu_hours;
         ofu_hours += job->gpu_hours;
@@ -186,6 +190,12 @@ std::string DigestText(const Digest& d) {
   if (d.jobs_with_regressions > 0) {
     absl::StrAppend(&out, "Jobs with regressions: ", d.jobs_with_regressions, "\n");
   }
+  if (d.jobs_with_ledger > 0) {
+    absl::StrAppend(&out, "Where the GPU-hours went", d.jobs_with_ledger < d.jobs
+                        ? absl::StrCat(" (", d.jobs_with_ledger, " of the ", d.jobs, " jobs)")
+                        : std::string(),
+                    ": ", core::LedgerWords(d.ledger), "\n");
+  }
   if (!d.top_jobs.empty()) {
     absl::StrAppend(&out, "\nMost wasteful jobs\n");
     for (size_t i = 0; i < d.top_jobs.size(); ++i) {
@@ -205,6 +215,42 @@ std::string DigestText(const Digest& d) {
                   "GPU-hours: allocated GPU-hours not turned into tensor work.\n");
   return out;
 }
+
+namespace {
+
+// A digest's ledger in its stored payload (one stored before ledgers has none: zeros, and
+// jobs_with_ledger 0).
+nlohmann::json LedgerToJson(const core::JobLedger& l) {
+  return {{"allocated_gpu_hours", l.allocated_gpu_hours},
+          {"productive", l.productive},
+          {"idle_gpus", l.idle_gpus},
+          {"silent_gpus", l.silent_gpus},
+          {"hung", l.hung},
+          {"job_idle", l.job_idle},
+          {"warmup", l.warmup},
+          {"regression", l.regression},
+          {"transient", l.transient},
+          {"below_workload_baseline", l.below_workload_baseline},
+          {"no_telemetry", l.no_telemetry},
+          {"coverage", l.coverage}};
+}
+
+core::JobLedger LedgerFromJson(const nlohmann::json& j) {
+  return {.allocated_gpu_hours = j.at("allocated_gpu_hours").get<double>(),
+          .productive = j.at("productive").get<double>(),
+          .idle_gpus = j.at("idle_gpus").get<double>(),
+          .silent_gpus = j.at("silent_gpus").get<double>(),
+          .hung = j.at("hung").get<double>(),
+          .job_idle = j.at("job_idle").get<double>(),
+          .warmup = j.at("warmup").get<double>(),
+          .regression = j.at("regression").get<double>(),
+          .transient = j.at("transient").get<double>(),
+          .below_workload_baseline = j.at("below_workload_baseline").get<double>(),
+          .no_telemetry = j.at("no_telemetry").get<double>(),
+          .coverage = j.at("coverage").get<double>()};
+}
+
+}  // namespace
 
 nlohmann::json DigestToJson(const Digest& d) {
   nlohmann::json top = nlohmann::json::array();
@@ -233,6 +279,8 @@ nlohmann::json DigestToJson(const Digest& d) {
           {"wasted_gpu_hours", d.wasted_gpu_hours},
           {"ofu", OptionalNumber(d.ofu)},
           {"jobs_with_regressions", d.jobs_with_regressions},
+          {"jobs_with_ledger", d.jobs_with_ledger},
+          {"ledger", LedgerToJson(d.ledger)},
           {"top_jobs", top}};
 }
 
@@ -257,6 +305,8 @@ absl::StatusOr<Digest> DigestFromJson(const nlohmann::json& j) {
     d.wasted_gpu_hours = j.at("wasted_gpu_hours").get<double>();
     d.ofu = NumberOrNull(j, "ofu");
     d.jobs_with_regressions = j.value("jobs_with_regressions", 0);
+    d.jobs_with_ledger = j.value("jobs_with_ledger", 0);
+    if (j.contains("ledger")) d.ledger = LedgerFromJson(j.at("ledger"));
     for (const nlohmann::json& t : j.at("top_jobs")) {
       d.top_jobs.push_back(DigestJob{.cluster = t.at("cluster").get<std::string>(),
                                      .job_id = t.at("job_id").get<std::string>(),

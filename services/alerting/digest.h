@@ -18,6 +18,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "services/core/ledger.h"
 
 namespace goodput::alerting {
 
@@ -41,6 +42,7 @@ struct DigestJob {
   double effective_gpu_hours = 0;
   double wasted_gpu_hours = 0;
   int regressions = 0;             // regression alerts of the job
+  std::optional<core::JobLedger> ledger = {};  // where its GPU-hours went; unset: no window
   std::string advice = {};         // the report's first advice, as a person reads it
   std::string dashboard_url = {};  // the job's page; empty when no dashboard is configured
 };
@@ -56,6 +58,9 @@ struct Digest {
   double wasted_gpu_hours = 0;
   std::optional<double> ofu = {};  // GPU-hour weighted over the jobs that have one
   int jobs_with_regressions = 0;
+  // The jobs' ledgers summed (services/core/ledger.h), over `jobs_with_ledger` of them.
+  core::JobLedger ledger = {};
+  int jobs_with_ledger = 0;
   std::vector<DigestJob> top_jobs = {};  // most wasted GPU-hours first
 };
 

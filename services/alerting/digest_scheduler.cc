@@ -10,6 +10,7 @@
 #include "google/protobuf/util/time_util.h"
 #include "services/alerting/alert_messages.h"
 #include "services/alerting/outbox.h"
+#include "services/api/job_report.h"
 
 namespace goodput::alerting {
 namespace {
@@ -304,7 +305,11 @@ absl::StatusOr<DigestScheduler::PeriodJobs> DigestScheduler::ReadJobs(const Peri
                                    .gpu_hours = s.gpu_hours(),
                                    .effective_gpu_hours = s.effective_gpu_hours(),
                                    .wasted_gpu_hours = s.wasted_gpu_hours(),
-                                   .regressions = s.regression_count()});
+                                   .regressions = s.regression_count(),
+                                   .ledger = s.has_ledger()
+                                                 ? std::optional<core::JobLedger>(
+                                                       api::LedgerFromProto(s.ledger()))
+                                                 : std::nullopt});
     }
     out.pending_reports = response.pending_reports();
     page_token = response.next_page_token();

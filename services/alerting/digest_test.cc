@@ -152,10 +152,37 @@ TEST(DigestText, NamesTheTopJobsWithTheirNumbersAdviceAndLink) {
             "GPU efficiency digest for alice (user), 2026-11-23 00:00 to 2026-11-30 00:00 UTC");
 }
 
+// The team's ledger is its jobs' summed; a job without one is counted as such.
+TEST(DigestText, SaysWhereTheGpuHoursWentOverTheJobsThatHaveALedger) {
+  std::vector<DigestJob> jobs = {Job("1", "alice", "vision", 10, 0.5),
+                                 Job("2", "bob", "vision", 30, 0.3),
+                                 Job("3", "bob", "vision", 2, std::nullopt)};
+  jobs[0].ledger = core::JobLedger{
+      .allocated_gpu_hours = 10, .productive = 8, .idle_gpus = 2, .coverage = 1};
+  jobs[1].ledger = core::JobLedger{.allocated_gpu_hours = 30,
+                                   .productive = 18,
+                                   .hung = 6,
+                                   .regression = 3,
+                                   .no_telemetry = 3,
+                                   .coverage = 0.9};
+  std::vector<Digest> d = AssembleDigests(jobs, DigestGroup::kTeam, kStart, kEnd, {});
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].jobs_with_ledger, 2);
+  EXPECT_DOUBLE_EQ(d[0].ledger.allocated_gpu_hours, 40);
+  EXPECT_DOUBLE_EQ(d[0].ledger.productive, 26);
+  EXPECT_DOUBLE_EQ(d[0].ledger.coverage, (10 * 1 + 30 * 0.9) / 40);
+  EXPECT_TRUE(absl::StrContains(
+      DigestText(d[0]),
+      "Where the GPU-hours went (2 of the 3 jobs): 26.00 productive (65.0%), 2.00 idle GPUs "
+      "(5.0%), 6.00 hung (15.0%), 3.00 regressions (7.5%), 3.00 no telemetry (7.5%)\n"))
+      << DigestText(d[0]);
+}
+
 TEST(DigestJson, RoundTrips) {
   std::vector<DigestJob> jobs = {Job("1", "jürgen", "vision", 10, 0.5),
                                  Job("2", "jürgen", "vision", 5, std::nullopt)};
   jobs[0].advice = "Profile it.";
+  jobs[0].ledger = core::JobLedger{.allocated_gpu_hours = 10, .productive = 7, .warmup = 3};
   Digest d = AssembleDigests(jobs, DigestGroup::kUser, kStart, kEnd, {})[0];
   nlohmann::json j = DigestToJson(d);
   EXPECT_EQ(j["period_start"], "2026-11-23T00:00:00Z");
@@ -164,6 +191,15 @@ TEST(DigestJson, RoundTrips) {
   absl::StatusOr<Digest> back = DigestFromJson(j);
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(DigestToJson(*back), j);
+  EXPECT_DOUBLE_EQ(back->ledger.warmup, 3);
+  EXPECT_EQ(back->jobs_with_ledger, 1);
+  // A payload stored before ledgers reads as none.
+  nlohmann::json old = j;
+  old.erase("ledger");
+  old.erase("jobs_with_ledger");
+  absl::StatusOr<Digest> before = DigestFromJson(old);
+  ASSERT_TRUE(before.ok()) << before.status();
+  EXPECT_EQ(before->jobs_with_ledger, 0);
   EXPECT_FALSE(DigestFromJson(nlohmann::json{{"group", "user"}}).ok());
 }
 

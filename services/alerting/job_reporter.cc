@@ -458,7 +458,11 @@ absl::StatusOr<v1::JobReport> JobReporter::Assemble(const std::string& cluster,
     s.set_hbm_capacity_gib((*spec)->hbm_capacity_gib);
     report.set_hbm_capacity_gib((*spec)->hbm_capacity_gib);
   }
-  if (ofu.has_energy_j()) s.set_energy_kwh(ofu.energy_j() / 3.6e6);
+  if (ofu.has_energy_j()) {
+    s.set_energy_kwh(ofu.energy_j() / 3.6e6);
+    s.set_energy_estimated(std::find(ofu.flags().begin(), ofu.flags().end(),
+                                     v1::DATA_QUALITY_FLAG_ENERGY_ESTIMATED) != ofu.flags().end());
+  }
   s.set_roofline_class(ofu.roofline_class());
   // Only the flags that change what the job's figures mean, with how much of it they touch.
   const std::vector<api::JobCaveat> caveats = api::JobCaveats(ofu);
@@ -470,26 +474,25 @@ absl::StatusOr<v1::JobReport> JobReporter::Assemble(const std::string& cluster,
     }
   }
   if (ledger_) {
-    absl::StatusOr<std::optional<JobLedger>> ledger =
+    absl::StatusOr<std::optional<core::JobLedger>> ledger =
         ledger_(cluster, job_id, s.gpus_allocated());
     if (!ledger.ok()) {
       return absl::UnavailableError(absl::StrCat("job ledger: ", ledger.status().message()));
     }
-    if (ledger->has_value()) {
-      const JobLedger& l = **ledger;
-      v1::GoodputLedger& out = *s.mutable_ledger();
-      out.set_allocated_gpu_hours(l.allocated_gpu_hours);
-      out.set_productive_gpu_hours(l.productive);
-      out.set_silent_gpu_hours(l.silent_gpus);
-      out.set_idle_gpu_hours(l.idle_gpus);
-      out.set_hung_gpu_hours(l.hung);
-      out.set_job_idle_gpu_hours(l.job_idle);
-      out.set_warmup_gpu_hours(l.warmup);
-      out.set_regression_gpu_hours(l.regression);
-      out.set_transient_gpu_hours(l.transient);
-      out.set_below_workload_baseline_gpu_hours(l.below_workload_baseline);
-      out.set_no_telemetry_gpu_hours(l.no_telemetry);
-      out.set_coverage(l.coverage);
+    if (ledger->has_value()) *s.mutable_ledger() = api::LedgerToProto(**ledger);
+  }
+  // Joules per PFLOP of tensor work, as the hardware did it and as the framework counts it.
+  if (ofu.has_energy_j() && ofu.energy_j() > 0 && ofu.effective_gpu_hours() > 0 &&
+      ofu.ofu_unavailable_reason().empty()) {
+    if (absl::StatusOr<const core::GpuSpec*> spec = catalog_->Find(s.gpu_model()); spec.ok()) {
+      absl::StatusOr<double> peak = (*spec)->PeakTflops(core::Precision::kBf16);
+      if (peak.ok() && *peak > 0) {
+        const double pflop = ofu.effective_gpu_hours() * 3600.0 * *peak / 1000.0;
+        s.set_joules_per_pflop(ofu.energy_j() / pflop);
+        if (s.has_mfu_ofu_ratio() && s.mfu_ofu_ratio() > 0) {
+          s.set_framework_joules_per_pflop(s.joules_per_pflop() / s.mfu_ofu_ratio());
+        }
+      }
     }
   }
   s.set_regression_count(regressions);

@@ -39,7 +39,7 @@
 #include "goodput/v1/mfu.grpc.pb.h"
 #include "goodput/v1/ofu.grpc.pb.h"
 #include "goodput/v1/report.pb.h"
-#include "services/alerting/job_ledger.h"
+#include "services/core/ledger.h"
 #include "services/alerting/report_store.h"
 #include "services/api/job_report.h"
 #include "services/core/gpu_catalog.h"
@@ -113,7 +113,7 @@ class JobReporter {
   void SetPolicyActions(PolicyActionLister lister) { policy_actions_ = std::move(lister); }
   // Reports then carry the job's goodput ledger (ReportSummary.ledger), from the alert
   // engine's replay of its windows (AlertEngine::Ledger). Set before Start.
-  using LedgerReader = std::function<absl::StatusOr<std::optional<JobLedger>>(
+  using LedgerReader = std::function<absl::StatusOr<std::optional<core::JobLedger>>(
       const std::string& cluster, const std::string& job_id, int gpus_allocated)>;
   void SetLedger(LedgerReader reader) { ledger_ = std::move(reader); }
 

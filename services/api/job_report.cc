@@ -211,30 +211,36 @@ absl::StatusOr<v1::ReportSummary> DecodeAdminComment(absl::string_view comment) 
   return summary;
 }
 
-std::string LedgerWords(const v1::GoodputLedger& l) {
-  const std::pair<double, const char*> parts[] = {
-      {l.productive_gpu_hours(), "productive"},
-      {l.idle_gpu_hours(), "idle GPUs"},
-      {l.silent_gpu_hours(), "silent GPUs"},
-      {l.hung_gpu_hours(), "hung"},
-      {l.job_idle_gpu_hours(), "job idle"},
-      {l.warmup_gpu_hours(), "warm-up"},
-      {l.regression_gpu_hours(), "regressions"},
-      {l.transient_gpu_hours(), "transient slowdowns"},
-      {l.below_workload_baseline_gpu_hours(), "below the workload's earlier jobs"},
-      {l.no_telemetry_gpu_hours(), "no telemetry"},
-  };
-  std::vector<std::string> words;
-  for (const auto& [hours, what] : parts) {
-    if (hours < 0.005) continue;
-    words.push_back(
-        l.allocated_gpu_hours() > 0
-            ? absl::StrFormat("%.2f %s (%.1f%%)", hours, what,
-                              100.0 * hours / l.allocated_gpu_hours())
-            : absl::StrFormat("%.2f %s", hours, what));
-  }
-  if (words.empty()) return "nothing allocated";
-  return absl::StrJoin(words, ", ");
+core::JobLedger LedgerFromProto(const v1::GoodputLedger& l) {
+  return {.allocated_gpu_hours = l.allocated_gpu_hours(),
+          .productive = l.productive_gpu_hours(),
+          .idle_gpus = l.idle_gpu_hours(),
+          .silent_gpus = l.silent_gpu_hours(),
+          .hung = l.hung_gpu_hours(),
+          .job_idle = l.job_idle_gpu_hours(),
+          .warmup = l.warmup_gpu_hours(),
+          .regression = l.regression_gpu_hours(),
+          .transient = l.transient_gpu_hours(),
+          .below_workload_baseline = l.below_workload_baseline_gpu_hours(),
+          .no_telemetry = l.no_telemetry_gpu_hours(),
+          .coverage = l.coverage()};
+}
+
+v1::GoodputLedger LedgerToProto(const core::JobLedger& l) {
+  v1::GoodputLedger out;
+  out.set_allocated_gpu_hours(l.allocated_gpu_hours);
+  out.set_productive_gpu_hours(l.productive);
+  out.set_idle_gpu_hours(l.idle_gpus);
+  out.set_silent_gpu_hours(l.silent_gpus);
+  out.set_hung_gpu_hours(l.hung);
+  out.set_job_idle_gpu_hours(l.job_idle);
+  out.set_warmup_gpu_hours(l.warmup);
+  out.set_regression_gpu_hours(l.regression);
+  out.set_transient_gpu_hours(l.transient);
+  out.set_below_workload_baseline_gpu_hours(l.below_workload_baseline);
+  out.set_no_telemetry_gpu_hours(l.no_telemetry);
+  out.set_coverage(l.coverage);
+  return out;
 }
 
 void RoundSummary(v1::ReportSummary& s) {
@@ -252,20 +258,19 @@ void RoundSummary(v1::ReportSummary& s) {
   if (s.has_hbm_capacity_gib()) s.set_hbm_capacity_gib(Round(s.hbm_capacity_gib(), k1));
   if (s.has_energy_kwh()) s.set_energy_kwh(Round(s.energy_kwh(), k3));
   if (s.has_mfu_ofu_ratio()) s.set_mfu_ofu_ratio(Round(s.mfu_ofu_ratio(), k2 * 10));
+  if (s.has_joules_per_pflop()) s.set_joules_per_pflop(Round(s.joules_per_pflop(), k1));
+  if (s.has_framework_joules_per_pflop()) {
+    s.set_framework_joules_per_pflop(Round(s.framework_joules_per_pflop(), k1));
+  }
   if (s.has_ledger()) {
-    v1::GoodputLedger& l = *s.mutable_ledger();
-    l.set_allocated_gpu_hours(Round(l.allocated_gpu_hours(), k2));
-    l.set_productive_gpu_hours(Round(l.productive_gpu_hours(), k2));
-    l.set_silent_gpu_hours(Round(l.silent_gpu_hours(), k2));
-    l.set_idle_gpu_hours(Round(l.idle_gpu_hours(), k2));
-    l.set_hung_gpu_hours(Round(l.hung_gpu_hours(), k2));
-    l.set_job_idle_gpu_hours(Round(l.job_idle_gpu_hours(), k2));
-    l.set_warmup_gpu_hours(Round(l.warmup_gpu_hours(), k2));
-    l.set_regression_gpu_hours(Round(l.regression_gpu_hours(), k2));
-    l.set_transient_gpu_hours(Round(l.transient_gpu_hours(), k2));
-    l.set_below_workload_baseline_gpu_hours(Round(l.below_workload_baseline_gpu_hours(), k2));
-    l.set_no_telemetry_gpu_hours(Round(l.no_telemetry_gpu_hours(), k2));
-    l.set_coverage(Round(l.coverage(), k4));
+    core::JobLedger l = LedgerFromProto(s.ledger());
+    for (double* v : {&l.allocated_gpu_hours, &l.productive, &l.idle_gpus, &l.silent_gpus, &l.hung,
+                      &l.job_idle, &l.warmup, &l.regression, &l.transient,
+                      &l.below_workload_baseline, &l.no_telemetry}) {
+      *v = Round(*v, k2);
+    }
+    l.coverage = Round(l.coverage, k4);
+    *s.mutable_ledger() = LedgerToProto(l);
   }
 }
 
@@ -425,11 +430,13 @@ std::vector<JobCaveat> JobCaveats(const v1::JobOfuSummary& ofu) {
   if (ofu.window_count() <= 0 || ofu.flag_shares().empty()) {
     for (int f : ofu.flags()) {
       const auto flag = static_cast<v1::DataQualityFlag>(f);
+      if (flag == v1::DATA_QUALITY_FLAG_ENERGY_ESTIMATED) continue;  // the energy figure's
       out.push_back({flag, CaveatText(flag)});
     }
     return out;
   }
   for (const v1::DataQualityShare& share : ofu.flag_shares()) {
+    if (share.flag() == v1::DATA_QUALITY_FLAG_ENERGY_ESTIMATED) continue;  // the energy figure's
     const double fraction =
         static_cast<double>(share.windows()) / static_cast<double>(ofu.window_count());
     if (share.windows() <= 0 || fraction < CaveatShare(share.flag())) continue;
@@ -468,7 +475,7 @@ std::string RenderSummaryText(const v1::ReportSummary& s) {
   line("GPU-hours",
        absl::StrFormat("%.2f allocated, %.2f effective, %.2f wasted, %.2f idle", s.gpu_hours(),
                        s.effective_gpu_hours(), s.wasted_gpu_hours(), s.idle_gpu_hours()));
-  if (s.has_ledger()) line("where they went", LedgerWords(s.ledger()));
+  if (s.has_ledger()) line("where they went", core::LedgerWords(LedgerFromProto(s.ledger())));
   line("idle GPUs", absl::StrCat(s.idle_gpu_count()));
   line("stragglers", absl::StrCat(s.straggler_count()));
   if (s.has_hbm_peak_fraction()) {
@@ -481,8 +488,20 @@ std::string RenderSummaryText(const v1::ReportSummary& s) {
   } else {
     line("HBM peak", "no framebuffer telemetry");
   }
-  line("energy", s.has_energy_kwh() ? absl::StrFormat("%.3f kWh", s.energy_kwh())
-                                    : std::string("no energy telemetry"));
+  line("energy", !s.has_energy_kwh() ? std::string("no energy telemetry")
+                 : s.energy_estimated()
+                     ? absl::StrFormat("%.3f kWh (partly estimated: board power x time where a "
+                                       "GPU had no energy counter)",
+                                       s.energy_kwh())
+                     : absl::StrFormat("%.3f kWh", s.energy_kwh()));
+  if (s.has_joules_per_pflop()) {
+    std::string per = absl::StrFormat("%.1f J/PFLOP of tensor work the GPUs did", s.joules_per_pflop());
+    if (s.has_framework_joules_per_pflop()) {
+      absl::StrAppend(&per, absl::StrFormat(", %.1f J/PFLOP of what the framework counts",
+                                            s.framework_joules_per_pflop()));
+    }
+    line("energy per work", per);
+  }
   line("roofline", RooflineWords(s.roofline_class()));
   std::string mfu = MfuGapIsTheIdleGpus(s) ? std::string("consistent over the busy GPUs")
                                             : VerdictWords(s.mfu_verdict());

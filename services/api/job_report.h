@@ -23,6 +23,7 @@
 #include "absl/strings/string_view.h"
 #include "goodput/v1/ofu.pb.h"
 #include "goodput/v1/report.pb.h"
+#include "services/core/ledger.h"
 
 namespace goodput::api {
 
@@ -45,9 +46,9 @@ absl::StatusOr<std::string> EncodeAdminComment(
 // (prefix, base64 or base32, zlib, JSON) and quoting the start of the input.
 absl::StatusOr<v1::ReportSummary> DecodeAdminComment(absl::string_view comment);
 
-// The ledger in words, its non-zero parts in ledger order with their share of the
-// allocation: "3.10 productive (46.5%), 0.17 idle GPUs (2.5%), ...".
-std::string LedgerWords(const v1::GoodputLedger& ledger);
+// The ledger (services/core/ledger.h) and its proto form.
+core::JobLedger LedgerFromProto(const v1::GoodputLedger& ledger);
+v1::GoodputLedger LedgerToProto(const core::JobLedger& ledger);
 
 // Rounds the summary's figures as they are stored and encoded (fractions to 4 decimals,
 // GPU-hours to 2, GiB to 1, kWh to 3), so that a decoded summary equals the stored one.

@@ -193,6 +193,32 @@ TEST(JobReport, ACaveatIsOnTheJobOnlyWhenItChangesWhatTheFiguresMean) {
   // A summary that counts no windows (from an older ofu) keeps every flag.
   ofu.clear_window_count();
   EXPECT_EQ(JobCaveats(ofu).size(), 3u);
+
+  // Energy estimated from board power qualifies the energy figure, not OFU: no caveat.
+  ofu.set_window_count(120);
+  ofu.add_flags(v1::DATA_QUALITY_FLAG_ENERGY_ESTIMATED);
+  v1::DataQualityShare* energy = ofu.add_flag_shares();
+  energy->set_flag(v1::DATA_QUALITY_FLAG_ENERGY_ESTIMATED);
+  energy->set_windows(120);
+  EXPECT_EQ(JobCaveats(ofu).size(), 2u);
+  ofu.clear_window_count();
+  EXPECT_EQ(JobCaveats(ofu).size(), 3u);
+}
+
+TEST(RenderSummaryText, SaysWhenTheEnergyIsPartlyEstimatedAndWhereTheGpuHoursWent) {
+  v1::ReportSummary s;
+  s.set_energy_kwh(12.5);
+  s.set_energy_estimated(true);
+  core::JobLedger l{.allocated_gpu_hours = 10, .productive = 7, .idle_gpus = 2, .hung = 1};
+  *s.mutable_ledger() = LedgerToProto(l);
+  const std::string text = RenderSummaryText(s);
+  EXPECT_TRUE(absl::StrContains(text, "12.500 kWh (partly estimated: board power x time"))
+      << text;
+  EXPECT_TRUE(absl::StrContains(
+      text, "where they went    7.00 productive (70.0%), 2.00 idle GPUs (20.0%), 1.00 hung "
+            "(10.0%)\n"))
+      << text;
+  EXPECT_EQ(LedgerFromProto(LedgerToProto(l)).hung, 1);
 }
 
 }  // namespace

@@ -335,6 +335,14 @@ std::vector<WindowResult> ComputeWindow(const WindowInput& input, const EngineOp
           r.flags |= kFlagEnergyCounterReset;
           job.flags |= kFlagEnergyCounterReset;
         }
+      } else if (one[0].samples.empty() && r.power_w_mean.has_value()) {
+        // No energy counter (an exporter without DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION, a GPU
+        // older than Volta): board power over the window, marked as the estimate it is.
+        r.energy_j = *r.power_w_mean * static_cast<double>(input.end_ms - input.start_ms) / 1000.0;
+        energy_sum += *r.energy_j;
+        any_energy = true;
+        r.flags |= kFlagEnergyEstimated;
+        job.flags |= kFlagEnergyEstimated;
       }
       if (input.spec != nullptr) {
         const std::vector<core::GpuTelemetrySeries> single = {telemetry[k]};

@@ -79,6 +79,9 @@ enum WindowFlag : uint32_t {
   // no OFU; the GPU is not judged idle. Not judged on MIG instances.
   kFlagProfilingCounterStuck = 1u << 12,
   kFlagSharedGpu = 1u << 13,
+  // No cumulative energy counter for a GPU that reported board power: its energy is its mean
+  // board power x the window's length, an estimate.
+  kFlagEnergyEstimated = 1u << 14,
 };
 
 // Roofline classes, numbered as goodput.v1.RooflineClass.

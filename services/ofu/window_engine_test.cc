@@ -215,6 +215,40 @@ TEST(WindowEngine, EnergySpansTheWindowBoundaryFromThePreviousReading) {
   EXPECT_NEAR(*w[1].energy_j, 700.0 * 60, 1e-6);  // 6 intervals of 10 s
 }
 
+// A GPU without the energy counter but with board power: its energy is power x time, and its
+// window and the job's are marked estimated; the GPU with the counter is measured.
+TEST(WindowEngine, EnergyOfAGpuWithoutTheCounterIsItsBoardPowerOverTheWindowMarkedEstimated) {
+  WindowEngine engine(&core::GpuCatalog::BuiltIn(), {});
+  for (int i = 0; i < 19; ++i) {
+    Sample a = S("counted", kT0 + i * 10'000, 0.5);
+    a.energy_mj = 700.0 * 10.0 * 1000.0 * i;  // 700 W
+    a.power_w = 700;
+    engine.Add(Job(), a, 0);
+    Sample b = S("powered", kT0 + i * 10'000 + 1, 0.5);
+    b.power_w = i % 2 == 0 ? 300 : 500;  // 400 W on average over each window
+    engine.Add(Job(), b, 0);
+  }
+  engine.FlushJob(7);
+  std::vector<WindowResult> results = engine.TakeResults();
+  std::vector<WindowResult> w = JobLevel(results);
+  ASSERT_THAT(w, SizeIs(4));
+  ASSERT_TRUE(w[1].energy_j.has_value());
+  EXPECT_NEAR(*w[1].energy_j, 700.0 * 60 + 400.0 * 60, 1e-6);
+  EXPECT_TRUE(w[1].flags & kFlagEnergyEstimated);
+  int estimated_gpus = 0;
+  for (const WindowResult& r : results) {
+    if (r.gpu.empty() || r.start_ms != w[1].start_ms) continue;
+    if (r.flags & kFlagEnergyEstimated) {
+      ++estimated_gpus;
+      EXPECT_EQ(r.gpu, "powered");
+      EXPECT_NEAR(*r.energy_j, 400.0 * 60, 1e-6);
+    } else {
+      EXPECT_NEAR(*r.energy_j, 700.0 * 60, 1e-6);
+    }
+  }
+  EXPECT_EQ(estimated_gpus, 1);
+}
+
 TEST(WindowEngine, UnknownGpuModelIsFlaggedWithoutOfu) {
   WindowEngine engine(&core::GpuCatalog::BuiltIn(), {});
   JobInfo info = Job();

@@ -2,11 +2,16 @@
 // --from-admin-comment STRING.
 #include <iostream>
 #include <iterator>
+#include <map>
+#include <optional>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "goodput/v1/report.grpc.pb.h"
+#include "google/protobuf/util/json_util.h"
+#include "nlohmann/json.hpp"
 #include "services/api/api_convert.h"
 #include "services/api/job_report.h"
 #include "tools/goodputctl/commands.h"
@@ -169,6 +174,124 @@ int Report(const Args& args) {
   return kExitOk;
 }
 
+// The group a report falls in for `ledger --group-by`.
+absl::StatusOr<std::string> LedgerGroup(const v1::ReportSummary& s, absl::string_view by) {
+  if (by == "none") return std::string("all");
+  if (by == "user") return s.user().empty() ? std::string("-") : s.user();
+  if (by == "team") return s.team().empty() ? std::string("-") : s.team();
+  if (by == "cluster") return s.job().cluster();
+  if (by == "gpu-model" || by == "gpu_model") {
+    return s.gpu_model().empty() ? std::string("-") : s.gpu_model();
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("--group-by: \"", by, "\" is not user, team, cluster, gpu-model or none"));
+}
+
+// The ledgers of the jobs that ended in the range, summed by group (ListJobReports, paged).
+int Ledger(const Args& args) {
+  const std::string by = args.Flag("group-by").value_or("team");
+  if (absl::StatusOr<std::string> g = LedgerGroup(v1::ReportSummary(), by); !g.ok()) {
+    return UsageError(g.status().message());
+  }
+  absl::StatusOr<v1::TimeRange> range = TimeRangeFlags(args, "24h");
+  if (!range.ok()) return UsageError(range.status().message());
+  v1::ListJobReportsRequest request;
+  *request.mutable_ended_in() = *range;
+  request.set_cluster(args.Flag("cluster").value_or(""));
+  request.set_user(args.Flag("user").value_or(""));
+  request.set_team(args.Flag("team").value_or(""));
+  request.set_page_size(1000);
+  auto stub = v1::ReportService::NewStub(ChannelTo(args, Service::kAlerting));
+  struct Group {
+    int jobs = 0;
+    int without_ledger = 0;
+    core::JobLedger ledger;
+  };
+  std::map<std::string, Group> groups;
+  Group total;
+  int pending = 0;
+  do {
+    v1::ListJobReportsResponse response;
+    grpc::Status status = stub->ListJobReports(CallContext(args).get(), request, &response);
+    if (!status.ok()) {
+      return RpcFailure("ledger", args, Service::kAlerting, "ListJobReports", status);
+    }
+    pending = response.pending_reports();
+    for (const v1::ReportSummary& s : response.reports()) {
+      Group& g = groups[*LedgerGroup(s, by)];
+      for (Group* t : {&g, &total}) {
+        ++t->jobs;
+        if (s.has_ledger()) {
+          core::AddLedger(api::LedgerFromProto(s.ledger()), t->ledger);
+        } else {
+          ++t->without_ledger;
+        }
+      }
+    }
+    request.set_page_token(response.next_page_token());
+  } while (!request.page_token().empty());
+  if (args.json) {
+    // {"group_by": ..., "groups": [{"name", "jobs", "jobs_without_ledger", "ledger"}], ...}
+    auto group_json = [](const std::string& name, const Group& g) {
+      std::string ledger;
+      google::protobuf::util::JsonPrintOptions options;
+      options.preserve_proto_field_names = true;
+      options.always_print_primitive_fields = true;
+      (void)google::protobuf::util::MessageToJsonString(api::LedgerToProto(g.ledger), &ledger,
+                                                        options);
+      return nlohmann::json{{"name", name},
+                            {"jobs", g.jobs},
+                            {"jobs_without_ledger", g.without_ledger},
+                            {"ledger", nlohmann::json::parse(ledger)}};
+    };
+    nlohmann::json out = {{"group_by", by}, {"groups", nlohmann::json::array()}};
+    for (const auto& [name, g] : groups) out["groups"].push_back(group_json(name, g));
+    out["total"] = group_json("TOTAL", total);
+    out["pending_reports"] = pending;
+    std::cout << out.dump() << "\n";
+    return kExitOk;
+  }
+  std::string title = absl::AsciiStrToUpper(by == "none" ? std::string("fleet") : by);
+  Table table({{title},
+               {"JOBS", Align::kRight},
+               {"GPU-H", Align::kRight},
+               {"PRODUCTIVE", Align::kRight},
+               {"IDLE GPUS", Align::kRight},
+               {"SILENT", Align::kRight},
+               {"HUNG", Align::kRight},
+               {"JOB IDLE", Align::kRight},
+               {"WARM-UP", Align::kRight},
+               {"REGRESSION", Align::kRight},
+               {"TRANSIENT", Align::kRight},
+               {"BELOW BASELINE", Align::kRight},
+               {"NO TELEMETRY", Align::kRight}});
+  auto row = [&](const std::string& name, const Group& g) {
+    const core::JobLedger& l = g.ledger;
+    auto h = [](double v) { return absl::StrFormat("%.2f", v); };
+    table.AddRow({Printable(name), absl::StrCat(g.jobs), h(l.allocated_gpu_hours),
+                  absl::StrCat(h(l.productive), " (",
+                               Percent(l.allocated_gpu_hours > 0
+                                           ? std::optional<double>(l.productive /
+                                                                   l.allocated_gpu_hours)
+                                           : std::nullopt),
+                               ")"),
+                  h(l.idle_gpus), h(l.silent_gpus), h(l.hung), h(l.job_idle), h(l.warmup),
+                  h(l.regression), h(l.transient), h(l.below_workload_baseline),
+                  h(l.no_telemetry)});
+  };
+  for (const auto& [name, g] : groups) row(name, g);
+  if (groups.size() > 1) row("TOTAL", total);
+  std::cout << "GPU-hours of the jobs that ended from " << FormatUtc(FromProto(range->start_time()))
+            << " to " << FormatUtc(FromProto(range->end_time())) << " UTC, by cause\n"
+            << table.Render();
+  if (total.without_ledger > 0) {
+    std::cout << total.without_ledger << " of " << total.jobs
+              << " reports carry no ledger (no window of the job reached alerting)\n";
+  }
+  if (pending > 0) std::cout << pending << " ended jobs' reports are still being assembled\n";
+  return kExitOk;
+}
+
 }  // namespace
 
 std::vector<Command> ReportCommands() {
@@ -187,6 +310,15 @@ std::vector<Command> ReportCommands() {
            "  --json                          the report (or the decoded summary) as JSON\n",
        .flags = {"cluster", "job-id", "from-admin-comment"},
        .run = Report},
+      {.words = {"ledger"},
+       .summary = "where the GPU-hours of ended jobs went, by cause, summed by group",
+       .details =
+           "  --since D | --from T [--to T]   jobs that ended in this range (default 24h)\n"
+           "  --group-by user|team|cluster|gpu-model|none   (default team)\n"
+           "  --cluster C --user U --team T   only these jobs\n"
+           "  --json                          one summary per group (its name as team)\n",
+       .flags = {"since", "from", "to", "group-by", "cluster", "user", "team"},
+       .run = Ledger},
   };
 }
 

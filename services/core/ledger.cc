@@ -1,8 +1,14 @@
-#include "services/alerting/job_ledger.h"
+#include "services/core/ledger.h"
 
 #include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
 
-namespace goodput::alerting {
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+namespace goodput::core {
 namespace {
 
 // The cause of `kind` whose interval holds the window's start, if any.
@@ -79,4 +85,49 @@ JobLedger BuildJobLedger(const JobLedgerInput& in) {
   return l;
 }
 
-}  // namespace goodput::alerting
+void AddLedger(const JobLedger& part, JobLedger& sum) {
+  const double allocated = sum.allocated_gpu_hours + part.allocated_gpu_hours;
+  if (allocated > 0) {
+    sum.coverage = (sum.coverage * sum.allocated_gpu_hours +
+                    part.coverage * part.allocated_gpu_hours) /
+                   allocated;
+  }
+  sum.allocated_gpu_hours = allocated;
+  sum.productive += part.productive;
+  sum.idle_gpus += part.idle_gpus;
+  sum.silent_gpus += part.silent_gpus;
+  sum.hung += part.hung;
+  sum.job_idle += part.job_idle;
+  sum.warmup += part.warmup;
+  sum.regression += part.regression;
+  sum.transient += part.transient;
+  sum.below_workload_baseline += part.below_workload_baseline;
+  sum.no_telemetry += part.no_telemetry;
+}
+
+std::string LedgerWords(const JobLedger& l) {
+  const std::pair<double, const char*> parts[] = {
+      {l.productive, "productive"},
+      {l.idle_gpus, "idle GPUs"},
+      {l.silent_gpus, "silent GPUs"},
+      {l.hung, "hung"},
+      {l.job_idle, "job idle"},
+      {l.warmup, "warm-up"},
+      {l.regression, "regressions"},
+      {l.transient, "transient slowdowns"},
+      {l.below_workload_baseline, "below the workload's earlier jobs"},
+      {l.no_telemetry, "no telemetry"},
+  };
+  std::vector<std::string> words;
+  for (const auto& [hours, what] : parts) {
+    if (hours < 0.005) continue;
+    words.push_back(l.allocated_gpu_hours > 0
+                        ? absl::StrFormat("%.2f %s (%.1f%%)", hours, what,
+                                          100.0 * hours / l.allocated_gpu_hours)
+                        : absl::StrFormat("%.2f %s", hours, what));
+  }
+  if (words.empty()) return "nothing allocated";
+  return absl::StrJoin(words, ", ");
+}
+
+}  // namespace goodput::core

@@ -1,6 +1,7 @@
 // The goodput ledger of one job: where its allocated GPU-hours went, by cause, the parts
-// summing to the allocation. Pure: the engine (alert_engine.h JobLedger) replays the job's
-// windows through its detectors and hands over the windows and the conditions they found.
+// summing to the allocation. Pure: alerting's engine (services/alerting/alert_engine.h
+// Ledger) replays the job's windows through its detectors and hands over the windows and the
+// conditions they found; reports carry it (goodput.v1.GoodputLedger) and digests sum it.
 //
 // Each job-level window's allocated GPU-hours (GPUs allocated x its length) split, in order:
 //   silent_gpus   allocated GPUs that sent nothing in the window (fallen off the bus, a host
@@ -27,9 +28,10 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
-namespace goodput::alerting {
+namespace goodput::core {
 
 // One job-level window, as ofu computed it.
 struct LedgerWindow {
@@ -86,4 +88,11 @@ struct JobLedger {
 
 JobLedger BuildJobLedger(const JobLedgerInput& in);
 
-}  // namespace goodput::alerting
+// Adds `part` to `sum`, part by part; the coverage is the allocation-weighted mean.
+void AddLedger(const JobLedger& part, JobLedger& sum);
+
+// The ledger in words, its non-zero parts (0.01 GPU-hour and up) in ledger order with their
+// share of the allocation: "3.10 productive (46.5%), 0.17 idle GPUs (2.5%), ...".
+std::string LedgerWords(const JobLedger& ledger);
+
+}  // namespace goodput::core

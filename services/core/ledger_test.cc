@@ -1,8 +1,8 @@
-#include "services/alerting/job_ledger.h"
+#include "services/core/ledger.h"
 
 #include <gtest/gtest.h>
 
-namespace goodput::alerting {
+namespace goodput::core {
 namespace {
 
 using Kind = LedgerCause::Kind;
@@ -97,4 +97,4 @@ TEST(JobLedger, ARegressionKnownByItsFactorCostsOneMinusItsInverse) {
 }
 
 }  // namespace
-}  // namespace goodput::alerting
+}  // namespace goodput::core
