@@ -490,7 +490,13 @@ absl::StatusOr<v1::JobReport> JobReporter::Assemble(const std::string& cluster,
         const double pflop = ofu.effective_gpu_hours() * 3600.0 * *peak / 1000.0;
         s.set_joules_per_pflop(ofu.energy_j() / pflop);
         if (s.has_mfu_ofu_ratio() && s.mfu_ofu_ratio() > 0) {
-          s.set_framework_joules_per_pflop(s.joules_per_pflop() / s.mfu_ofu_ratio());
+          // A framework that counts only its busy GPUs did the same work the hardware did.
+          double ratio = s.mfu_ofu_ratio();
+          if (api::MfuGapIsTheIdleGpus(s)) {
+            ratio *= static_cast<double>(s.gpus_allocated() - s.idle_gpu_count()) /
+                     static_cast<double>(s.gpus_allocated());
+          }
+          s.set_framework_joules_per_pflop(s.joules_per_pflop() / ratio);
         }
       }
     }

@@ -286,7 +286,8 @@ int Ledger(const Args& args) {
             << table.Render();
   if (total.without_ledger > 0) {
     std::cout << total.without_ledger << " of " << total.jobs
-              << " reports carry no ledger (no window of the job reached alerting)\n";
+              << " reports carry no ledger (made before ledgers were, or no window of the job "
+                 "reached alerting)\n";
   }
   if (pending > 0) std::cout << pending << " ended jobs' reports are still being assembled\n";
   return kExitOk;
