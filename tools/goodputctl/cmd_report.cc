@@ -219,9 +219,10 @@ int Ledger(const Args& args) {
     pending = response.pending_reports();
     for (const v1::ReportSummary& s : response.reports()) {
       Group& g = groups[*LedgerGroup(s, by)];
+      // A group's jobs are those whose ledger it sums; the others are counted apart.
       for (Group* t : {&g, &total}) {
-        ++t->jobs;
         if (s.has_ledger()) {
+          ++t->jobs;
           core::AddLedger(api::LedgerFromProto(s.ledger()), t->ledger);
         } else {
           ++t->without_ledger;
@@ -279,13 +280,15 @@ int Ledger(const Args& args) {
                   h(l.regression), h(l.transient), h(l.below_workload_baseline),
                   h(l.no_telemetry)});
   };
-  for (const auto& [name, g] : groups) row(name, g);
+  for (const auto& [name, g] : groups) {
+    if (g.jobs > 0) row(name, g);
+  }
   if (groups.size() > 1) row("TOTAL", total);
   std::cout << "GPU-hours of the jobs that ended from " << FormatUtc(FromProto(range->start_time()))
             << " to " << FormatUtc(FromProto(range->end_time())) << " UTC, by cause\n"
             << table.Render();
   if (total.without_ledger > 0) {
-    std::cout << total.without_ledger << " of " << total.jobs
+    std::cout << total.without_ledger << " of " << total.jobs + total.without_ledger
               << " reports carry no ledger (made before ledgers were, or no window of the job "
                  "reached alerting)\n";
   }
@@ -317,7 +320,8 @@ std::vector<Command> ReportCommands() {
            "  --since D | --from T [--to T]   jobs that ended in this range (default 24h)\n"
            "  --group-by user|team|cluster|gpu-model|none   (default team)\n"
            "  --cluster C --user U --team T   only these jobs\n"
-           "  --json                          one summary per group (its name as team)\n",
+           "  --json                          {group_by, groups: [{name, jobs, jobs_without_ledger,\n"
+           "                                  ledger}], total, pending_reports}\n",
        .flags = {"since", "from", "to", "group-by", "cluster", "user", "team"},
        .run = Ledger},
   };
