@@ -553,6 +553,21 @@ std::unique_ptr<JobEvaluator> AlertEngine::NewEvaluator(Tx& tx, const JobMeta& m
   return ev;
 }
 
+std::optional<TokenRate> AlertEngine::ServingLoad(Tx& tx, const JobMeta& meta, JobEvaluator& ev,
+                                                  int64_t from_ms) {
+  // An inference service is read by its load: its engines' tokens per window.
+  const bool serving = meta.workload_kind == "inference";
+  ev.SetServing(serving);
+  if (!serving) return std::nullopt;
+  std::vector<TokenIncrease> increases;
+  for (const pqxx::row& r :
+       tx.w.exec_params(kServingTokenIncreases, meta.cluster, meta.job_id, from_ms)) {
+    increases.push_back({r[0].as<int64_t>(), r[1].as<int64_t>(), r[2].as<double>()});
+  }
+  if (increases.empty()) return std::nullopt;
+  return TokenRate(std::move(increases));
+}
+
 absl::Status AlertEngine::EvaluateJob(Tx& tx, const std::string& cluster,
                                       const std::string& job_id, const JobChange& change) {
   JobMeta meta = LockJobMeta(tx, cluster, job_id);
@@ -627,19 +642,7 @@ absl::Status AlertEngine::EvaluateJob(Tx& tx, const std::string& cluster,
   // runs and windows keep coming.
   const bool settle_all = change.force || !meta.active() || quiet;
   const int64_t frontier_ms = ev->windows() > 0 ? ev->last_end_s() * 1000 : 0;
-  // An inference service is read by its load: its engines' tokens per window.
-  const bool serving = meta.workload_kind == "inference";
-  ev->SetServing(serving);
-  std::optional<TokenRate> tokens;
-  if (serving) {
-    std::vector<TokenIncrease> increases;
-    for (const pqxx::row& r :
-         tx.w.exec_params(kServingTokenIncreases, cluster, job_id, frontier_ms)) {
-      increases.push_back(
-          {r[0].as<int64_t>(), r[1].as<int64_t>(), r[2].as<double>()});
-    }
-    if (!increases.empty()) tokens.emplace(std::move(increases));
-  }
+  std::optional<TokenRate> tokens = ServingLoad(tx, meta, *ev, frontier_ms);
   std::vector<Finding> ended;
   for (const pqxx::row& r : tx.w.exec_params(kWindowsFrom, cluster, job_id, frontier_ms)) {
     v1::OfuWindow w;
@@ -717,16 +720,7 @@ absl::StatusOr<std::optional<core::JobLedger>> AlertEngine::Ledger(const std::st
       // The job's windows replayed through detectors built as a rebuild builds them, so the
       // causes are the ones its alerts were decided from.
       std::unique_ptr<JobEvaluator> ev = NewEvaluator(tx, meta, row[0][1].as<int64_t>());
-      const bool serving = meta.workload_kind == "inference";
-      ev->SetServing(serving);
-      std::optional<TokenRate> tokens;
-      if (serving) {
-        std::vector<TokenIncrease> increases;
-        for (const pqxx::row& r : w.exec_params(kServingTokenIncreases, cluster, job_id, 0)) {
-          increases.push_back({r[0].as<int64_t>(), r[1].as<int64_t>(), r[2].as<double>()});
-        }
-        if (!increases.empty()) tokens.emplace(std::move(increases));
-      }
+      std::optional<TokenRate> tokens = ServingLoad(tx, meta, *ev, 0);
       core::JobLedgerInput in;
       if (gpus <= 0) gpus = meta.gpu_count;
       if (gpus > 0 && meta.start_s && meta.end_s && *meta.end_s > *meta.start_s) {

@@ -170,6 +170,10 @@ class AlertEngine {
   // A detector state for the job from its first window on: its workload's earlier jobs as
   // known at `first_start_ms`, and mfu's stored events.
   std::unique_ptr<JobEvaluator> NewEvaluator(Tx& tx, const JobMeta& meta, int64_t first_start_ms);
+  // Tells `ev` whether the job is an inference service and, for one, returns its engines'
+  // token rate from `from_ms` on (unset when none reported).
+  std::optional<TokenRate> ServingLoad(Tx& tx, const JobMeta& meta, JobEvaluator& ev,
+                                       int64_t from_ms);
   // Feeds the job's new settled windows and mfu's new events to its detector state (cached,
   // restored from its checkpoint, or rebuilt from its windows), applies the lifecycle to its
   // alerts and saves the state.
