@@ -636,6 +636,9 @@ const std::vector<ScaledSetting>& ScaledAlertingSettings() {
       {.key = "settle_s", .production_s = 120},
       {.key = "sweep_interval_s", .production_s = 30, .floor_s = 1},
       {.key = "telemetry_stopped_after_s", .production_s = 600, .floor_s = 60},
+      // A window plus ofu's lateness (the bench's ofu.allowed_lateness_s is scaled alike).
+      {.key = "expected_window_delay_s", .production_s = 180},
+      {.key = "platform_lag_alert_s", .production_s = 300, .floor_s = 30},
       {.key = "checkpoint_every_s", .production_s = 3600, .floor_s = 60},
       {.key = "delivery.initial_backoff_s", .production_s = 5, .floor_s = 1},
       {.key = "resend_interval_s", .production_s = 300, .floor_s = 1},  // the Alertmanager target
@@ -740,13 +743,20 @@ struct Notifications {
   std::vector<double> notified_s = {};
   std::vector<double> onset_error_s = {};        // onset the detector found minus the planted one
   std::map<std::string, int> other_alerts = {};  // kind -> alerts on jobs not planted
+  int platform_alerts = 0;  // platform_lagging alerts opened in the step (goodput behind)
   std::string watch_error = {};
 };
 
-// Reads the alerts alerting recorded for the step's cluster into `n`.
-void ReadRecordedAlerts(pqxx::connection& c, const std::string& cluster,
+// Reads the alerts alerting recorded for the step's cluster, and the platform's own alerts
+// opened from `step_start_ms` on, into `n`.
+void ReadRecordedAlerts(pqxx::connection& c, const std::string& cluster, int64_t step_start_ms,
                         const std::map<std::string, int64_t>& seen_ms, Notifications* n) {
   pqxx::nontransaction txn(c);
+  n->platform_alerts =
+      txn.exec_params1("SELECT count(*) FROM alerts WHERE kind = 'platform_lagging' AND "
+                       "start_time >= timestamptz 'epoch' + $1::bigint * interval '1 millisecond'",
+                       step_start_ms)[0]
+          .as<int>();
   std::map<std::string, std::pair<int64_t, int64_t>> recorded;  // job -> start, onset
   for (const auto& r : txn.exec_params(
            "SELECT job_id, kind, (extract(epoch FROM start_time) * 1000)::bigint, "
@@ -1069,7 +1079,7 @@ int Run(const Params& p) {
     }
     watch.Stop();
     notes.watch_error = watch.first_error();
-    ReadRecordedAlerts(admin, fleet.cluster, watch.seen_ms(), &notes);
+    ReadRecordedAlerts(admin, fleet.cluster, drive_start_ms, watch.seen_ms(), &notes);
     {
       pqxx::nontransaction txn(admin);
       auto r = txn.exec_params(
@@ -1169,6 +1179,9 @@ int Run(const Params& p) {
     std::string others;
     for (const auto& [kind, count] : n.other_alerts) {
       absl::StrAppend(&others, others.empty() ? "" : ", ", kind, " ", count);
+    }
+    if (n.platform_alerts > 0) {
+      absl::StrAppend(&others, others.empty() ? "" : "; ", "platform_lagging ", n.platform_alerts);
     }
     std::printf("%8d %8.0f %5d of %d %13s %13s %13s %12s %12.1f   %s\n", s.rate,
                 n.onset_into_step_s, notified, static_cast<int>(n.jobs.size()),

@@ -193,7 +193,9 @@ alerting:
   dashboard_url: $dash_url
   # The demo replays 21 simulated hours in minutes: a job that finished hours ago in simulated
   # time must not look silent while its epilog is still on the way.
-  telemetry_stopped_after_s: 172800$am_targets
+  telemetry_stopped_after_s: 172800
+  # Its windows reach alerting hours after they end by design: a replay, not a backlog.
+  platform_lag_alert_s: 172800$am_targets
   # Job-end reports: ofu's job summaries and mfu's verdicts, read as a consumer reads them.
   reports:
     ofu_address: 127.0.0.1:${gport[ofu]}

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cmath>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -409,8 +410,9 @@ TEST_F(AlertEngineTest, SilencedAlertsAreNotDeliveredUntilTheSilenceEnds) {
 }
 
 TEST_F(AlertEngineTest, SweepFindsStoppedTelemetryOfARunningJobAndResolvesWhenItReturns) {
-  Push(Windows("j1", kT0, 30, 0.45));
   const int64_t last_end_ms = (kT0 + 30 * 60) * 1000;
+  now_ms_ = last_end_ms + 2 * 60 * 1000;  // delivered as usual: a window plus ofu's lateness
+  Push(Windows("j1", kT0, 30, 0.45));
   now_ms_ = last_end_ms + 5 * 60 * 1000;
   ASSERT_TRUE(engine_->Sweep().ok());
   EXPECT_TRUE(Alerts().empty());
@@ -428,6 +430,78 @@ TEST_F(AlertEngineTest, SweepFindsStoppedTelemetryOfARunningJobAndResolvesWhenIt
   alerts = Alerts();
   ASSERT_EQ(alerts.size(), 1u);
   EXPECT_EQ(alerts[0].state(), v1::ALERT_STATE_RESOLVED);
+}
+
+// Offered more than it can carry, the platform delivers every job's windows late: no job's
+// telemetry stopped, and one alert for the operator says how far behind goodput is. A job
+// whose telemetry did stop meanwhile is still found, judged against the data the platform
+// has reached. When the backlog clears, the platform alert resolves.
+TEST_F(AlertEngineTest, APlatformBehindItsTelemetryBlamesNoJobAndRaisesOneAlertOfItsOwn) {
+  const std::vector<std::string> jobs = {"j1", "j2", "j3", "j4", "j5"};
+  for (size_t i = 1; i < jobs.size(); ++i) AddJob(jobs[i]);
+  std::map<std::string, std::vector<v1::OfuWindow>> windows;
+  for (const std::string& j : jobs) windows[j] = Windows(j, kT0, 60, 0.45);
+  auto end_ms = [](int minute) { return (kT0 + minute * 60 + 60) * 1000; };
+  // Minute m's windows of every job (j3's stop after minute 15), delivered `age_s` after
+  // they end, then a sweep.
+  auto deliver = [&](int minute, int64_t age_s) {
+    std::vector<v1::OfuWindow> push;
+    for (const std::string& j : jobs) {
+      if (j == "j3" && minute > 15) continue;
+      push.push_back(windows[j][minute]);
+    }
+    now_ms_ = end_ms(minute) + age_s * 1000;
+    Push(push);
+    ASSERT_TRUE(engine_->Sweep().ok());
+  };
+  auto open_of_kind = [&](v1::AlertKind kind) {
+    std::vector<v1::Alert> out;
+    for (const v1::Alert& a : Alerts()) {
+      if (a.kind() == kind && a.state() != v1::ALERT_STATE_RESOLVED) out.push_back(a);
+    }
+    return out;
+  };
+  for (int m = 0; m < 10; ++m) deliver(m, 120);  // as usual
+  EXPECT_TRUE(Alerts().empty());
+  // Overloaded: windows reach alerting 15 minutes after they end (12 beyond the usual 3),
+  // longer than telemetry_stopped_after_s (10 minutes), for 20 minutes.
+  for (int m = 10; m < 30; ++m) deliver(m, 900);
+  std::vector<v1::Alert> platform = open_of_kind(v1::ALERT_KIND_PLATFORM_LAGGING);
+  ASSERT_EQ(platform.size(), 1u);
+  const v1::Alert& p = platform[0];
+  EXPECT_EQ(p.job().cluster(), "");
+  EXPECT_EQ(p.job().job_id(), "");
+  EXPECT_EQ(p.summary(), "goodput is 12 minutes behind its telemetry");
+  EXPECT_NE(p.description().find("reach alerting 15 minutes after they end"), std::string::npos)
+      << p.description();
+  EXPECT_NE(p.description().find("Look first at ingest"), std::string::npos);
+  EXPECT_EQ(p.labels().at("kind"), "platform_lagging");
+  EXPECT_EQ(p.labels().at("component"), "goodput");
+  EXPECT_EQ(p.labels().count("cluster"), 0u);
+  EXPECT_EQ(p.labels().count("job_id"), 0u);
+  EXPECT_EQ(p.dashboard_url(), "https://goodput.example/");
+  EXPECT_EQ(api::TimestampToUnixMs(p.evidence().last_sample_time()), end_ms(29));
+  EXPECT_EQ(api::TimestampToUnixMs(p.evidence().onset_time()), end_ms(10) + 900 * 1000);
+  // To the operator's default route only: never to a job's scheduler.
+  EXPECT_EQ(Count(absl::StrCat("SELECT count(*) FROM alert_outbox WHERE alert_id = ",
+                               p.alert_id(), " AND target = 'am-default'")),
+            1);
+  EXPECT_EQ(OutboxRows(p.alert_id()), 1);
+  // No job is blamed for the backlog, but j3, whose windows stopped after minute 15 while
+  // the others kept coming (late), has stopped: 14 minutes behind the data reached.
+  std::vector<v1::Alert> stopped = open_of_kind(v1::ALERT_KIND_TELEMETRY_STOPPED);
+  ASSERT_EQ(stopped.size(), 1u);
+  EXPECT_EQ(stopped[0].job().job_id(), "j3");
+  EXPECT_EQ(api::TimestampToUnixMs(stopped[0].evidence().last_sample_time()), end_ms(15));
+
+  // Caught up: windows arrive as usual again, the platform alert resolves, j3 stays stopped.
+  for (int m = 30; m < 33; ++m) deliver(m, 120);
+  EXPECT_TRUE(open_of_kind(v1::ALERT_KIND_PLATFORM_LAGGING).empty());
+  EXPECT_EQ(OutboxRows(p.alert_id(), "resolved"), 1);
+  stopped = open_of_kind(v1::ALERT_KIND_TELEMETRY_STOPPED);
+  ASSERT_EQ(stopped.size(), 1u);
+  EXPECT_EQ(stopped[0].job().job_id(), "j3");
+  EXPECT_EQ(Count("SELECT count(*) FROM alerts WHERE kind = 'telemetry_stopped'"), 1);
 }
 
 TEST_F(AlertEngineTest, ListAlertsFiltersAndPages) {

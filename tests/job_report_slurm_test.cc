@@ -15,6 +15,7 @@
 // back and goodputctl decodes it into the service's summary; while slurmdbd is down the report
 // is stored, says why the AdminComment is missing, and the outbox retries the write until
 // slurmdbd is back; while sacctmgr is not even installed (missing, then present), the same.
+#include <algorithm>
 #include <filesystem>
 #include <functional>
 #include <string>
@@ -27,6 +28,7 @@
 #include "absl/strings/str_split.h"
 #include "goodput/v1/ofu.grpc.pb.h"
 #include "goodput/v1/report.grpc.pb.h"
+#include "absl/strings/escaping.h"
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "google/protobuf/util/time_util.h"
@@ -130,17 +132,18 @@ class JobReportSlurmTest : public ::testing::Test {
   // `telemetry_minutes`: the GPUs report for the first minutes only (a job whose processes
   // exited before Slurm ended it).
   void StoreJobAndTelemetry(const std::string& job_id, const std::string& cluster = "eos",
-                            const std::string& host = "node-1", int telemetry_minutes = kMinutes) {
+                            const std::string& host = "node-1", int telemetry_minutes = kMinutes,
+                            const std::string& fingerprint = "") {
     Sql(absl::StrCat("SELECT samples_create_partitions(", Ts(kStartMs), ", ",
                      Ts(kStartMs + 86'400'000), ")"));
     const int64_t end_ms = kStartMs + kMinutes * 60'000;
     std::vector<std::string> statements = {"BEGIN"};
     statements.push_back(absl::StrCat(
         "INSERT INTO jobs (cluster, job_id, scheduler, user_name, team, name, gpu_model, state, "
-        "start_time, end_time) VALUES ('",
+        "start_time, end_time, workload_fingerprint) VALUES ('",
         cluster, "', '", job_id,
         "', 'slurm', 'alice', 'vision', 'vit-pretrain', 'NVIDIA H100 80GB HBM3', ", "'completed', ",
-        Ts(kStartMs), ", ", Ts(end_ms), ")"));
+        Ts(kStartMs), ", ", Ts(end_ms), ", '", fingerprint, "')"));
     const std::string job_row = absl::StrCat("(SELECT id FROM jobs WHERE cluster = '", cluster,
                                              "' AND job_id = '", job_id, "')");
     for (int g = 0; g < kGpus; ++g) {
@@ -406,6 +409,66 @@ TEST_F(JobReportSlurmTest, ReportIsWrittenOnceAlertingHasEvaluatedTheEndedJob) {
   EXPECT_EQ(AdminComment(*job), report.admin_comment());
   EXPECT_TRUE(absl::StrContains(alerting_->process().LogTail(1 << 20), "job report written"))
       << alerting_->process().LogTail();
+}
+
+// Energy per useful work against the workload's earlier runs on the same GPU model: the job
+// spends its 4 GPUs' 500 W on 3 busy GPUs (about 1,814 J/PFLOP), where earlier runs of
+// the workload on H100s spent 1,000 and 1,300 (median 1,150): 1.58x, an energy regression.
+// A run on another GPU model and one that started after the job are no baseline.
+TEST_F(JobReportSlurmTest, AJobSpendingMoreEnergyPerPflopThanItsWorkloadsEarlierRunsIsToldSo) {
+  absl::StatusOr<std::string> job = slurm_->SubmitSleepJob({.name = "vit-pretrain"});
+  ASSERT_TRUE(job.ok()) << job.status();
+  ASSERT_TRUE(slurm_->WaitForJobState(*job, "RUNNING", absl::Seconds(60)).ok());
+  struct Earlier {
+    std::string job_id, gpu_model;
+    int64_t start_ms;
+    double joules_per_pflop;
+  };
+  const std::vector<Earlier> earlier = {
+      {"e1", "NVIDIA H100 80GB HBM3", kStartMs - 3 * 86'400'000, 1000},
+      {"e2", "NVIDIA H100 80GB HBM3", kStartMs - 2 * 86'400'000, 1300},
+      {"e3", "NVIDIA A100-SXM4-80GB", kStartMs - 1 * 86'400'000, 100},
+      {"later", "NVIDIA H100 80GB HBM3", kStartMs + 60'000, 100},
+  };
+  ASSERT_NO_FATAL_FAILURE(StartServices());  // applies the migrations
+  for (const Earlier& e : earlier) {
+    v1::JobReport r;
+    r.mutable_summary()->set_gpu_model(e.gpu_model);
+    r.mutable_summary()->set_joules_per_pflop(e.joules_per_pflop);
+    Sql(absl::StrCat("INSERT INTO jobs (cluster, job_id, scheduler, gpu_model, state, start_time, "
+                     "end_time, workload_fingerprint) VALUES ('eos', '", e.job_id,
+                     "', 'slurm', '", e.gpu_model, "', 'completed', ", Ts(e.start_ms), ", ",
+                     Ts(e.start_ms + 3'600'000), ", 'wf-vit')"));
+    Sql(absl::StrCat("INSERT INTO job_reports (job, content_hash, report_pb, final) SELECT id, "
+                     "'h', decode('", absl::Base64Escape(r.SerializeAsString()),
+                     "', 'base64'), true FROM jobs WHERE cluster = 'eos' AND job_id = '",
+                     e.job_id, "'"));
+  }
+  ASSERT_NO_FATAL_FAILURE(StoreJobAndTelemetry(*job, "eos", "node-1", kMinutes, "wf-vit"));
+  v1::JobReport report;
+  ASSERT_NO_FATAL_FAILURE(WaitForReport(*job, FinalAndWritten, &report));
+  const v1::ReportSummary& s = report.summary();
+  ASSERT_TRUE(s.has_joules_per_pflop()) << s.DebugString();
+  EXPECT_DOUBLE_EQ(s.workload_joules_per_pflop(), 1150) << s.DebugString();
+  EXPECT_EQ(s.workload_energy_jobs(), 2);
+  EXPECT_GE(s.joules_per_pflop() / s.workload_joules_per_pflop(), api::kEnergyRegressionFactor);
+  const auto advice = std::find_if(report.advice().begin(), report.advice().end(),
+                                   [](const v1::Advice& a) {
+                                     return a.kind() == v1::ADVICE_KIND_ENERGY_REGRESSION;
+                                   });
+  ASSERT_NE(advice, report.advice().end()) << report.DebugString();
+  EXPECT_TRUE(absl::StrContains(
+      advice->text(),
+      absl::StrFormat("This run spent %.2fx the energy per PFLOP of tensor work of its "
+                      "workload's earlier runs on NVIDIA H100 80GB HBM3 (%.1f vs 1150.0 "
+                      "J/PFLOP, the median of 2 jobs)",
+                      s.joules_per_pflop() / 1150, s.joules_per_pflop())))
+      << advice->text();
+  // The AdminComment carries the baseline, and goodputctl prints it.
+  std::string full_report;
+  ASSERT_NO_FATAL_FAILURE(ExpectGoodputctlDecodes(AdminComment(*job), s, *job, &full_report));
+  EXPECT_TRUE(absl::StrContains(full_report, "its workload's earlier runs 1150.0 (median of 2)"))
+      << full_report;
 }
 
 // The GPUs stopped reporting 4 minutes before Slurm ended the job: the windows never reach

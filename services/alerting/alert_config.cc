@@ -63,6 +63,15 @@ absl::StatusOr<AlertingConfig> LoadAlertingConfig(const platform::ConfigTree& tr
         tree.GetIntInRange("alerting.telemetry_stopped_after_s", 600, 60, 7 * 86400);
     if (!stopped.ok()) return stopped.status();
     e.detectors.telemetry_stopped_after_s = *stopped;
+    // The platform's own backlog (README "When goodput itself is behind").
+    absl::StatusOr<int64_t> expected_delay = tree.GetIntInRange(
+        "alerting.expected_window_delay_s", e.platform_lag.expected_window_delay_s, 0, 86400);
+    if (!expected_delay.ok()) return expected_delay.status();
+    e.platform_lag.expected_window_delay_s = *expected_delay;
+    absl::StatusOr<int64_t> lag_alert = tree.GetIntInRange(
+        "alerting.platform_lag_alert_s", e.platform_lag.alert_after_s, 30, 7 * 86400);
+    if (!lag_alert.ok()) return lag_alert.status();
+    e.platform_lag.alert_after_s = *lag_alert;
     // Silent GPUs, hung and idle jobs (README "Silent GPUs", "Hung and idle jobs").
     for (const auto& [key, fallback, min, target] :
          {std::tuple{"alerting.silent_gpu_after_s", e.detectors.silent_gpu_after_s, int64_t{60},

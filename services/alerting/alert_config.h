@@ -6,7 +6,8 @@
 //   alerting.dashboard_url, alerting.sweep_interval_s, alerting.telemetry_stopped_after_s,
 //   alerting.regression_min_factor, alerting.baseline_min_factor, alerting.baseline_min_jobs,
 //   alerting.settle_s, alerting.checkpoint_every_s, alerting.max_cached_jobs,
-//   alerting.silent_gpu_after_s, alerting.hung_after_s, alerting.job_idle_after_s
+//   alerting.silent_gpu_after_s, alerting.hung_after_s, alerting.job_idle_after_s,
+//   alerting.expected_window_delay_s, alerting.platform_lag_alert_s (platform_lag.h)
 //   alerting.policies.* (policy_config.h)
 // Target names are delivery's (alerting.targets); only their form is checked here.
 #pragma once

@@ -14,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "services/alerting/alert_engine_internal.h"
 #include "services/alerting/alert_messages.h"
 #include "services/alerting/alert_proto.h"
 #include "services/alerting/alert_store_sql.h"
@@ -29,19 +30,7 @@ namespace goodput::alerting {
 namespace {
 
 using namespace sql;  // NOLINT: the store's statements, by name
-
-int64_t ToMs(absl::Time t) { return absl::ToUnixMillis(t); }
-int64_t TsMs(const google::protobuf::Timestamp& t) { return api::TimestampToUnixMs(t); }
-google::protobuf::Timestamp MsTs(int64_t ms) { return api::UnixMsToTimestamp(ms); }
-
-std::string Encode(const google::protobuf::MessageLite& m) {
-  return absl::Base64Escape(m.SerializeAsString());
-}
-template <class M>
-bool Decode(const std::string& b64, M* m) {
-  std::string bytes;
-  return absl::Base64Unescape(b64, &bytes) && m->ParseFromString(bytes);
-}
+using namespace engine_internal;  // NOLINT: ToMs, Encode, Decode, PgError
 
 std::string GpuKey(const v1::GpuRef& g) {
   return absl::StrCat(g.host(), "/", g.has_gpu_index() ? absl::StrCat(g.gpu_index()) : "", "/",
@@ -105,70 +94,11 @@ std::vector<std::string> PgTextArray(const std::string& text) {
   return out;
 }
 
-absl::Status PgError(const std::exception& e, absl::string_view what) {
-  return platform::PgExceptionToStatus(e, what);
-}
 
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
 // The engine.
-
-struct AlertEngine::CachedJob {
-  std::unique_ptr<JobEvaluator> evaluator;
-  int64_t generation = 0;
-  int64_t used = 0;  // cache clock at the last evaluation
-};
-
-// A detector state advanced in a transaction: cached once the transaction committed.
-struct AlertEngine::EvaluatedJob {
-  JobKey key = {};
-  std::unique_ptr<JobEvaluator> evaluator = {};
-  int64_t generation = 0;
-};
-
-struct AlertEngine::JobChange {
-  // The earliest window start (s) written by the push: new, or a revision of a stored one.
-  int64_t first_changed_start_s = std::numeric_limits<int64_t>::max();
-  std::vector<PrecisionSwitchObs> switches = {};  // new precision switches
-  std::optional<DivergenceObs> divergence = {};   // the newest decisive verdict pushed
-  bool force = false;  // evaluate every stored window: nothing newer will settle them
-};
-
-struct AlertEngine::Tx {
-  pqxx::work& w;
-  int64_t now_ms;
-  std::vector<v1::SubscribeAlertsResponse> changes;
-  std::vector<ActiveSilence>* silences = nullptr;  // loaded once per transaction
-  std::vector<EvaluatedJob> evaluated = {};
-  std::set<std::pair<std::string, std::string>> evaluated_to_end = {};  // for the job-end hook
-};
-
-struct AlertEngine::JobMeta {
-  std::string cluster, job_id;
-  std::string scheduler = "other", user, team, name, workload_fingerprint, gpu_model;
-  std::string workload_kind;  // jobs.workload_kind: "inference" is read by its load
-  std::string state = "running";
-  std::optional<int64_t> end_s;  // jobs.end_time, when known
-  std::optional<int64_t> start_s;
-  int gpu_count = 0;  // 0 when unknown
-  Labels labels;
-  bool active() const { return state == "running" || state == "pending" || state == "unknown"; }
-};
-
-struct AlertEngine::OpenAlert {
-  int64_t id = 0;
-  std::string fingerprint;
-  std::optional<Kind> kind;
-  std::string state;
-  std::vector<std::string> notified_targets;
-  v1::Alert alert;  // with the row's state, times and acknowledgement
-};
-
-struct AlertEngine::ActiveSilence {
-  int64_t id = 0;
-  std::vector<Matcher> matchers;
-};
 
 namespace {
 
@@ -231,6 +161,7 @@ absl::Status AlertEngine::RunAndPublish(const std::function<absl::Status(Tx&)>& 
       // Jobs evaluated to their end, and jobs whose alerts changed, in this transaction.
       std::set<std::pair<std::string, std::string>> jobs = std::move(tx.evaluated_to_end);
       for (const v1::SubscribeAlertsResponse& c : tx.changes) {
+        if (c.alert().job().job_id().empty()) continue;  // the platform's own alert
         jobs.emplace(c.alert().job().cluster(), c.alert().job().job_id());
       }
       for (const auto& [cluster, job_id] : jobs) {
@@ -355,10 +286,13 @@ absl::StatusOr<v1::DeliveryAck> AlertEngine::PushWindows(const v1::PushWindowsRe
       span.last_end_ms = std::max(span.last_end_ms, end_ms);
       if (span.fingerprint.empty()) span.fingerprint = w.workload_fingerprint();
     }
+    int64_t newest_end_ms = INT64_MIN;
     for (const auto& [key, span] : spans) {
       tx.w.exec_params(kTouchJobState, key.first, key.second, span.fingerprint, span.first_ms,
                        span.last_end_ms);
+      newest_end_ms = std::max(newest_end_ms, span.last_end_ms);
     }
+    if (!spans.empty()) AdvanceProducerProgress(tx, "windows", pos.producer_id(), newest_end_ms);
   });
 }
 
@@ -577,6 +511,7 @@ absl::Status AlertEngine::EvaluateJob(Tx& tx, const std::string& cluster,
   if (meta.active()) kinds.erase(Kind::kTelemetryStopped);
   // GPU faults come from ingest's fault events, not from windows: the sweep decides them.
   kinds.erase(Kind::kGpuFault);
+  kinds.erase(Kind::kPlatformLagging);  // not a job's
 
   pqxx::result row = tx.w.exec_params(kJobState, cluster, job_id, config_.settle_s);
   if (row.empty()) {
@@ -823,6 +758,20 @@ absl::Status AlertEngine::EnqueueState(Tx& tx, int64_t alert_id, const v1::Alert
   return absl::OkStatus();
 }
 
+std::vector<std::string> AlertEngine::RoutedTargets(const Labels& labels,
+                                                    bool to_scheduler) const {
+  std::vector<std::string> targets;
+  for (const std::string& t : RouteTargets(config_.routing, labels)) {
+    auto kind = config_.target_kinds.find(t);
+    if (!to_scheduler && kind != config_.target_kinds.end() &&
+        (kind->second == "slurm" || kind->second == "osmo")) {
+      continue;
+    }
+    targets.push_back(t);
+  }
+  return targets;
+}
+
 absl::Status AlertEngine::Resolve(Tx& tx, const OpenAlert& open) {
   tx.w.exec_params(kResolveAlert, open.id, tx.now_ms);
   v1::Alert a = open.alert;
@@ -864,6 +813,9 @@ v1::Alert AlertEngine::DescribeFinding(const Tx& tx, const JobMeta& meta, const 
   if (f.kind == Kind::kSilentGpu) own[f.host.empty() ? "gpu" : "host"] = f.detail;
   for (const auto& [k, v] : f.extra_labels) own.emplace(k, v);  // never over the job's keys
   for (auto& [k, v] : own) labels[k] = v;
+  if (meta.job_id.empty()) {  // the platform's own alert: no job, cluster or owner to name
+    std::erase_if(labels, [](const auto& kv) { return kv.second.empty(); });
+  }
   const Severity severity = DecideSeverity(config_.severity_rules, labels, f.factor);
   labels["severity"] = std::string(SeverityName(severity));
   a.set_severity(SeverityToProto(severity));
@@ -889,7 +841,9 @@ v1::Alert AlertEngine::DescribeFinding(const Tx& tx, const JobMeta& meta, const 
                     ", after ", minutes, " minute", minutes == 1 ? "" : "s", ".");
   }
   a.set_description(description);
-  a.set_dashboard_url(DashboardUrl(config_.dashboard_url, meta.cluster, meta.job_id));
+  a.set_dashboard_url(meta.job_id.empty()
+                          ? config_.dashboard_url
+                          : DashboardUrl(config_.dashboard_url, meta.cluster, meta.job_id));
 
   v1::AlertEvidence* ev = a.mutable_evidence();
   ev->set_detector(f.detector);
@@ -918,7 +872,8 @@ v1::Alert AlertEngine::DescribeFinding(const Tx& tx, const JobMeta& meta, const 
   for (int bit = 1; bit < 32; ++bit) {
     if (f.flags & (1u << bit)) ev->add_data_quality_flags(static_cast<v1::DataQualityFlag>(bit));
   }
-  if (f.kind == Kind::kTelemetryStopped || f.kind == Kind::kSilentGpu)
+  if (f.kind == Kind::kTelemetryStopped || f.kind == Kind::kSilentGpu ||
+      f.kind == Kind::kPlatformLagging)
     *ev->mutable_last_sample_time() = MsTs(f.last_sample_s * 1000);
   for (size_t i = 0; i < f.faults.size() && i < 50; ++i) {
     *ev->add_faults() = FaultEventProto(f.faults[i], meta.cluster, meta.job_id);
@@ -1072,15 +1027,7 @@ absl::Status AlertEngine::ApplyLifecycle(Tx& tx, const JobMeta& meta,
       *a.mutable_update_time() = MsTs(tx.now_ms);
       // Resolved with its evidence, to the targets that keep a record; the scheduler has no
       // running job to tell.
-      std::vector<std::string> targets;
-      for (const std::string& t : RouteTargets(config_.routing, labels)) {
-        auto kind = config_.target_kinds.find(t);
-        if (kind != config_.target_kinds.end() &&
-            (kind->second == "slurm" || kind->second == "osmo")) {
-          continue;
-        }
-        targets.push_back(t);
-      }
+      const std::vector<std::string> targets = RoutedTargets(labels, /*to_scheduler=*/false);
       bool silenced = false;
       for (const ActiveSilence& s : *tx.silences) silenced = silenced || MatchesAll(s.matchers, labels);
       if (!silenced) {
@@ -1110,7 +1057,9 @@ absl::Status AlertEngine::ApplyLifecycle(Tx& tx, const JobMeta& meta,
     *a.mutable_update_time() = MsTs(tx.now_ms);
     for (int64_t s : silenced_by) a.add_silence_ids(absl::StrCat(s));
     if (state == "firing") {
-      if (absl::Status s = EnqueueState(tx, id, a, "firing", RouteTargets(config_.routing, labels));
+      // The platform's own alert has no job for a scheduler to tell.
+      if (absl::Status s = EnqueueState(tx, id, a, "firing",
+                                        RoutedTargets(labels, !meta.job_id.empty()));
           !s.ok())
         return s;
     }
@@ -1149,7 +1098,8 @@ absl::Status AlertEngine::ApplySilences(Tx& tx) {
     if (!silenced) {
       // Delivered now that nothing silences it (once per target: the key is per state).
       if (absl::Status s =
-              EnqueueState(tx, o.id, o.alert, "firing", RouteTargets(config_.routing, labels));
+              EnqueueState(tx, o.id, o.alert, "firing",
+                           RoutedTargets(labels, !o.alert.job().job_id().empty()));
           !s.ok())
         return s;
     }
@@ -1201,9 +1151,10 @@ absl::Status AlertEngine::SweepEndedJobs() {
       });
 }
 
-absl::Status AlertEngine::SweepTelemetry() {
-  const int64_t now_ms = ToMs(clock_());
-  const int64_t stale_before_ms = now_ms - config_.detectors.telemetry_stopped_after_s * 1000;
+absl::Status AlertEngine::SweepTelemetry(int64_t backlog_ms) {
+  const int64_t reference_ms = ToMs(clock_()) - backlog_ms;
+  const int64_t stale_before_ms =
+      reference_ms - config_.detectors.telemetry_stopped_after_s * 1000;
   return ForEachCandidateJob(
       [&](pqxx::work& w) { return w.exec_params(kTelemetryCandidates, stale_before_ms); },
       "telemetry sweep",
@@ -1212,8 +1163,9 @@ absl::Status AlertEngine::SweepTelemetry() {
         pqxx::result last = tx.w.exec_params(kLastWindowEnd, cluster, job_id);
         std::vector<Finding> findings;
         if (!last.empty() && meta.state == "running") {
-          if (std::optional<Finding> f = TelemetryStopped(last[0][0].as<int64_t>() / 1000,
-                                                          tx.now_ms / 1000, config_.detectors)) {
+          if (std::optional<Finding> f =
+                  TelemetryStopped(last[0][0].as<int64_t>() / 1000,
+                                   (tx.now_ms - backlog_ms) / 1000, config_.detectors)) {
             findings.push_back(*f);
           }
         }
@@ -1250,7 +1202,9 @@ absl::Status AlertEngine::Sweep() {
   });
   if (!s.ok()) return s;
   if (absl::Status st = SweepEndedJobs(); !st.ok()) return st;
-  if (absl::Status st = SweepTelemetry(); !st.ok()) return st;
+  absl::StatusOr<PlatformLag> lag = SweepPlatformLag();
+  if (!lag.ok()) return lag.status();
+  if (absl::Status st = SweepTelemetry(lag->backlog_ms); !st.ok()) return st;
   if (absl::Status st = SweepGpuFaults(); !st.ok()) return st;
   if (!job_end_hook_.sweep) return absl::OkStatus();
   int added = 0;

@@ -8,7 +8,8 @@
 // only the windows after the job's evaluation frontier are read.
 //
 // A periodic Sweep, on an injected clock, does what no push triggers: alerts for running jobs
-// whose telemetry stopped, gpu_fault alerts from the fault events ingest stored
+// whose telemetry stopped (judged against the data the platform has reached: while goodput
+// itself is behind, one platform_lagging alert says so instead, platform_lag.h), gpu_fault alerts from the fault events ingest stored
 // (gpu_fault_store.h), resolution of alerts whose job ended, and the start and end of
 // silences.
 //
@@ -46,6 +47,7 @@
 #include "services/alerting/alert_rules.h"
 #include "services/alerting/job_detectors.h"
 #include "services/alerting/job_evaluator.h"
+#include "services/alerting/platform_lag.h"
 #include "services/core/ledger.h"
 #include "services/platform/logging.h"
 #include "services/platform/pg_pool.h"
@@ -81,6 +83,10 @@ struct EngineConfig {
   // Alerting faults this recent make their running job a candidate of the GPU fault sweep
   // (gpu_fault_store.h): longer than any outage of every alerting replica.
   int64_t fault_candidate_horizon_s = 7 * 86400;
+  // The platform's own backlog (platform_lag.h): alerting.expected_window_delay_s and
+  // alerting.platform_lag_alert_s; a producer counts while it delivered within
+  // detectors.telemetry_stopped_after_s (inactive_after_s is set from it).
+  PlatformLagOptions platform_lag;
 };
 
 // Where the engine hands over to the job-end products (job_reporter.h): what happens when a
@@ -194,12 +200,25 @@ class AlertEngine {
   std::unique_ptr<JobEvaluator> TakeCached(const JobKey& key, int64_t generation);
   void PutCached(JobKey key, std::unique_ptr<JobEvaluator> evaluator, int64_t generation);
   absl::Status Resolve(Tx& tx, const OpenAlert& open);
+  // The targets `labels` route to; without the scheduler kinds (slurm, osmo) unless
+  // `to_scheduler`: a finding recorded after its job ended, or the platform's own alert.
+  std::vector<std::string> RoutedTargets(const Labels& labels, bool to_scheduler) const;
   absl::Status ApplySilences(Tx& tx);
   absl::Status EnqueueState(Tx& tx, int64_t alert_id, const v1::Alert& alert,
                             const std::string& state, const std::vector<std::string>& targets);
   absl::StatusOr<std::vector<ActiveSilence>> LoadActiveSilences(Tx& tx);
   absl::Status RunAndPublish(const std::function<absl::Status(Tx&)>& fn);
-  absl::Status SweepTelemetry();
+  // Running jobs whose telemetry stopped `backlog_ms` before now: judged against the data the
+  // platform has reached, not the clock.
+  absl::Status SweepTelemetry(int64_t backlog_ms);
+  // A push from `producer` on `stream` delivered windows up to `newest_end_ms`: its progress
+  // (platform_lag.h), on its watermark row that ReceiveInOrder holds locked.
+  void AdvanceProducerProgress(Tx& tx, const std::string& stream, const std::string& producer,
+                               int64_t newest_end_ms);
+  // The platform's backlog now, with its platform_lagging alert opened, updated or resolved
+  // (platform_lag_sweep.cc).
+  absl::StatusOr<PlatformLag> SweepPlatformLag();
+  PlatformLagOptions LagOptions() const;  // config_.platform_lag with its inactive time
   // gpu_fault alerts (gpu_fault_store.h): every candidate job's alerting faults, one finding
   // per faulty GPU, decided under the job's lock.
   absl::Status SweepGpuFaults();

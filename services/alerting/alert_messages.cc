@@ -263,6 +263,28 @@ std::string Minutes(int64_t seconds) {
   return absl::StrCat(m, m == 1 ? " minute" : " minutes");
 }
 
+// goodput behind its own telemetry (platform_lag.h): for the operator, never a job's owner.
+Message PlatformLaggingMessage(const Finding& f, const MessageContext& c) {
+  Message m;
+  const PlatformLag lag = f.platform_lag.value_or(PlatformLag{});
+  const int64_t backlog_s = lag.backlog_ms / 1000;
+  const int64_t age_s = lag.window_age_ms / 1000;
+  m.summary = absl::StrCat("goodput is ", Minutes(backlog_s), " behind its telemetry");
+  m.description = absl::StrCat(
+      "The newest OFU windows from ofu producer ", lag.producer.empty() ? "?" : lag.producer,
+      " reach alerting ", Minutes(age_s), " after they end (data up to ",
+      ClockTime(lag.frontier_ms / 1000, c.now_s), "), ", Minutes(age_s - backlog_s),
+      " being normal (a window plus ofu's lateness); ", lag.producers_behind, " of ",
+      lag.producers_active, lag.producers_active == 1 ? " producer is" : " producers are",
+      " behind, since ", ClockTime(f.onset_s, c.now_s),
+      ". Until it catches up, stopped telemetry is judged against the data goodput has "
+      "reached, not the clock, so no job is blamed for the backlog; a job's other findings "
+      "arrive that much later. Look first at ingest (acknowledgement time, refused batches, "
+      "its CPU), ofu's lag behind ingest, and PostgreSQL (CPU, I/O, locks); more ingest or "
+      "ofu replicas, or shards, carry more samples.");
+  return m;
+}
+
 // A GPU, or a whole host, that stopped reporting while the job's other GPUs report.
 Message SilentGpuMessage(const Finding& f, const MessageContext& c) {
   Message m;
@@ -419,6 +441,8 @@ Message Describe(const Finding& finding, const MessageContext& context) {
       return HungMessage(finding, context);
     case Kind::kJobIdle:
       return JobIdleMessage(finding, context);
+    case Kind::kPlatformLagging:
+      return PlatformLaggingMessage(finding, context);
   }
   return {};
 }

@@ -27,6 +27,7 @@ constexpr KindEntry kKindNames[] = {
     {Kind::kSilentGpu, "silent_gpu"},
     {Kind::kHung, "hung"},
     {Kind::kJobIdle, "job_idle"},
+    {Kind::kPlatformLagging, "platform_lagging"},
 };
 
 // FNV-1a, 64 bit: tiny, stable across platforms and releases (std::hash is neither).

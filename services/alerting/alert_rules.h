@@ -36,13 +36,14 @@ enum class Kind {
   kSilentGpu,
   kHung,
   kJobIdle,
+  kPlatformLagging,  // the platform's own backlog (platform_lag.h), not a job's
 };
 inline constexpr Kind kAllKinds[] = {Kind::kRegressionInJob, Kind::kRegressionVsWorkload,
                                      Kind::kDivergence,      Kind::kIdleGpus,
                                      Kind::kStraggler,       Kind::kTelemetryStopped,
                                      Kind::kDataQuality,     Kind::kGpuFault,
                                      Kind::kSilentGpu,       Kind::kHung,
-                                     Kind::kJobIdle};
+                                     Kind::kJobIdle,         Kind::kPlatformLagging};
 absl::string_view KindName(Kind kind);  // "regression_in_job", ...
 std::optional<Kind> KindFromName(absl::string_view name);
 

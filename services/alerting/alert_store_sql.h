@@ -19,6 +19,20 @@ constexpr char kSetWatermark[] =
     "UPDATE alert_receiver_state SET watermark = $3, updated_at = now() "
     "WHERE stream = $1 AND producer = $2";
 
+// A producer's delivery progress (platform_lag.h), on its locked watermark row; all of the
+// stream's producers for the sweep.
+#define GP_PROGRESS_COLUMNS                                                          \
+  "producer, " GP_TO_MS("data_frontier") ", " GP_TO_MS("frontier_advanced_at") ", " \
+  "frontier_backlog_ms, " GP_TO_MS("lagging_since")
+constexpr char kProducerProgress[] = "SELECT " GP_PROGRESS_COLUMNS
+                                     " FROM alert_receiver_state WHERE stream = $1 AND producer = $2";
+constexpr char kStreamProgress[] = "SELECT " GP_PROGRESS_COLUMNS
+                                   " FROM alert_receiver_state WHERE stream = $1 ORDER BY producer";
+constexpr char kSetProducerProgress[] =
+    "UPDATE alert_receiver_state SET data_frontier = " GP_MS(3) ", frontier_advanced_at = " GP_MS(
+        4) ", frontier_backlog_ms = $5, lagging_since = CASE WHEN $6::bigint IS NULL THEN NULL "
+    "ELSE " GP_MS(6) " END WHERE stream = $1 AND producer = $2";
+
 // Returns a row when the window was written (new, or a higher revision).
 constexpr char kUpsertWindow[] =
     "INSERT INTO alert_windows (cluster, job_id, start_time, end_time, revision, window_pb) "
@@ -169,6 +183,7 @@ constexpr char kListAlerts[] =
     "ORDER BY update_time DESC, id DESC LIMIT $10";
 
 // Running jobs whose telemetry is stale, and jobs with an open telemetry_stopped alert.
+// $1: the reference time (the clock less the platform's backlog) less telemetry_stopped_after_s.
 constexpr char kTelemetryCandidates[] =
     "SELECT s.cluster, s.job_id, " GP_TO_MS("s.last_window_end") " FROM alert_job_state s "
     "JOIN jobs j ON j.cluster = s.cluster AND j.job_id = s.job_id "

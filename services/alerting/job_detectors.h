@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "services/alerting/alert_rules.h"
+#include "services/alerting/platform_lag.h"
 #include "services/detect/findings.h"
 #include "services/detect/regression.h"
 #include "services/detect/serving_efficiency.h"
@@ -255,6 +256,8 @@ struct Finding {
   // Labels the finding adds to the job's (gpu_fault: gpu, host, gpu_index, gpu_uuid, fault,
   // xid, fault_blame).
   std::map<std::string, std::string> extra_labels;
+  // platform_lagging: the platform's backlog (the engine's, from its producers' deliveries).
+  std::optional<PlatformLag> platform_lag;
 };
 
 // A drop in OFU that recovered before it was confirmed (detect::RegressionEvent::kTransient):

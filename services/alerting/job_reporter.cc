@@ -1,6 +1,7 @@
 #include "services/alerting/job_reporter.h"
 
 #include <algorithm>
+#include <limits>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -57,6 +58,8 @@ absl::Status Invalid(const std::string& key, const std::string& problem) {
 
 // Fault events a report lists (its summary counts them all).
 constexpr int kMaxReportFaults = 1000;
+// Earlier jobs of a workload its energy baseline is the median of (the most recent).
+constexpr int kWorkloadEnergyJobs = 10;
 
 // The GPU-fault advice, first when the job met a fault that alerts by itself (an XID, ECC or
 // row-remap fault; gpu_fault_findings.h): the failure's likely cause, or the worst fault, with
@@ -499,6 +502,26 @@ absl::StatusOr<v1::JobReport> JobReporter::Assemble(const std::string& cluster,
           s.set_framework_joules_per_pflop(s.joules_per_pflop() / ratio);
         }
       }
+    }
+  }
+  // The workload's energy baseline: earlier jobs of its fingerprint on the same GPU model.
+  if (s.has_joules_per_pflop() && !info->job.workload_fingerprint().empty()) {
+    const int64_t start_ms = info->job.has_start_time()
+                                 ? api::TimestampToUnixMs(info->job.start_time())
+                                 : std::numeric_limits<int64_t>::max();
+    absl::StatusOr<std::vector<double>> earlier = store_->WorkloadJoulesPerPflop(
+        info->id, info->job.workload_fingerprint(), s.gpu_model(), start_ms,
+        kWorkloadEnergyJobs);
+    if (!earlier.ok()) {
+      return absl::UnavailableError(
+          absl::StrCat("workload energy baseline: ", earlier.status().message()));
+    }
+    if (earlier->size() >= 2) {
+      std::vector<double> v = *std::move(earlier);
+      std::sort(v.begin(), v.end());
+      const size_t n = v.size();
+      s.set_workload_joules_per_pflop(n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2);
+      s.set_workload_energy_jobs(static_cast<int32_t>(n));
     }
   }
   s.set_regression_count(regressions);

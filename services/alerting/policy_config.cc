@@ -158,6 +158,10 @@ absl::StatusOr<PolicyRule> Rule(const YAML::Node& node, const std::string& where
       return Invalid(absl::StrCat(where, ".kinds[", i, "]"),
                      absl::StrCat("\"", (*kinds)[i], "\" is not an alert kind"));
     }
+    if (*k == Kind::kPlatformLagging) {
+      return Invalid(absl::StrCat(where, ".kinds[", i, "]"),
+                     "\"platform_lagging\" is goodput's own backlog: there is no job to act on");
+    }
     r.kinds.push_back(*k);
   }
   const YAML::Node match = node["match"];

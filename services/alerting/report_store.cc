@@ -341,6 +341,33 @@ absl::StatusOr<StoredReport> ReportStore::Load(int64_t job) {
       });
 }
 
+// The reports of a workload's earlier jobs, newest first (jobs_by_fingerprint); a bounded
+// look-back, as jobs without energy telemetry or of another GPU model are skipped.
+constexpr char kWorkloadReports[] =
+    "SELECT encode(r.report_pb, 'base64') FROM jobs j JOIN job_reports r ON r.job = j.id "
+    "WHERE j.workload_fingerprint = $1 AND j.id <> $2 "
+    "  AND j.start_time < timestamptz 'epoch' + $3::bigint * interval '1 millisecond' "
+    "ORDER BY j.start_time DESC LIMIT $4";
+
+absl::StatusOr<std::vector<double>> ReportStore::WorkloadJoulesPerPflop(
+    int64_t job, const std::string& fingerprint, const std::string& gpu_model, int64_t before_ms,
+    int limit) {
+  return pool_->RunTransactionFor<std::vector<double>>(
+      [&](pqxx::work& txn) -> absl::StatusOr<std::vector<double>> {
+        std::vector<double> out;
+        for (const pqxx::row& r :
+             txn.exec_params(kWorkloadReports, fingerprint, job, before_ms, 5 * limit)) {
+          absl::StatusOr<v1::JobReport> report = ParseReport(r[0].as<std::string>(), job);
+          if (!report.ok()) continue;  // an unreadable row is no baseline
+          const v1::ReportSummary& s = report->summary();
+          if (s.gpu_model() != gpu_model || !s.has_joules_per_pflop()) continue;
+          out.push_back(s.joules_per_pflop());
+          if (static_cast<int>(out.size()) >= limit) break;
+        }
+        return out;
+      });
+}
+
 absl::StatusOr<ReportPage> ReportStore::List(const ReportListQuery& q) {
   const std::string list_sql = absl::StrReplaceAll(kList, {{"$TEAM", kTeamExpr}});
   const std::string pending_sql = absl::StrReplaceAll(kPending, {{"$TEAM", kTeamExpr}});

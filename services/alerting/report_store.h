@@ -128,6 +128,13 @@ class ReportStore {
   absl::Status Touch(int64_t job);
   // The stored report; NOT_FOUND when the job has none.
   absl::StatusOr<StoredReport> Load(int64_t job);
+  // Joules per PFLOP of tensor work of the most recent earlier jobs (started before
+  // `before_ms`, other than row `job`) of workload `fingerprint` on `gpu_model` whose reports
+  // have one: up to `limit`, most recent first (the energy baseline of a workload).
+  absl::StatusOr<std::vector<double>> WorkloadJoulesPerPflop(int64_t job,
+                                                             const std::string& fingerprint,
+                                                             const std::string& gpu_model,
+                                                             int64_t before_ms, int limit);
   // Summaries of reports of jobs that ended in [from, to), most wasted first, one page.
   absl::StatusOr<ReportPage> List(const ReportListQuery& query);
 

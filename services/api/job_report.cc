@@ -259,6 +259,9 @@ void RoundSummary(v1::ReportSummary& s) {
   if (s.has_energy_kwh()) s.set_energy_kwh(Round(s.energy_kwh(), k3));
   if (s.has_mfu_ofu_ratio()) s.set_mfu_ofu_ratio(Round(s.mfu_ofu_ratio(), k2 * 10));
   if (s.has_joules_per_pflop()) s.set_joules_per_pflop(Round(s.joules_per_pflop(), k1));
+  if (s.has_workload_joules_per_pflop()) {
+    s.set_workload_joules_per_pflop(Round(s.workload_joules_per_pflop(), k1));
+  }
   if (s.has_framework_joules_per_pflop()) {
     s.set_framework_joules_per_pflop(Round(s.framework_joules_per_pflop(), k1));
   }
@@ -282,11 +285,18 @@ bool MfuGapIsTheIdleGpus(const v1::ReportSummary& s) {
   return std::abs(s.mfu_ofu_ratio() / expected - 1.0) <= kIdleGpuRatioTolerance;
 }
 
+bool EnergyRegression(const v1::ReportSummary& s) {
+  return s.has_joules_per_pflop() && s.has_workload_joules_per_pflop() &&
+         s.workload_joules_per_pflop() > 0 &&
+         s.joules_per_pflop() >= kEnergyRegressionFactor * s.workload_joules_per_pflop();
+}
+
 std::vector<v1::AdviceKind> ChooseAdvice(const v1::ReportSummary& s) {
   std::vector<v1::AdviceKind> out;
   if (!s.has_ofu()) out.push_back(v1::ADVICE_KIND_NO_OFU);
   if (s.idle_gpu_count() > 0) out.push_back(v1::ADVICE_KIND_IDLE_GPUS);
   if (s.regression_count() > 0) out.push_back(v1::ADVICE_KIND_REGRESSION);
+  if (EnergyRegression(s)) out.push_back(v1::ADVICE_KIND_ENERGY_REGRESSION);
   if (s.straggler_count() > 0) out.push_back(v1::ADVICE_KIND_STRAGGLERS);
   if (s.has_ofu() && BestOfu(s) < kLowOfu) out.push_back(v1::ADVICE_KIND_LOW_OFU);
   if (s.roofline_class() == v1::ROOFLINE_CLASS_MEMORY_BOUND) {
@@ -371,6 +381,23 @@ std::string AdviceText(v1::AdviceKind kind, const v1::ReportSummary& s) {
              "less, and ask the cluster's operators about the exporter.";
     case v1::ADVICE_KIND_WELL_USED:
       return "Nothing to change: the job kept its GPUs busy.";
+    case v1::ADVICE_KIND_ENERGY_REGRESSION: {
+      std::string text = absl::StrFormat(
+          "This run spent %.2fx the energy per PFLOP of tensor work of its workload's earlier "
+          "runs on %s (%.1f vs %.1f J/PFLOP, the median of %d %s): ",
+          s.joules_per_pflop() / s.workload_joules_per_pflop(), s.gpu_model(),
+          s.joules_per_pflop(), s.workload_joules_per_pflop(), s.workload_energy_jobs(),
+          s.workload_energy_jobs() == 1 ? "job" : "jobs");
+      absl::StrAppend(
+          &text, s.roofline_class() == v1::ROOFLINE_CLASS_MEMORY_BOUND
+                     ? "it was mostly memory-bound, and power spent waiting on memory is the "
+                       "usual cause; raise the work done per byte (larger batches, fused "
+                       "kernels) or compare its configuration with the earlier runs."
+                     : "the GPUs drew power without doing tensor work (memory- or host-bound "
+                       "phases, a data loader or launch overhead) or ran power-capped; compare "
+                       "its configuration and nodes with the earlier runs.");
+      return text;
+    }
     case v1::ADVICE_KIND_GPU_FAULT:
       return absl::StrCat("The job met ", s.fault_count(),
                           s.fault_count() == 1 ? " GPU fault" : " GPU faults",
@@ -499,6 +526,11 @@ std::string RenderSummaryText(const v1::ReportSummary& s) {
     if (s.has_framework_joules_per_pflop()) {
       absl::StrAppend(&per, absl::StrFormat(", %.1f J/PFLOP of what the framework counts",
                                             s.framework_joules_per_pflop()));
+    }
+    if (s.has_workload_joules_per_pflop()) {
+      absl::StrAppend(&per, absl::StrFormat("; its workload's earlier runs %.1f (median of %d)",
+                                            s.workload_joules_per_pflop(),
+                                            s.workload_energy_jobs()));
     }
     line("energy per work", per);
   }

@@ -62,6 +62,11 @@ void RoundSummary(v1::ReportSummary& summary);
 inline constexpr double kIdleGpuRatioTolerance = 0.05;
 bool MfuGapIsTheIdleGpus(const v1::ReportSummary& summary);
 
+// An energy regression: the job's J/PFLOP at least this many times its workload's
+// (ReportSummary.workload_joules_per_pflop, earlier jobs on the same GPU model).
+inline constexpr double kEnergyRegressionFactor = 1.3;
+bool EnergyRegression(const v1::ReportSummary& summary);
+
 // Advice for a summary, most important first; WELL_USED when nothing applies.
 std::vector<v1::AdviceKind> ChooseAdvice(const v1::ReportSummary& summary);
 // One or two sentences for a person, with the summary's numbers.

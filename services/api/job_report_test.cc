@@ -118,6 +118,39 @@ TEST(JobReport, AdviceFollowsTheFigures) {
   EXPECT_EQ(ChooseAdvice(none).front(), v1::ADVICE_KIND_NO_OFU);
 }
 
+// J/PFLOP at least 1.3x the workload's earlier runs on the same GPU model is an energy
+// regression; a memory-bound run is told the usual cause.
+TEST(JobReport, EnergyPerPflopWellAboveTheWorkloadsIsAnEnergyRegression) {
+  v1::ReportSummary s;
+  s.set_ofu(0.3);
+  s.set_hbm_peak_fraction(0.8);
+  s.set_gpu_model("NVIDIA H100 80GB HBM3");
+  s.set_joules_per_pflop(1500);
+  s.set_workload_joules_per_pflop(1153.9);
+  s.set_workload_energy_jobs(3);
+  EXPECT_FALSE(EnergyRegression(s));  // 1.2999x
+  EXPECT_EQ(ChooseAdvice(s), std::vector<v1::AdviceKind>{v1::ADVICE_KIND_WELL_USED});
+  s.set_workload_joules_per_pflop(1150);
+  EXPECT_TRUE(EnergyRegression(s));
+  EXPECT_EQ(ChooseAdvice(s), std::vector<v1::AdviceKind>{v1::ADVICE_KIND_ENERGY_REGRESSION});
+  const std::string text = AdviceText(v1::ADVICE_KIND_ENERGY_REGRESSION, s);
+  EXPECT_TRUE(absl::StartsWith(text,
+                               "This run spent 1.30x the energy per PFLOP of tensor work of its "
+                               "workload's earlier runs on NVIDIA H100 80GB HBM3 (1500.0 vs "
+                               "1150.0 J/PFLOP, the median of 3 jobs): the GPUs drew power"))
+      << text;
+  s.set_roofline_class(v1::ROOFLINE_CLASS_MEMORY_BOUND);
+  EXPECT_TRUE(absl::StrContains(AdviceText(v1::ADVICE_KIND_ENERGY_REGRESSION, s),
+                                "it was mostly memory-bound, and power spent waiting on memory"));
+  // Without a baseline (fewer than 2 earlier runs) nothing is said.
+  s.clear_workload_joules_per_pflop();
+  EXPECT_FALSE(EnergyRegression(s));
+  EXPECT_TRUE(absl::StrContains(RenderSummaryText(s), "1500.0 J/PFLOP")) << RenderSummaryText(s);
+  s.set_workload_joules_per_pflop(1150);
+  EXPECT_TRUE(absl::StrContains(RenderSummaryText(s), "its workload's earlier runs 1150.0 (median of 3)"))
+      << RenderSummaryText(s);
+}
+
 TEST(JobReport, TextShowsTheFigures) {
   const std::string text = RenderSummaryText(Sample());
   EXPECT_TRUE(absl::StrContains(text, "gpu-east/4242")) << text;

@@ -42,10 +42,11 @@ bool ParseSeverity(const std::string& n, v1::Severity* e) { return v1::Severity_
 constexpr char kStates[] = "firing, resolved, acknowledged, silenced";
 constexpr char kKinds[] =
     "regression_in_job, regression_vs_workload, divergence, idle_gpus, straggler, "
-    "telemetry_stopped, data_quality, gpu_fault, silent_gpu, hung, job_idle";
+    "telemetry_stopped, data_quality, gpu_fault, silent_gpu, hung, job_idle, platform_lagging";
 constexpr char kSeverities[] = "info, warning, critical";
 
 std::string JobText(const v1::JobKey& job) {
+  if (job.job_id().empty()) return "(platform)";  // goodput's own alert, of no job
   return absl::StrCat(job.cluster(), "/", job.job_id());
 }
 
