@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
@@ -21,6 +22,7 @@
 #include "services/alerting/alert_config.h"
 #include "services/alerting/alert_engine.h"
 #include "services/alerting/alerting_service.h"
+#include "services/alerting/job_reporter.h"
 #include "services/api/api_convert.h"
 #include "services/platform/migrations.h"
 #include "services/platform/pg_pool.h"
@@ -794,6 +796,54 @@ alerting:
       "alerting: {severity_rules: [{match: {kind: idle_gpus}, severity: urgent}]}");
   ASSERT_TRUE(bad_severity.ok());
   EXPECT_NE(LoadAlertingConfig(*bad_severity).status().message().find("urgent"), std::string::npos);
+  // The platform's own backlog: its two keys, in range.
+  auto lag = platform::ConfigTree::LoadString(
+      "alerting: {expected_window_delay_s: 90, platform_lag_alert_s: 600}");
+  ASSERT_TRUE(lag.ok());
+  auto lagging = LoadAlertingConfig(*lag);
+  ASSERT_TRUE(lagging.ok()) << lagging.status();
+  EXPECT_EQ(lagging->engine.platform_lag.expected_window_delay_s, 90);
+  EXPECT_EQ(lagging->engine.platform_lag.alert_after_s, 600);
+  auto too_eager = platform::ConfigTree::LoadString("alerting: {platform_lag_alert_s: 5}");
+  ASSERT_TRUE(too_eager.ok());
+  EXPECT_NE(LoadAlertingConfig(*too_eager).status().message().find("alerting.platform_lag_alert_s"),
+            std::string::npos);
+}
+
+// Carbon and cost rates per site (alerting.reports.sites): loaded, and a bad entry named.
+TEST(AlertingConfig, ReportSitesLoadAndBadOnesAreNamed) {
+  auto tree = platform::ConfigTree::LoadString(R"(
+alerting:
+  reports:
+    ofu_address: 127.0.0.1:1
+    sites:
+      - {cluster: "*", pue: 1.4, grid_gco2e_per_kwh: 400}
+      - {cluster: eos, pue: 1.15, currency: EUR, price_per_gpu_hour: 2.10, price_per_kwh: 0.18}
+)");
+  ASSERT_TRUE(tree.ok()) << tree.status();
+  auto o = LoadReporterOptions(*tree);
+  ASSERT_TRUE(o.ok()) << o.status();
+  ASSERT_EQ(o->sites.size(), 2u);
+  EXPECT_EQ(core::RatesFor(o->sites, "eos")->currency, "EUR");
+  EXPECT_EQ(core::RatesFor(o->sites, "eos")->price_per_kwh, 0.18);
+  EXPECT_EQ(core::RatesFor(o->sites, "other")->grid_gco2e_per_kwh, 400);
+  auto refused = [](const std::string& sites) {
+    auto t = platform::ConfigTree::LoadString(
+        absl::StrCat("alerting:\n  reports:\n    ofu_address: 127.0.0.1:1\n    sites: ", sites, "\n"));
+    EXPECT_TRUE(t.ok()) << t.status();
+    return t.ok() ? std::string(LoadReporterOptions(*t).status().message()) : "";
+  };
+  EXPECT_EQ(refused("[{cluster: eos, pue: 0.9}]"),
+            "config key alerting.reports.sites[0].pue: 0.9 is outside [1, 5] (facility energy / "
+            "IT energy)");
+  EXPECT_EQ(refused("[{cluster: eos, pue: high}]"),
+            "config key alerting.reports.sites[0].pue: \"high\" is not a number");
+  EXPECT_TRUE(absl::StartsWith(refused("[{cluster: eos, colour: red}]"),
+                               "config key alerting.reports.sites[0].colour: unknown key "
+                               "(cluster, pue, "));
+  EXPECT_EQ(refused("[{cluster: eos}, {cluster: eos}]"),
+            "config key alerting.reports.sites[1].cluster: \"eos\" has rates already");
+  EXPECT_EQ(refused("{cluster: eos}"), "config key alerting.reports.sites: expected a list");
 }
 
 }  // namespace

@@ -84,7 +84,8 @@ class JobReportSlurmTest : public ::testing::Test {
   // summaries at ofu's port, reserved first.
   void StartServices(const std::string& mode = "scontrol",
                      const std::string& sacctmgr_path = "sacctmgr",
-                     const std::string& alerting_extra = "", bool ofu_forwards = true) {
+                     const std::string& alerting_extra = "", bool ofu_forwards = true,
+                     const std::string& reports_extra = "") {
     absl::StatusOr<int> ofu_port = ::goodput::testing::FreePort();
     ASSERT_TRUE(ofu_port.ok()) << ofu_port.status();
     ofu_port_ = *ofu_port;
@@ -96,7 +97,7 @@ class JobReportSlurmTest : public ::testing::Test {
              "  delivery: {poll_interval_s: 0.2, initial_backoff_s: 0.5, max_backoff_s: 2}\n"
              "  reports:\n    ofu_address: \"127.0.0.1:",
              ofu_port_,
-             "\"\n    admin_comment_targets: [eos-admin-comment]\n"
+             "\"\n    admin_comment_targets: [eos-admin-comment]\n", reports_extra,
              "  targets:\n"
              "    - name: eos-admin-comment\n      kind: slurm_admin_comment\n"
              "      cluster: eos\n      mode: ",
@@ -430,7 +431,13 @@ TEST_F(JobReportSlurmTest, AJobSpendingMoreEnergyPerPflopThanItsWorkloadsEarlier
       {"e3", "NVIDIA A100-SXM4-80GB", kStartMs - 1 * 86'400'000, 100},
       {"later", "NVIDIA H100 80GB HBM3", kStartMs + 60'000, 100},
   };
-  ASSERT_NO_FATAL_FAILURE(StartServices());  // applies the migrations
+  // Carbon and cost at eos's rates (another cluster's would be the catch-all's).
+  ASSERT_NO_FATAL_FAILURE(StartServices(
+      "scontrol", "sacctmgr", "", true,
+      "    sites:\n"
+      "      - {cluster: \"*\", pue: 1.5}\n"
+      "      - {cluster: eos, pue: 1.2, grid_gco2e_per_kwh: 380, price_per_gpu_hour: 2.5,\n"
+      "         price_per_kwh: 0.12}\n"));  // applies the migrations
   for (const Earlier& e : earlier) {
     v1::JobReport r;
     r.mutable_summary()->set_gpu_model(e.gpu_model);
@@ -464,11 +471,30 @@ TEST_F(JobReportSlurmTest, AJobSpendingMoreEnergyPerPflopThanItsWorkloadsEarlier
                       "J/PFLOP, the median of 2 jobs)",
                       s.joules_per_pflop() / 1150, s.joules_per_pflop())))
       << advice->text();
+  // 0.333 kWh of the GPUs (estimated from board power) x PUE 1.2 at the facility, x 380 g/kWh;
+  // 4 GPUs x 10 minutes x USD 2.50 + 0.4 kWh x USD 0.12 = USD 1.71.
+  EXPECT_NEAR(s.facility_energy_kwh(), 0.4, 0.001) << s.DebugString();
+  EXPECT_NEAR(s.co2e_kg(), 0.152, 0.001);
+  EXPECT_NEAR(s.cost(), kGpus * kMinutes / 60.0 * 2.5 + 0.048, 0.006);
+  EXPECT_EQ(s.currency(), "USD");
+  EXPECT_EQ(s.carbon_cost_basis(),
+            "PUE 1.20; grid 380 gCO2e/kWh; USD 2.50/GPU-h + USD 0.120/kWh; energy partly "
+            "estimated (site eos)");
   // The AdminComment carries the baseline, and goodputctl prints it.
   std::string full_report;
   ASSERT_NO_FATAL_FAILURE(ExpectGoodputctlDecodes(AdminComment(*job), s, *job, &full_report));
   EXPECT_TRUE(absl::StrContains(full_report, "its workload's earlier runs 1150.0 (median of 2)"))
       << full_report;
+  EXPECT_TRUE(absl::StrContains(full_report, "kg CO2e, USD ")) << full_report;
+  // Summed by team with the ledger: the job's kWh, emissions and cost.
+  auto ledger = Goodputctl({"ledger", "--group-by", "team", "--from", "2025-12-01T00:00:00Z",
+                            "--to", "2026-02-01T00:00:00Z", "--json", "--alerting-addr",
+                            alerting_->grpc_address()});
+  ASSERT_TRUE(ledger.ok() && ledger->exit.Success()) << (ledger.ok() ? ledger->output : "");
+  const nlohmann::json total = nlohmann::json::parse(ledger->output)["total"];
+  EXPECT_NEAR(total["co2e_kg"].get<double>(), s.co2e_kg(), 1e-9) << ledger->output;
+  EXPECT_EQ(total["jobs_with_co2e"].get<int>(), 1) << ledger->output;
+  EXPECT_NEAR(total["cost"]["USD"].get<double>(), s.cost(), 1e-9) << ledger->output;
 }
 
 // The GPUs stopped reporting 4 minutes before Slurm ended the job: the windows never reach

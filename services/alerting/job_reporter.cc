@@ -1,8 +1,8 @@
 #include "services/alerting/job_reporter.h"
 
 #include <algorithm>
-#include <limits>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <utility>
@@ -24,6 +24,7 @@
 #include "services/api/job_report.h"
 #include "services/platform/grpc_client.h"
 #include "services/platform/status_convert.h"
+#include "yaml-cpp/yaml.h"
 
 namespace goodput::alerting {
 namespace {
@@ -97,7 +98,59 @@ std::optional<std::string> FaultAdvice(const v1::JobReport& report,
 
 constexpr char kReportKeys[] =
     "enabled, ofu_address, mfu_address, token, timeout_s, revise_for_s, idle_check_s, "
-    "retry_backoff_s, admin_comment_targets";
+    "retry_backoff_s, admin_comment_targets, sites";
+
+// alerting.reports.sites: [{cluster, pue, grid_gco2e_per_kwh, currency, price_per_gpu_hour,
+// price_per_kwh}].
+absl::StatusOr<std::vector<core::SiteRates>> LoadSites(const platform::ConfigTree& tree) {
+  std::vector<core::SiteRates> out;
+  const YAML::Node& root = tree.root();
+  std::optional<YAML::Node> list;
+  if (root.IsMap() && root["alerting"].IsMap() && root["alerting"]["reports"].IsMap()) {
+    list = root["alerting"]["reports"]["sites"];
+  }
+  if (!list || !list->IsDefined() || list->IsNull()) return out;
+  if (!list->IsSequence()) {
+    return absl::InvalidArgumentError("config key alerting.reports.sites: expected a list");
+  }
+  constexpr const char* kKeys[] = {"cluster",            "pue",           "grid_gco2e_per_kwh",
+                                   "currency",           "price_per_gpu_hour",
+                                   "price_per_kwh"};
+  for (size_t i = 0; i < list->size(); ++i) {
+    const std::string where = absl::StrCat("config key alerting.reports.sites[", i, "]");
+    const YAML::Node site = (*list)[i];
+    if (!site.IsMap()) return absl::InvalidArgumentError(absl::StrCat(where, ": expected a mapping"));
+    core::SiteRates r;
+    for (const auto& kv : site) {
+      const std::string key = kv.first.as<std::string>();
+      if (std::find(std::begin(kKeys), std::end(kKeys), key) == std::end(kKeys)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            where, ".", key, ": unknown key (", absl::StrJoin(kKeys, ", "), ")"));
+      }
+      try {
+        if (key == "cluster") r.cluster = kv.second.as<std::string>();
+        if (key == "currency") r.currency = kv.second.as<std::string>();
+        if (key == "pue") r.pue = kv.second.as<double>();
+        if (key == "grid_gco2e_per_kwh") r.grid_gco2e_per_kwh = kv.second.as<double>();
+        if (key == "price_per_gpu_hour") r.price_per_gpu_hour = kv.second.as<double>();
+        if (key == "price_per_kwh") r.price_per_kwh = kv.second.as<double>();
+      } catch (const YAML::Exception&) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            where, ".", key, ": \"", kv.second.Scalar(), "\" is not ",
+            key == "cluster" || key == "currency" ? "a string" : "a number"));
+      }
+    }
+    if (absl::Status s = core::ValidateSiteRates(r, where); !s.ok()) return s;
+    for (const core::SiteRates& before : out) {
+      if (before.cluster == r.cluster) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ".cluster: \"", r.cluster, "\" has rates already"));
+      }
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -153,6 +206,9 @@ absl::StatusOr<ReporterOptions> LoadReporterOptions(const platform::ConfigTree& 
       tree.GetStringList("alerting.reports.admin_comment_targets");
   if (!targets.ok()) return targets.status();
   o.admin_comment_targets = *targets;
+  absl::StatusOr<std::vector<core::SiteRates>> sites = LoadSites(tree);
+  if (!sites.ok()) return sites.status();
+  o.sites = *std::move(sites);
   return o;
 }
 
@@ -503,6 +559,18 @@ absl::StatusOr<v1::JobReport> JobReporter::Assemble(const std::string& cluster,
         }
       }
     }
+  }
+  // Carbon and cost at the rates of the job's site.
+  if (const core::SiteRates* rates = core::RatesFor(options_.sites, cluster)) {
+    const core::CarbonCost c = core::ComputeCarbonCost(
+        *rates, s.gpu_hours(),
+        s.has_energy_kwh() ? std::optional<double>(s.energy_kwh()) : std::nullopt,
+        s.energy_estimated());
+    if (c.facility_kwh) s.set_facility_energy_kwh(*c.facility_kwh);
+    if (c.co2e_kg) s.set_co2e_kg(*c.co2e_kg);
+    if (c.cost) s.set_cost(*c.cost);
+    s.set_currency(c.currency);
+    s.set_carbon_cost_basis(c.basis);
   }
   // The workload's energy baseline: earlier jobs of its fingerprint on the same GPU model.
   if (s.has_joules_per_pflop() && !info->job.workload_fingerprint().empty()) {

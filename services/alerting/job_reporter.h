@@ -39,6 +39,7 @@
 #include "goodput/v1/mfu.grpc.pb.h"
 #include "goodput/v1/ofu.grpc.pb.h"
 #include "goodput/v1/report.pb.h"
+#include "services/core/carbon_cost.h"
 #include "services/core/ledger.h"
 #include "services/alerting/report_store.h"
 #include "services/api/job_report.h"
@@ -77,6 +78,8 @@ struct ReporterOptions {
   // alerting.fault_correlation_window_s: a failed job's likely cause is a GPU fault this long
   // before its end (gpu_fault_findings.h).
   int64_t fault_correlation_window_s = 1800;
+  // alerting.reports.sites: carbon and cost rates per cluster ("*": the others).
+  std::vector<core::SiteRates> sites = {};
 };
 
 // Reads alerting.reports.*; INVALID_ARGUMENT naming the key and value for anything wrong.

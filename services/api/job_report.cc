@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
@@ -265,6 +267,9 @@ void RoundSummary(v1::ReportSummary& s) {
   if (s.has_framework_joules_per_pflop()) {
     s.set_framework_joules_per_pflop(Round(s.framework_joules_per_pflop(), k1));
   }
+  if (s.has_facility_energy_kwh()) s.set_facility_energy_kwh(Round(s.facility_energy_kwh(), k3));
+  if (s.has_co2e_kg()) s.set_co2e_kg(Round(s.co2e_kg(), k3));
+  if (s.has_cost()) s.set_cost(Round(s.cost(), k2));
   if (s.has_ledger()) {
     core::JobLedger l = LedgerFromProto(s.ledger());
     for (double* v : {&l.allocated_gpu_hours, &l.productive, &l.idle_gpus, &l.silent_gpus, &l.hung,
@@ -533,6 +538,16 @@ std::string RenderSummaryText(const v1::ReportSummary& s) {
                                             s.workload_energy_jobs()));
     }
     line("energy per work", per);
+  }
+  if (!s.carbon_cost_basis().empty()) {
+    std::vector<std::string> parts;
+    if (s.has_facility_energy_kwh()) {
+      parts.push_back(absl::StrFormat("%.3f kWh at the facility", s.facility_energy_kwh()));
+    }
+    if (s.has_co2e_kg()) parts.push_back(absl::StrFormat("%.3f kg CO2e", s.co2e_kg()));
+    if (s.has_cost()) parts.push_back(absl::StrFormat("%s %.2f", s.currency(), s.cost()));
+    line("carbon and cost",
+         absl::StrCat(absl::StrJoin(parts, ", "), " (", s.carbon_cost_basis(), ")"));
   }
   line("roofline", RooflineWords(s.roofline_class()));
   std::string mfu = MfuGapIsTheIdleGpus(s) ? std::string("consistent over the busy GPUs")

@@ -187,6 +187,13 @@ absl::StatusOr<std::string> LedgerGroup(const v1::ReportSummary& s, absl::string
       absl::StrCat("--group-by: \"", by, "\" is not user, team, cluster, gpu-model or none"));
 }
 
+// "USD 1234.50", "EUR 10.00 + USD 3.00" (sites with different currencies), "-" for none.
+std::string CostText(const std::map<std::string, double>& cost) {
+  std::vector<std::string> parts;
+  for (const auto& [currency, v] : cost) parts.push_back(absl::StrFormat("%s %.2f", currency, v));
+  return parts.empty() ? "-" : absl::StrJoin(parts, " + ");
+}
+
 // The ledgers of the jobs that ended in the range, summed by group (ListJobReports, paged).
 int Ledger(const Args& args) {
   const std::string by = args.Flag("group-by").value_or("team");
@@ -206,6 +213,11 @@ int Ledger(const Args& args) {
     int jobs = 0;
     int without_ledger = 0;
     core::JobLedger ledger;
+    // Over every report of the group (with a ledger or not): energy, emissions and cost where
+    // the report has them (cost by currency).
+    double energy_kwh = 0, co2e_kg = 0;
+    int with_energy = 0, with_co2e = 0;
+    std::map<std::string, double> cost;
   };
   std::map<std::string, Group> groups;
   Group total;
@@ -227,6 +239,15 @@ int Ledger(const Args& args) {
         } else {
           ++t->without_ledger;
         }
+        if (s.has_energy_kwh()) {
+          t->energy_kwh += s.energy_kwh();
+          ++t->with_energy;
+        }
+        if (s.has_co2e_kg()) {
+          t->co2e_kg += s.co2e_kg();
+          ++t->with_co2e;
+        }
+        if (s.has_cost()) t->cost[s.currency()] += s.cost();
       }
     }
     request.set_page_token(response.next_page_token());
@@ -243,7 +264,12 @@ int Ledger(const Args& args) {
       return nlohmann::json{{"name", name},
                             {"jobs", g.jobs},
                             {"jobs_without_ledger", g.without_ledger},
-                            {"ledger", nlohmann::json::parse(ledger)}};
+                            {"ledger", nlohmann::json::parse(ledger)},
+                            {"energy_kwh", g.energy_kwh},
+                            {"jobs_with_energy", g.with_energy},
+                            {"co2e_kg", g.co2e_kg},
+                            {"jobs_with_co2e", g.with_co2e},
+                            {"cost", g.cost}};
     };
     nlohmann::json out = {{"group_by", by}, {"groups", nlohmann::json::array()}};
     for (const auto& [name, g] : groups) out["groups"].push_back(group_json(name, g));
@@ -265,7 +291,10 @@ int Ledger(const Args& args) {
                {"REGRESSION", Align::kRight},
                {"TRANSIENT", Align::kRight},
                {"BELOW BASELINE", Align::kRight},
-               {"NO TELEMETRY", Align::kRight}});
+               {"NO TELEMETRY", Align::kRight},
+               {"KWH", Align::kRight},
+               {"KG CO2E", Align::kRight},
+               {"COST", Align::kRight}});
   auto row = [&](const std::string& name, const Group& g) {
     const core::JobLedger& l = g.ledger;
     auto h = [](double v) { return absl::StrFormat("%.2f", v); };
@@ -278,7 +307,8 @@ int Ledger(const Args& args) {
                                ")"),
                   h(l.idle_gpus), h(l.silent_gpus), h(l.hung), h(l.job_idle), h(l.warmup),
                   h(l.regression), h(l.transient), h(l.below_workload_baseline),
-                  h(l.no_telemetry)});
+                  h(l.no_telemetry), g.with_energy > 0 ? absl::StrFormat("%.1f", g.energy_kwh) : "-",
+                  g.with_co2e > 0 ? absl::StrFormat("%.1f", g.co2e_kg) : "-", CostText(g.cost)});
   };
   for (const auto& [name, g] : groups) {
     if (g.jobs > 0) row(name, g);
@@ -315,13 +345,18 @@ std::vector<Command> ReportCommands() {
        .flags = {"cluster", "job-id", "from-admin-comment"},
        .run = Report},
       {.words = {"ledger"},
-       .summary = "where the GPU-hours of ended jobs went, by cause, summed by group",
+       .summary = "where the GPU-hours of ended jobs went, by cause, with their energy, "
+                  "emissions and cost, summed by group",
        .details =
            "  --since D | --from T [--to T]   jobs that ended in this range (default 24h)\n"
            "  --group-by user|team|cluster|gpu-model|none   (default team)\n"
            "  --cluster C --user U --team T   only these jobs\n"
            "  --json                          {group_by, groups: [{name, jobs, jobs_without_ledger,\n"
-           "                                  ledger}], total, pending_reports}\n",
+           "                                  ledger, energy_kwh, jobs_with_energy, co2e_kg,\n"
+           "                                  jobs_with_co2e, cost: {currency: amount}}], total,\n"
+           "                                  pending_reports}\n"
+           "  kWh, kg CO2e and cost are the reports' (alerting.reports.sites): over every report\n"
+           "  of the group that has them, \"-\" when none has\n",
        .flags = {"since", "from", "to", "group-by", "cluster", "user", "team"},
        .run = Ledger},
   };

@@ -37,7 +37,8 @@ export function alertList(alerts: Alert[], withJob: boolean): string {
         <span class="badge">${esc(words(a.severity))}</span>
         <span class="badge state">${esc(words(a.state))}</span>
         <span class="kind">${esc(words(a.kind))}</span>
-        ${withJob ? `<a href="${jobHref(a.cluster, a.job_id)}">${esc(a.cluster)}/${esc(a.job_id)}</a>` : ""}
+        ${!withJob ? "" : a.job_id ? `<a href="${jobHref(a.cluster, a.job_id)}">${esc(a.cluster)}/${esc(a.job_id)}</a>`
+          : `<span class="badge" data-testid="platform-alert">goodput itself</span>`}
         <span class="muted small">since ${esc(dateTime(a.start_ms))}</span>
         ${a.found_after_job_end ? `<span class="badge" data-testid="found-after-end">found after the job ended</span>` : ""}
       </div>
