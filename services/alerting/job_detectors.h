@@ -179,11 +179,6 @@ struct DetectorOptions {
   // Windows with any of these flags confirm neither a regression (in the job or against its
   // workload) nor idle GPUs or stragglers: those detectors skip them.
   uint32_t untrusted_ofu_flags = kProfilingDataQualityFlags;
-  // Windows with any of these flags (late samples dropped: ofu closed the window before some
-  // of its samples came, as when the platform is behind) say nothing of which GPUs idle or
-  // lag: their per-GPU figures lack different samples per GPU. The idle-GPU and straggler
-  // trackers skip them.
-  uint32_t incomplete_gpu_flags = 1u << 7;
   // Divergence verdicts below this confidence do not alert.
   double divergence_min_confidence = 0.8;
   // A running job whose newest window ended longer ago than this has stopped reporting.

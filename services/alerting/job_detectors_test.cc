@@ -133,21 +133,6 @@ TEST(JobDetectors, PersistentlyIdleGpuAndStragglerAreFound) {
   EXPECT_NEAR(slow->straggler_score, 0.6, 0.05);
 }
 
-// Windows ofu closed before some of their samples came (late samples dropped, as when the
-// platform is behind) name GPUs as slow or idle for the samples they lack: no finding.
-TEST(JobDetectors, GpusNamedInWindowsThatDroppedLateSamplesAreNoFinding) {
-  JobInput in = Job(60, 0.4);
-  for (JobWindow& w : in.windows) {
-    w.idle_gpus = {"n2/7/"};
-    w.stragglers = {{"n1/3/", w.gpu_ofu_median * 0.6, 0.6}};
-    w.flags = 1u << 7;  // DATA_QUALITY_FLAG_LATE_SAMPLES_DROPPED
-  }
-  EXPECT_TRUE(EvaluateJob(in, {}).findings.empty()) << Kinds(EvaluateJob(in, {})).size();
-  // The same windows complete: both found (PersistentlyIdleGpuAndStragglerAreFound).
-  for (JobWindow& w : in.windows) w.flags = 0;
-  EXPECT_EQ(EvaluateJob(in, {}).findings.size(), 2u);
-}
-
 TEST(JobDetectors, AnOccasionallySlowGpuIsNoStraggler) {
   JobInput in = Job(60, 0.4);
   for (size_t i = 0; i < in.windows.size(); i += 5) {

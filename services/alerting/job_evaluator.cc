@@ -282,15 +282,14 @@ void JobEvaluator::AddWindow(const JobWindow& jw) {
   }
 
   // Idle GPUs and stragglers: which GPUs idle or lag is unknown while the profiling
-  // counters cannot be trusted, or when the window left some GPUs' samples out.
+  // counters cannot be trusted.
   gpus_allocated_ = std::max(gpus_allocated_, jw.gpus_allocated);
-  const bool gpus_unknown = untrusted || (jw.flags & options_.incomplete_gpu_flags) != 0;
-  if (!gpus_unknown) {
+  if (!untrusted) {
     for (const StragglerObs& s : jw.stragglers) Slot(s.gpu);
     for (const std::string& g : jw.idle_gpus) Slot(g);
   }
   // Every trusted window counts, named GPUs or not: a GPU named late ran at the median before.
-  if (!gpus_unknown && std::max(gpus_allocated_, static_cast<int>(gpu_names_.size())) > 0) {
+  if (!untrusted && std::max(gpus_allocated_, static_cast<int>(gpu_names_.size())) > 0) {
     const int named = static_cast<int>(gpu_names_.size());
     gpu_tracker_.Grow(std::max(gpus_allocated_, named));
     const int gpu_count = gpu_tracker_.gpu_count();
