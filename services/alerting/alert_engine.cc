@@ -94,7 +94,6 @@ std::vector<std::string> PgTextArray(const std::string& text) {
   return out;
 }
 
-
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
