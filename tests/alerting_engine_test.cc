@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -21,6 +22,7 @@
 #include "gtest/gtest.h"
 #include "services/alerting/alert_config.h"
 #include "services/alerting/alert_engine.h"
+#include "services/alerting/alert_proto.h"
 #include "services/alerting/alerting_service.h"
 #include "services/alerting/job_reporter.h"
 #include "services/api/api_convert.h"
@@ -489,6 +491,10 @@ TEST_F(AlertEngineTest, APlatformBehindItsTelemetryBlamesNoJobAndRaisesOneAlertO
                                p.alert_id(), " AND target = 'am-default'")),
             1);
   EXPECT_EQ(OutboxRows(p.alert_id()), 1);
+  EXPECT_EQ(Count(absl::StrCat("SELECT count(*) FROM alert_outbox WHERE alert_id = ",
+                               p.alert_id(), " AND kind = 'alert' AND ",
+                               "payload ->> 'kind' = 'platform_lagging'")),
+            1);
   // No job is blamed for the backlog, but j3, whose windows stopped after minute 15 while
   // the others kept coming (late), has stopped: 14 minutes behind the data reached.
   std::vector<v1::Alert> stopped = open_of_kind(v1::ALERT_KIND_TELEMETRY_STOPPED);
@@ -808,6 +814,18 @@ alerting:
   ASSERT_TRUE(too_eager.ok());
   EXPECT_NE(LoadAlertingConfig(*too_eager).status().message().find("alerting.platform_lag_alert_s"),
             std::string::npos);
+}
+
+// Every kind crosses the API both ways (a kind the API names but the engine cannot read back
+// would be refused as a filter and sent under another kind's name).
+TEST(AlertProto, EveryKindRoundTripsThroughTheApi) {
+  for (Kind k : kAllKinds) {
+    EXPECT_TRUE(v1::AlertKind_IsValid(KindToProto(k))) << KindName(k);
+    EXPECT_EQ(KindFromProto(KindToProto(k)), k) << KindName(k);
+    EXPECT_EQ(absl::AsciiStrToLower(v1::AlertKind_Name(KindToProto(k)).substr(11)), KindName(k));
+  }
+  EXPECT_FALSE(KindFromProto(v1::ALERT_KIND_UNSPECIFIED));
+  EXPECT_FALSE(KindFromProto(static_cast<v1::AlertKind>(std::size(kAllKinds) + 1)));
 }
 
 // Carbon and cost rates per site (alerting.reports.sites): loaded, and a bad entry named.

@@ -1,12 +1,15 @@
 #include "services/alerting/alert_proto.h"
 
+#include <iterator>
+
 #include "absl/strings/str_cat.h"
 
 namespace goodput::alerting {
 
 v1::AlertKind KindToProto(Kind k) { return static_cast<v1::AlertKind>(static_cast<int>(k) + 1); }
 std::optional<Kind> KindFromProto(v1::AlertKind k) {
-  if (k < 1 || k > 7) return std::nullopt;
+  // Every Kind, in the API's order (KindToProto): 1 .. the number of kinds.
+  if (k < 1 || k > static_cast<int>(std::size(kAllKinds))) return std::nullopt;
   return static_cast<Kind>(static_cast<int>(k) - 1);
 }
 v1::Severity SeverityToProto(Severity s) { return static_cast<v1::Severity>(static_cast<int>(s)); }
