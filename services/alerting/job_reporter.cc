@@ -21,6 +21,7 @@
 #include "services/alerting/targets/slurm_target.h"
 #include "services/api/api_convert.h"
 #include "services/api/job_report.h"
+#include "services/detect/robust_stats.h"
 #include "services/platform/grpc_client.h"
 #include "services/platform/status_convert.h"
 
@@ -465,11 +466,8 @@ absl::StatusOr<v1::JobReport> JobReporter::Assemble(const std::string& cluster,
           absl::StrCat("workload energy baseline: ", earlier.status().message()));
     }
     if (earlier->size() >= 2) {
-      std::vector<double> v = *std::move(earlier);
-      std::sort(v.begin(), v.end());
-      const size_t n = v.size();
-      s.set_workload_joules_per_pflop(n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2);
-      s.set_workload_energy_jobs(static_cast<int32_t>(n));
+      s.set_workload_joules_per_pflop(detect::Median(*earlier));
+      s.set_workload_energy_jobs(static_cast<int32_t>(earlier->size()));
     }
   }
   s.set_regression_count(regressions);
