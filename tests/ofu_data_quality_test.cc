@@ -4,7 +4,9 @@
 // GPU per window) and a ten-minute telemetry gap each show in the job summary's flags and
 // raise a data-quality alert, not a regression; the gap leaves windows with coverage 0, and
 // the job's and the fleet's GPU-hours still count the time it lasted. GPUs whose DCGM
-// profiling is paused are flagged, give no OFU and are not idle.
+// profiling is paused are flagged, give no OFU and are not idle. One host's telemetry that
+// arrives after its windows were final is counted in: they are recomputed from the stored
+// samples, exactly as if it had come on time.
 
 #include <algorithm>
 #include <memory>
@@ -264,6 +266,136 @@ TEST_F(OfuDataQuality, PausedProfilingIsFlaggedNotIdleAndRaisesADataQualityAlert
               std::string::npos)
         << a.description();
   }
+}
+
+// Samples of job `job_id` from host `host` (GPUs 0 and 1) every 10 s for minutes [from, to),
+// each GPU with its own activity, board power and cumulative energy counter.
+std::string HostSamples(const std::string& job_id, const std::string& host, int from_min,
+                        int to_min) {
+  std::vector<std::string> values;
+  for (int t = from_min * 60; t < to_min * 60; t += 10) {
+    for (int g = 0; g < 2; ++g) {
+      const int gpu = (host == "n1" ? 0 : 2) + g;
+      const double power = 400 + 10 * gpu;
+      values.push_back(absl::StrCat(
+          "(timestamptz 'epoch' + ", kOfuJobStartMs + t * 1000, " * interval '1 millisecond', 'c1', '",
+          host, "', ", g, ", (SELECT id FROM jobs WHERE job_id = '", job_id, "'), ",
+          0.2 + 0.1 * gpu + 0.01 * ((t / 10) % 5), ", 1500, 0.9, ", power, ", ",
+          1e6 * gpu + t * power * 1000, ")"));
+    }
+  }
+  return absl::StrCat(
+      "INSERT INTO samples (sample_time, cluster, host, gpu_index, job, tensor_active, "
+      "sm_clock_mhz, gr_engine_active, power_w, energy_mj) VALUES ",
+      absl::StrJoin(values, ","));
+}
+
+TEST_F(OfuDataQuality, AHostsTelemetryArrivingAfterItsWindowsWereFinalIsRecomputedInExactly) {
+  // j1 and j2 run the same on two hosts. j1's host n2 is scraped by a Prometheus that fell
+  // behind: its minutes 10..19 arrive after minute 30, long past the 120 s lateness, while
+  // host n1 kept reporting. j2's telemetry all comes on time.
+  Sql("INSERT INTO jobs (cluster, job_id, gpu_model) VALUES ('c1', 'j2', 'NVIDIA H100 80GB "
+      "HBM3')");
+  for (int m = 0; m < 30; ++m) {
+    Sql(HostSamples("j1", "n1", m, m + 1));
+    if (m < 10 || m >= 20) Sql(HostSamples("j1", "n2", m, m + 1));
+    Sql(HostSamples("j2", "n1", m, m + 1));
+    Sql(HostSamples("j2", "n2", m, m + 1));
+    CatchUp();
+  }
+  auto job_window = [&](const std::string& job_id, int m) {
+    return *pg_->QueryValue(goodput::testing::kDatabase,
+                            absl::StrCat("SELECT gpus_reporting || '/' || flags || '/' || "
+                                         "finalized FROM ofu_windows w JOIN jobs j ON j.id = w.job "
+                                         "WHERE j.job_id = '",
+                                         job_id, "' AND w.gpu = '' AND w.start_time = "
+                                         "timestamptz 'epoch' + ",
+                                         kOfuJobStartMs + m * 60'000, " * interval '1 ms'"));
+  };
+  // Before: minute 15 of j1 was final with host n2 silent (a gap, low coverage).
+  EXPECT_EQ(job_window("j1", 15), absl::StrCat("2/", kFlagGap | kFlagLowGpuCoverage, "/true"));
+  auto commits = store_->PendingCommits(0, 100'000);
+  ASSERT_TRUE(commits.ok());
+  const int64_t last_commit = commits->empty() ? 0 : commits->back();
+
+  Sql(HostSamples("j1", "n2", 10, 20));
+  CatchUp();
+  EXPECT_EQ(consumer_->Stats().late_samples, 2 * 6 * 10);
+  EXPECT_EQ(consumer_->Stats().windows_recomputed, 12);  // minutes 9..20, with the neighbours
+  // The recomputed windows went out in the next commit, for mfu and alerting to revise.
+  commits = store_->PendingCommits(last_commit, 100'000);
+  ASSERT_TRUE(commits.ok());
+  ASSERT_FALSE(commits->empty());
+  int revised = 0;
+  for (int64_t seq : *commits) {
+    auto windows = store_->CommitWindows(seq);
+    ASSERT_TRUE(windows.ok()) << windows.status();
+    for (const auto& [job, w] : *windows) {
+      if (job.job_id == "j1" && (w.result.flags & kFlagLateSamplesRecomputed)) {
+        EXPECT_TRUE(w.result.finalized);
+        EXPECT_GE(w.revision, 1);
+        ++revised;
+      }
+    }
+  }
+  EXPECT_EQ(revised, 12);
+  EndJob();
+
+  // Every window of j1 is j2's: the late telemetry counted as if it had come on time.
+  v1::JobKey j2 = Key();
+  j2.set_job_id("j2");
+  auto windows_of = [&](const v1::JobKey& key) {
+    v1::GetJobOfuRequest req;
+    *req.mutable_job() = key;
+    req.set_page_size(1000);
+    req.set_include_per_gpu(true);
+    v1::GetJobOfuResponse resp;
+    EXPECT_TRUE(service_->DoGetJobOfu(req, &resp).ok());
+    return resp;
+  };
+  const v1::GetJobOfuResponse late = windows_of(Key()), on_time = windows_of(j2);
+  ASSERT_EQ(late.windows_size(), 30);
+  ASSERT_EQ(on_time.windows_size(), 30);
+  ASSERT_EQ(late.gpu_windows_size(), on_time.gpu_windows_size());
+  ASSERT_EQ(late.gpu_windows_size(), 4 * 30);
+  auto same = [&](const v1::OfuWindow& a, const v1::OfuWindow& b, bool recomputed) {
+    EXPECT_EQ(api::TimestampToUnixMs(a.start_time()), api::TimestampToUnixMs(b.start_time()));
+    EXPECT_EQ(a.sample_count(), b.sample_count());
+    EXPECT_EQ(a.gpus_reporting(), b.gpus_reporting());
+    EXPECT_DOUBLE_EQ(a.ofu(), b.ofu());
+    EXPECT_DOUBLE_EQ(a.energy_j(), b.energy_j());
+    std::vector<int> flags(a.flags().begin(), a.flags().end());
+    if (recomputed) {
+      ASSERT_TRUE(Has(a.flags(), v1::DATA_QUALITY_FLAG_LATE_SAMPLES_RECOMPUTED));
+      std::erase(flags, v1::DATA_QUALITY_FLAG_LATE_SAMPLES_RECOMPUTED);
+    }
+    EXPECT_EQ(flags, std::vector<int>(b.flags().begin(), b.flags().end()));
+    EXPECT_FALSE(Has(a.flags(), v1::DATA_QUALITY_FLAG_LATE_SAMPLES_DROPPED));
+  };
+  for (int m = 0; m < 30; ++m) {
+    SCOPED_TRACE(m);
+    same(late.windows(m), on_time.windows(m), m >= 9 && m <= 20);
+    EXPECT_EQ(late.windows(m).late_sample_count(), m >= 10 && m < 20 ? 12 : 0);
+  }
+  for (int i = 0; i < late.gpu_windows_size(); ++i) {
+    SCOPED_TRACE(late.gpu_windows(i).gpu().ShortDebugString());
+    const int m = static_cast<int>(
+        (api::TimestampToUnixMs(late.gpu_windows(i).start_time()) - kOfuJobStartMs) / 60'000);
+    same(late.gpu_windows(i), on_time.gpu_windows(i), m >= 9 && m <= 20);
+  }
+  const v1::JobOfuSummary s = Summary();
+  v1::GetJobSummaryRequest req;
+  *req.mutable_job() = j2;
+  v1::GetJobSummaryResponse reference;
+  ASSERT_TRUE(service_->DoGetJobSummary(req, &reference).ok());
+  EXPECT_DOUBLE_EQ(s.ofu(), reference.summary().ofu());
+  EXPECT_DOUBLE_EQ(s.gpu_hours(), reference.summary().gpu_hours());
+  EXPECT_DOUBLE_EQ(s.energy_j(), reference.summary().energy_j());
+  EXPECT_EQ(s.late_sample_count(), 120);
+  EXPECT_FALSE(Has(s.flags(), v1::DATA_QUALITY_FLAG_GAP));
+  EXPECT_FALSE(Has(s.flags(), v1::DATA_QUALITY_FLAG_LATE_SAMPLES_DROPPED));
+  EXPECT_TRUE(Has(s.flags(), v1::DATA_QUALITY_FLAG_LATE_SAMPLES_RECOMPUTED));
+  EXPECT_TRUE(api::JobCaveats(s).empty());  // the figures are exact: nothing to qualify
 }
 
 }  // namespace

@@ -423,6 +423,8 @@ std::string CaveatText(v1::DataQualityFlag flag) {
       return "low GPU coverage: fewer GPUs reported than were allocated";
     case v1::DATA_QUALITY_FLAG_LATE_SAMPLES_DROPPED:
       return "late samples: some telemetry arrived too late to be counted";
+    case v1::DATA_QUALITY_FLAG_LATE_SAMPLES_RECOMPUTED:
+      return "late samples recomputed: windows were revised when delayed telemetry arrived";
     case v1::DATA_QUALITY_FLAG_UNKNOWN_GPU_MODEL:
       return "unknown GPU model: not in the catalog, so no OFU";
     case v1::DATA_QUALITY_FLAG_PROFILING_UNAVAILABLE:
@@ -455,6 +457,13 @@ double CaveatShare(v1::DataQualityFlag flag) {
   }
 }
 
+// Flags that qualify no figure of the job as a caveat: an estimated energy figure says so
+// itself, and a window recomputed with its late samples is exact.
+bool QualifiesNothing(v1::DataQualityFlag flag) {
+  return flag == v1::DATA_QUALITY_FLAG_ENERGY_ESTIMATED ||
+         flag == v1::DATA_QUALITY_FLAG_LATE_SAMPLES_RECOMPUTED;
+}
+
 }  // namespace
 
 std::vector<JobCaveat> JobCaveats(const v1::JobOfuSummary& ofu) {
@@ -462,13 +471,13 @@ std::vector<JobCaveat> JobCaveats(const v1::JobOfuSummary& ofu) {
   if (ofu.window_count() <= 0 || ofu.flag_shares().empty()) {
     for (int f : ofu.flags()) {
       const auto flag = static_cast<v1::DataQualityFlag>(f);
-      if (flag == v1::DATA_QUALITY_FLAG_ENERGY_ESTIMATED) continue;  // the energy figure's
+      if (QualifiesNothing(flag)) continue;
       out.push_back({flag, CaveatText(flag)});
     }
     return out;
   }
   for (const v1::DataQualityShare& share : ofu.flag_shares()) {
-    if (share.flag() == v1::DATA_QUALITY_FLAG_ENERGY_ESTIMATED) continue;  // the energy figure's
+    if (QualifiesNothing(share.flag())) continue;
     const double fraction =
         static_cast<double>(share.windows()) / static_cast<double>(ofu.window_count());
     if (share.windows() <= 0 || fraction < CaveatShare(share.flag())) continue;

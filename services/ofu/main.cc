@@ -44,6 +44,9 @@ absl::StatusOr<std::shared_ptr<void>> Setup(goodput::platform::ServiceContext& c
   if (!shard_index.ok()) return shard_index.status();
   absl::StatusOr<int64_t> page_limit = cfg.GetIntInRange("ofu.page_limit", 20000, 1, 1'000'000);
   if (!page_limit.ok()) return page_limit.status();
+  absl::StatusOr<int64_t> recompute =
+      cfg.GetIntInRange("ofu.late_recompute_gpu_windows", 20000, 0, 10'000'000);
+  if (!recompute.ok()) return recompute.status();
   absl::StatusOr<absl::Duration> poll = cfg.GetSeconds("ofu.poll_interval_s", 1.0);
   if (!poll.ok()) return poll.status();
   absl::StatusOr<absl::Duration> cache_ttl = cfg.GetSeconds("ofu.latest_cache_ttl_s", 86400.0);
@@ -100,6 +103,11 @@ absl::StatusOr<std::shared_ptr<void>> Setup(goodput::platform::ServiceContext& c
            ->AddGauge("goodput_ofu_late_samples",
                       "Samples that arrived after their window was final, since start.")
            .WithLabels(std::vector<std::string>{});
+  goodput::platform::Gauge* recomputed =
+      &ctx.metrics
+           ->AddGauge("goodput_ofu_windows_recomputed",
+                      "Final job-level windows recomputed from stored samples for late samples.")
+           .WithLabels(std::vector<std::string>{});
   goodput::platform::Gauge* written =
       &ctx.metrics
            ->AddGauge("goodput_ofu_windows_written",
@@ -113,14 +121,16 @@ absl::StatusOr<std::shared_ptr<void>> Setup(goodput::platform::ServiceContext& c
   rt->consumer = std::make_unique<goodput::ofu::OfuConsumer>(
       rt->store.get(), catalog, engine,
       goodput::ofu::ConsumerOptions{.page_limit = static_cast<int>(*page_limit),
+                                    .recompute_gpu_windows = static_cast<int>(*recompute),
                                     .poll_interval = *poll},
-      [raw, w, consumed, late, written, memory](const goodput::ofu::CommittedWindows& c) {
+      [raw, w, consumed, late, recomputed, written, memory](const goodput::ofu::CommittedWindows& c) {
         raw->cache->Publish(c, w);
         raw->hub->Publish(c, w);
         raw->forwarder->Wake();
         const goodput::ofu::ConsumerStats stats = raw->consumer->Stats();
         consumed->Set(static_cast<double>(stats.samples_consumed));
         late->Set(static_cast<double>(stats.late_samples));
+        recomputed->Set(static_cast<double>(stats.windows_recomputed));
         written->Set(static_cast<double>(stats.windows_written));
         memory->Set(static_cast<double>(raw->consumer->EngineMemoryBytes()));
       },

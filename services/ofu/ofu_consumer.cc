@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <tuple>
 #include <utility>
 
+#include "absl/container/btree_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/time/clock.h"
 
 namespace goodput::ofu {
@@ -73,6 +76,55 @@ absl::Status OfuConsumer::Feed(const std::vector<ConsumedSample>& page, int64_t 
   return absl::OkStatus();
 }
 
+absl::StatusOr<int64_t> OfuConsumer::RecomputeLate(std::vector<LateCount>& late,
+                                                   std::vector<WindowResult>& windows) {
+  if (options_.recompute_gpu_windows <= 0 || late.empty()) return 0;
+  absl::btree_map<int64_t, std::vector<int64_t>> starts;
+  for (const LateCount& l : late) starts[l.job].push_back(l.window_start_ms);
+  const int64_t window_ms = engine_options_.window_ms;
+  std::vector<WindowResult> recomputed;
+  absl::flat_hash_set<int64_t> done;
+  for (auto& [job, job_starts] : starts) {
+    const std::optional<WindowEngine::Standing> standing = engine_->StandingOf(job);
+    auto rec = jobs_.find(job);
+    if (!standing.has_value() || rec == jobs_.end()) continue;
+    JobInfo info = rec->second.info;
+    info.max_event_ms = standing->max_event_ms;
+    const int gpus = static_cast<int>(std::max<size_t>(1, standing->gpus));
+    const int max_windows = std::clamp(options_.recompute_gpu_windows / gpus, 1,
+                                       static_cast<int>(3'600'000 / window_ms));
+    for (const RecomputeSpan& span :
+         LateRecomputeSpans(job_starts, standing->final_before_ms, window_ms, max_windows)) {
+      absl::StatusOr<std::vector<Sample>> samples =
+          store_->LoadJobSamples(job, span.from_ms, RecomputeSampleRange(span, engine_options_));
+      if (!samples.ok()) return samples.status();
+      for (WindowResult& w :
+           RecomputeFinalWindows(catalog_, engine_options_, info, *std::move(samples), span)) {
+        recomputed.push_back(std::move(w));
+      }
+    }
+    done.insert(job);
+  }
+  for (LateCount& l : late) l.recomputed = done.contains(l.job);
+  // A window the engine finalized in this round can be a late window's neighbour: the
+  // recomputation, which has every sample, replaces it.
+  absl::flat_hash_set<std::tuple<int64_t, std::string, int64_t>> keys;
+  int64_t job_windows = 0;
+  for (const WindowResult& w : recomputed) {
+    keys.insert({w.job, w.gpu, w.start_ms});
+    if (w.gpu.empty()) ++job_windows;
+  }
+  std::erase_if(windows, [&](const WindowResult& w) {
+    return keys.contains(std::make_tuple(w.job, w.gpu, w.start_ms));
+  });
+  for (WindowResult& w : recomputed) windows.push_back(std::move(w));
+  // Job-level windows first, then per-GPU ones, each in time order (TakeResults' order).
+  std::stable_sort(windows.begin(), windows.end(), [](const WindowResult& a, const WindowResult& b) {
+    return std::make_pair(!a.gpu.empty(), a.start_ms) < std::make_pair(!b.gpu.empty(), b.start_ms);
+  });
+  return job_windows;
+}
+
 absl::StatusOr<bool> OfuConsumer::StepOnce() {
   ConsumerState next = state_;
   if (absl::Status s = store_->BeginRound(next); !s.ok()) return s;
@@ -89,6 +141,8 @@ absl::StatusOr<bool> OfuConsumer::StepOnce() {
       engine_->Advance(now_ms);
       committed.windows = engine_->TakeResults();
       std::vector<LateCount> late = engine_->TakeLateCounts();
+      absl::StatusOr<int64_t> recomputed = RecomputeLate(late, committed.windows);
+      if (!recomputed.ok()) status = recomputed.status();
       std::vector<JobProgress> progress = engine_->TakeProgress();
       const bool job_level = std::any_of(committed.windows.begin(), committed.windows.end(),
                                          [](const WindowResult& w) { return w.gpu.empty(); });
@@ -97,9 +151,14 @@ absl::StatusOr<bool> OfuConsumer::StepOnce() {
           page->empty() && committed.windows.empty() && late.empty() && progress.empty() &&
           next.xid_done == state_.xid_done && next.xid_round_end == state_.xid_round_end &&
           next.seq_cursor == state_.seq_cursor && next.seq_floor == state_.seq_floor;
-      if (!unchanged)
+      if (!unchanged && status.ok()) {
         status = store_->Commit(committed.windows, late, progress, next,
                                 engine_options_.window_ms / 1000);
+      }
+      if (status.ok() && *recomputed > 0) {
+        absl::MutexLock lock(&mu_);
+        stats_.windows_recomputed += *recomputed;
+      }
     }
   }
   if (!status.ok()) {

@@ -4,6 +4,10 @@
 // transaction. PostgreSQL is the source of truth; a push from ingest (Wake) only makes the
 // next read happen at once instead of after the poll interval.
 //
+// Late samples (for windows already final) are counted and their windows recomputed from the
+// stored samples in the same commit (see RecomputeFinalWindows), so the revised windows reach
+// mfu and alerting through the forwarding like any revision.
+//
 // Restart: Start() loads the watermark and restores, from the samples table, the samples of
 // every window that was not final, so a restarted consumer continues exactly where the last
 // commit left off: every sample is counted once. If a commit fails, the consumer throws its
@@ -36,6 +40,11 @@ namespace goodput::ofu {
 
 struct ConsumerOptions {
   int page_limit = 20'000;                          // samples per read and commit
+  // Final windows that late samples reach are recomputed from the stored samples
+  // (RecomputeFinalWindows), in spans of at most this many GPU-windows (at least one window,
+  // at most an hour): what a recomputation holds in memory at once. 0: late samples are left
+  // out (kFlagLateSamplesDropped), as before.
+  int recompute_gpu_windows = 20'000;
   absl::Duration poll_interval = absl::Seconds(1);  // between reads when idle
   absl::Duration retry_backoff = absl::Seconds(1);  // after a PostgreSQL error
 };
@@ -51,6 +60,7 @@ struct ConsumerStats {
   int64_t rounds_completed = 0;
   int64_t samples_consumed = 0;
   int64_t late_samples = 0;
+  int64_t windows_recomputed = 0;  // job-level windows recomputed for late samples
   int64_t windows_written = 0;
   int64_t commit_failures = 0;
 };
@@ -89,6 +99,11 @@ class OfuConsumer {
  private:
   void Run();
   absl::Status Feed(const std::vector<ConsumedSample>& page, int64_t now_ms);
+  // Recomputes the final windows `late` reached, marks those counts recomputed and puts the
+  // windows into `windows` (in place of any the engine emitted for the same window).
+  absl::StatusOr<int64_t> RecomputeLate(std::vector<LateCount>& late,
+                                        std::vector<WindowResult>& windows)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(engine_mu_);
 
   OfuStore* store_;
   const core::GpuCatalog* catalog_;

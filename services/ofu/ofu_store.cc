@@ -289,7 +289,8 @@ constexpr char kUpsertWindowsTail[] =
     "gpu_ofu_median = EXCLUDED.gpu_ofu_median, gpu_ofu_max = EXCLUDED.gpu_ofu_max, "
     "tensor_active_mean = EXCLUDED.tensor_active_mean, "
     "sm_clock_mhz_mean = EXCLUDED.sm_clock_mhz_mean, "
-    "flags = EXCLUDED.flags | (w.flags & 128), spatial_imbalance = EXCLUDED.spatial_imbalance, "
+    "flags = EXCLUDED.flags | (CASE WHEN (EXCLUDED.flags & 32768) <> 0 THEN 0 ELSE w.flags & 128 "
+    "END), spatial_imbalance = EXCLUDED.spatial_imbalance, "
     "temporal_imbalance = EXCLUDED.temporal_imbalance, stragglers = EXCLUDED.stragglers, "
     "idle_gpus = EXCLUDED.idle_gpus, idle_gpu_count = EXCLUDED.idle_gpu_count, "
     "roofline_class = EXCLUDED.roofline_class, hbm_peak_fraction = EXCLUDED.hbm_peak_fraction, "
@@ -298,13 +299,24 @@ constexpr char kUpsertWindowsTail[] =
     "commit_seq = EXCLUDED.commit_seq, gpu_equivalents = EXCLUDED.gpu_equivalents, "
     "activity = EXCLUDED.activity, "
     "revision = w.revision + 1, updated_at = now() "
-    "WHERE NOT w.finalized";
+    "WHERE NOT w.finalized OR (EXCLUDED.flags & 32768) <> 0";
 
+// Flag 128: kFlagLateSamplesDropped, unless the window was recomputed with them ($6; it was
+// written, flagged 32768, in the same transaction).
 constexpr char kAddLate[] =
-    "UPDATE ofu_windows SET late_sample_count = late_sample_count + $3, flags = flags | 128, "
-    "producer = $4, commit_seq = $5 WHERE job = $1 AND gpu = '' AND start_time = timestamptz "
-    "'epoch' + $2 * interval '1 "
+    "UPDATE ofu_windows SET late_sample_count = late_sample_count + $3, "
+    "flags = CASE WHEN $6 THEN flags ELSE flags | 128 END, producer = $4, commit_seq = $5 "
+    "WHERE job = $1 AND gpu = '' AND start_time = timestamptz 'epoch' + $2 * interval '1 "
     "millisecond'";
+
+// A job's samples in [$2, $3) ms, from $4 ms minus $5 ms before its last sample ahead of $4
+// ms when that is earlier than $2.
+constexpr char kJobSamplesTail[] =
+    " FROM samples s WHERE s.job = $1 AND s.sample_time < timestamptz 'epoch' + $3::bigint * "
+    "interval '1 millisecond' AND s.sample_time >= least(timestamptz 'epoch' + $2::bigint * "
+    "interval '1 millisecond', (SELECT max(p.sample_time) FROM samples p WHERE p.job = $1 AND "
+    "p.sample_time < timestamptz 'epoch' + $4::bigint * interval '1 millisecond') - $5::bigint * "
+    "interval '1 millisecond') ORDER BY s.sample_time, s.seq";
 constexpr char kAddLateToJob[] =
     "INSERT INTO ofu_job_state (job, late_sample_count) VALUES ($1, $2) ON CONFLICT (job) DO "
     "UPDATE SET late_sample_count = ofu_job_state.late_sample_count + EXCLUDED.late_sample_count, "
@@ -517,6 +529,21 @@ absl::StatusOr<std::vector<std::pair<JobRecord, std::vector<Sample>>>> OfuStore:
   return out;
 }
 
+absl::StatusOr<std::vector<Sample>> OfuStore::LoadJobSamples(int64_t job, int64_t span_from_ms,
+                                                               const RecomputeSpan& range) {
+  static const std::string sql = absl::StrCat("SELECT ", kSampleColumns, kJobSamplesTail);
+  const int64_t reach_ms = span_from_ms - range.from_ms;
+  return pool_->RunTransactionFor<std::vector<Sample>>(
+      [&](pqxx::work& txn) -> absl::StatusOr<std::vector<Sample>> {
+        std::vector<Sample> out;
+        for (const pqxx::row& r :
+             txn.exec_params(sql, job, range.from_ms, range.to_ms, span_from_ms, reach_ms)) {
+          out.push_back(ParseSample(r).sample);
+        }
+        return out;
+      });
+}
+
 absl::Status OfuStore::Commit(const std::vector<WindowResult>& results,
                               const std::vector<LateCount>& late,
                               const std::vector<JobProgress>& progress, const ConsumerState& state,
@@ -564,7 +591,8 @@ absl::Status OfuStore::Commit(const std::vector<WindowResult>& results,
           kFleetHoursLowEfficiencyOfu);
     }
     for (const LateCount& l : late) {
-      txn.exec_params(kAddLate, l.job, l.window_start_ms, l.count, ProducerId(), state.commit_seq);
+      txn.exec_params(kAddLate, l.job, l.window_start_ms, l.count, ProducerId(), state.commit_seq,
+                      l.recomputed);
       txn.exec_params(kAddLateToJob, l.job, l.count);
     }
     // Every job's progress in one statement per chunk: a commit of a busy page touches

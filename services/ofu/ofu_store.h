@@ -96,7 +96,16 @@ class OfuStore {
   absl::StatusOr<std::vector<std::pair<JobRecord, std::vector<Sample>>>> LoadOpenJobs(
       const ConsumerState& state, int64_t lookback_ms);
 
-  // Everything one page produced, with the new watermark, in one transaction.
+  // The job's stored samples with time in `range` for recomputing the final windows from
+  // `span_from_ms` (RecomputeFinalWindows), reaching back to RestoreLookbackMs before its last
+  // sample ahead of `span_from_ms` when that is older (a silence); time order. Every stored
+  // sample, consumed or not: one not consumed yet is for a final window too, so it will be
+  // late, and recomputing the same samples again gives the same windows.
+  absl::StatusOr<std::vector<Sample>> LoadJobSamples(int64_t job, int64_t span_from_ms,
+                                                     const RecomputeSpan& range);
+
+  // Everything one page produced, with the new watermark, in one transaction. Windows flagged
+  // kFlagLateSamplesRecomputed replace final ones; any other leaves a final window as it is.
   absl::Status Commit(const std::vector<WindowResult>& results, const std::vector<LateCount>& late,
                       const std::vector<JobProgress>& progress, const ConsumerState& state,
                       int64_t window_s);

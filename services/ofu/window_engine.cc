@@ -823,6 +823,69 @@ std::vector<JobProgress> WindowEngine::TakeProgress() {
   return out;
 }
 
+std::optional<WindowEngine::Standing> WindowEngine::StandingOf(int64_t job) const {
+  auto it = jobs_.find(job);
+  if (it == jobs_.end()) return std::nullopt;
+  return Standing{.final_before_ms = it->second->final_before_ms,
+                  .max_event_ms = it->second->max_event_ms,
+                  .gpus = it->second->gpu_names.size()};
+}
+
+std::vector<RecomputeSpan> LateRecomputeSpans(std::vector<int64_t> late_starts,
+                                              int64_t final_before_ms, int64_t window_ms,
+                                              int max_windows) {
+  std::sort(late_starts.begin(), late_starts.end());
+  late_starts.erase(std::unique(late_starts.begin(), late_starts.end()), late_starts.end());
+  std::vector<RecomputeSpan> merged;
+  for (int64_t start : late_starts) {
+    const int64_t from = start - window_ms;
+    const int64_t to = std::min(start + 2 * window_ms, std::max(final_before_ms, start + window_ms));
+    if (!merged.empty() && from <= merged.back().to_ms) {
+      merged.back().to_ms = std::max(merged.back().to_ms, to);
+    } else {
+      merged.push_back({from, to});
+    }
+  }
+  const int64_t most = int64_t{std::max(1, max_windows)} * window_ms;
+  std::vector<RecomputeSpan> out;
+  for (const RecomputeSpan& m : merged) {
+    for (int64_t from = m.from_ms; from < m.to_ms; from += most) {
+      out.push_back({from, std::min(m.to_ms, from + most)});
+    }
+  }
+  return out;
+}
+
+RecomputeSpan RecomputeSampleRange(const RecomputeSpan& span, const EngineOptions& options) {
+  return {span.from_ms - RestoreLookbackMs(options), span.to_ms + options.allowed_lateness_ms};
+}
+
+std::vector<WindowResult> RecomputeFinalWindows(const core::GpuCatalog* catalog,
+                                                const EngineOptions& options, const JobInfo& info,
+                                                std::vector<Sample> samples,
+                                                const RecomputeSpan& span) {
+  std::stable_sort(samples.begin(), samples.end(), [](const Sample& a, const Sample& b) {
+    return a.timestamp_ms < b.timestamp_ms;
+  });
+  // The windows before the span are final and give the span its energy readings and sampling
+  // history; the span's are open until the flush below finalizes them, as event time did.
+  JobInfo job = info;
+  job.final_before_ms = span.from_ms;
+  if (!samples.empty()) job.max_event_ms = std::max(job.max_event_ms, samples.back().timestamp_ms);
+  WindowEngine engine(catalog, options);
+  for (const Sample& s : samples) engine.Restore(job, s);
+  engine.RestoreDone(job.job);
+  engine.FlushJob(job.job);
+  std::vector<WindowResult> out;
+  for (WindowResult& w : engine.TakeResults()) {
+    if (w.start_ms < span.from_ms || w.start_ms >= span.to_ms) continue;
+    w.finalized = true;
+    w.flags = (w.flags & ~kFlagLateSamplesDropped) | kFlagLateSamplesRecomputed;
+    out.push_back(std::move(w));
+  }
+  return out;
+}
+
 size_t WindowEngine::MemoryBytes() const {
   size_t bytes = 0;
   for (const auto& [id, job] : jobs_) {

@@ -82,6 +82,9 @@ enum WindowFlag : uint32_t {
   // No cumulative energy counter for a GPU that reported board power: its energy is its mean
   // board power x the window's length, an estimate.
   kFlagEnergyEstimated = 1u << 14,
+  // Late samples reached the window after it was final, and it was recomputed from the
+  // stored samples (RecomputeFinalWindows).
+  kFlagLateSamplesRecomputed = 1u << 15,
 };
 
 // Roofline classes, numbered as goodput.v1.RooflineClass.
@@ -199,6 +202,8 @@ struct LateCount {
   int64_t job = 0;
   int64_t window_start_ms = 0;
   int64_t count = 0;
+  // The window was recomputed with them (else they are left out, kFlagLateSamplesDropped).
+  bool recomputed = false;
 };
 
 // Where a job stands, for persisting next to the results.
@@ -246,6 +251,14 @@ class WindowEngine {
   std::vector<LateCount> TakeLateCounts();
   // Progress of the jobs touched since the last call.
   std::vector<JobProgress> TakeProgress();
+
+  // Where a job the engine holds stands: windows before final_before_ms are final.
+  struct Standing {
+    int64_t final_before_ms = 0;
+    int64_t max_event_ms = 0;
+    size_t gpus = 0;  // GPUs seen
+  };
+  std::optional<Standing> StandingOf(int64_t job) const;
 
   // Bytes held for open windows and GPU names (approximate, allocator overhead excluded).
   size_t MemoryBytes() const;
@@ -310,5 +323,41 @@ int64_t RestoreLookbackMs(const EngineOptions& options);
 
 // The epoch-aligned start of the window holding `timestamp_ms`.
 int64_t WindowStart(int64_t timestamp_ms, int64_t window_ms);
+
+// Late samples, counted in. A sample for a window that is already final (one host's or one
+// Prometheus shard's telemetry delayed past the allowed lateness while the job's other GPUs
+// kept reporting) is left out by the engine, which holds only open windows. The consumer then
+// computes the windows it reached again from every stored sample of the job, so a job's
+// figures are exact after any catch-up within the samples' retention, and the engine's memory
+// stays what it was: a recomputation holds one span's samples for as long as it runs.
+//
+// A span of final windows to recompute: window starts in [from_ms, to_ms).
+struct RecomputeSpan {
+  int64_t from_ms = 0;
+  int64_t to_ms = 0;
+  bool operator==(const RecomputeSpan&) const = default;
+};
+
+// The spans for the final windows late samples reached (`late_starts`, any order, repeats
+// allowed), each with its neighbours that are final too (before `final_before_ms`): a GPU's
+// silence or return changes the sampling flags of the window on either side. Touching spans
+// are merged, then cut into spans of at most `max_windows` windows.
+std::vector<RecomputeSpan> LateRecomputeSpans(std::vector<int64_t> late_starts,
+                                              int64_t final_before_ms, int64_t window_ms,
+                                              int max_windows);
+
+// The stored samples RecomputeFinalWindows needs for `span`: those of the job with time in
+// [from, to). `from` is RestoreLookbackMs() before the span (the caller reaches back further,
+// to the job's last sample before the span, when that is older: a silence).
+RecomputeSpan RecomputeSampleRange(const RecomputeSpan& span, const EngineOptions& options);
+
+// The job-level and per-GPU windows of `span`, computed from `samples` (the job's stored
+// samples of RecomputeSampleRange(span), any order) as the engine computed them when they
+// became final, with every sample counted: finalized, flagged kFlagLateSamplesRecomputed.
+// `info.max_event_ms` is the job's newest sample time (WindowEngine::StandingOf). Pure.
+std::vector<WindowResult> RecomputeFinalWindows(const core::GpuCatalog* catalog,
+                                                const EngineOptions& options, const JobInfo& info,
+                                                std::vector<Sample> samples,
+                                                const RecomputeSpan& span);
 
 }  // namespace goodput::ofu

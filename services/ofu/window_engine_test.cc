@@ -793,5 +793,115 @@ TEST(WindowEngine, APerGpuWindowThatFinalizingChangesIsEmittedAgainAsFinal) {
   EXPECT_EQ(emitted.size(), 13u);  // g0: 10 windows, g1: 3
 }
 
+namespace recompute {
+
+constexpr int64_t kMin = 60'000;
+
+TEST(LateRecomputeSpans, EachLateWindowWithItsFinalNeighboursMergedAndCut) {
+  const int64_t m = kMin;
+  // Minutes 10..12 reached, everything before minute 30 final: 9..13 with the neighbours.
+  EXPECT_THAT(LateRecomputeSpans({kT0 + 12 * m, kT0 + 10 * m, kT0 + 11 * m, kT0 + 10 * m},
+                                 kT0 + 30 * m, m, 60),
+              ElementsAre(RecomputeSpan{kT0 + 9 * m, kT0 + 14 * m}));
+  // The next window is not final yet: the engine computes it with the late sample.
+  EXPECT_THAT(LateRecomputeSpans({kT0 + 10 * m}, kT0 + 11 * m, m, 60),
+              ElementsAre(RecomputeSpan{kT0 + 9 * m, kT0 + 11 * m}));
+  // Touching spans merge; a bound of 2 windows cuts them.
+  EXPECT_THAT(LateRecomputeSpans({kT0 + 10 * m, kT0 + 13 * m}, kT0 + 30 * m, m, 60),
+              ElementsAre(RecomputeSpan{kT0 + 9 * m, kT0 + 15 * m}));
+  EXPECT_THAT(LateRecomputeSpans({kT0 + 10 * m, kT0 + 13 * m}, kT0 + 30 * m, m, 2),
+              ElementsAre(RecomputeSpan{kT0 + 9 * m, kT0 + 11 * m},
+                          RecomputeSpan{kT0 + 11 * m, kT0 + 13 * m},
+                          RecomputeSpan{kT0 + 13 * m, kT0 + 15 * m}));
+  EXPECT_THAT(LateRecomputeSpans({kT0 + 10 * m, kT0 + 20 * m}, kT0 + 30 * m, m, 60),
+              ElementsAre(RecomputeSpan{kT0 + 9 * m, kT0 + 12 * m},
+                          RecomputeSpan{kT0 + 19 * m, kT0 + 22 * m}));
+}
+
+// Host a's two GPUs and host b's two, every 10 s for 30 minutes, with cumulative energy.
+Sample At(int gpu, int i) {
+  const char* names[] = {"a/0/", "a/1/", "b/0/", "b/1/"};
+  Sample s = S(names[gpu], kT0 + i * 10'000, 0.2 + 0.1 * gpu + 0.01 * (i % 5));
+  s.power_w = 400 + 10 * gpu;
+  s.energy_mj = 1e6 * gpu + i * 10.0 * s.power_w * 1000;
+  return s;
+}
+bool HostBLate(int gpu, int i) { return gpu >= 2 && i >= 60 && i < 120; }  // minutes 10..19
+
+TEST(RecomputeFinalWindows, LateHostTelemetryGivesExactlyTheWindowsOfAnOnTimeRun) {
+  // Reference: everything on time.
+  WindowEngine on_time(&core::GpuCatalog::BuiltIn(), {});
+  for (int i = 0; i < 180; ++i) {
+    for (int g = 0; g < 4; ++g) on_time.Add(Job(4), At(g, i), 0);
+    on_time.Advance();
+  }
+  on_time.FlushJob(7);
+  const auto expected = Finals(on_time.TakeResults());
+
+  // Host b's minutes 10..19 arrive after minute 30, when those windows are final.
+  WindowEngine live(&core::GpuCatalog::BuiltIn(), {});
+  for (int i = 0; i < 180; ++i) {
+    for (int g = 0; g < 4; ++g) {
+      if (!HostBLate(g, i)) live.Add(Job(4), At(g, i), 0);
+    }
+    live.Advance();
+  }
+  const auto before = Finals(live.TakeResults());
+  std::vector<int64_t> late_starts;
+  for (int i = 60; i < 120; ++i) {
+    for (int g = 2; g < 4; ++g) {
+      ASSERT_EQ(live.Add(Job(4), At(g, i), 0), AddOutcome::kLate);
+    }
+  }
+  for (const LateCount& l : live.TakeLateCounts()) late_starts.push_back(l.window_start_ms);
+  ASSERT_THAT(late_starts, SizeIs(10));
+  const std::optional<WindowEngine::Standing> standing = live.StandingOf(7);
+  ASSERT_TRUE(standing.has_value());
+  EXPECT_EQ(standing->gpus, 4u);
+  EXPECT_EQ(standing->max_event_ms, kT0 + 179 * 10'000);
+  // Left out, the windows of minutes 10..19 had host b silent.
+  for (int m = 10; m < 20; ++m) {
+    const WindowResult& w = before.at({kT0 + m * kMin, ""});
+    EXPECT_EQ(w.gpus_reporting, 2) << m;
+    EXPECT_THAT(w.silent_gpus, SizeIs(2)) << m;
+  }
+  EXPECT_NE(before.at({kT0 + 9 * kMin, ""}).flags & kFlagGap, 0u);
+
+  const std::vector<RecomputeSpan> spans =
+      LateRecomputeSpans(late_starts, standing->final_before_ms, kMin, 60);
+  ASSERT_THAT(spans, ElementsAre(RecomputeSpan{kT0 + 9 * kMin, kT0 + 21 * kMin}));
+  const RecomputeSpan range = RecomputeSampleRange(spans[0], EngineOptions{});
+  std::vector<Sample> stored;  // what the samples table holds for the range, in any order
+  for (int g = 3; g >= 0; --g) {
+    for (int i = 0; i < 180; ++i) {
+      const Sample s = At(g, i);
+      if (s.timestamp_ms >= range.from_ms && s.timestamp_ms < range.to_ms) stored.push_back(s);
+    }
+  }
+  JobInfo info = Job(4);
+  info.max_event_ms = standing->max_event_ms;
+  const std::vector<WindowResult> recomputed =
+      RecomputeFinalWindows(&core::GpuCatalog::BuiltIn(), EngineOptions{}, info, stored, spans[0]);
+  ASSERT_THAT(recomputed, SizeIs(12 * 5));  // 12 windows, job level and 4 GPUs
+  for (const WindowResult& r : recomputed) {
+    SCOPED_TRACE(absl::StrCat((r.start_ms - kT0) / kMin, " ", r.gpu));
+    ASSERT_TRUE(expected.contains({r.start_ms, r.gpu}));
+    const WindowResult& e = expected.at({r.start_ms, r.gpu});
+    EXPECT_TRUE(r.finalized);
+    EXPECT_EQ(r.flags, e.flags | kFlagLateSamplesRecomputed);
+    EXPECT_EQ(r.sample_count, e.sample_count);
+    EXPECT_EQ(r.gpus_reporting, e.gpus_reporting);
+    EXPECT_DOUBLE_EQ(r.ofu.value_or(-1), e.ofu.value_or(-1));
+    EXPECT_DOUBLE_EQ(r.ofu_ci95_half_width.value_or(-1), e.ofu_ci95_half_width.value_or(-1));
+    EXPECT_DOUBLE_EQ(r.energy_j.value_or(-1), e.energy_j.value_or(-1));
+    EXPECT_DOUBLE_EQ(r.gpu_equivalents, e.gpu_equivalents);
+    EXPECT_THAT(r.silent_gpus, SizeIs(e.silent_gpus.size()));
+    EXPECT_EQ(r.stragglers.size(), e.stragglers.size());
+    EXPECT_EQ(r.idle_gpus, e.idle_gpus);
+  }
+}
+
+}  // namespace recompute
+
 }  // namespace
 }  // namespace goodput::ofu
