@@ -194,7 +194,11 @@ struct PlantedRegression {
   double factor = 2.5;
 };
 
-// Simulated samples to copy fields from, grouped by the simulated job they come from.
+// Simulated samples to copy fields from, grouped by the simulated job they come from. The
+// simulated fleet is a healthy one: no stragglers, idle GPUs, stalls, checkpoints, evaluation
+// passes or regressions of its own. Each bench GPU repeats one simulated sample scrape after
+// scrape, so a straggler's sample would make a straggler for the whole run; with none, every
+// alert on a job that is not planted is one the platform caused (under overload: late data).
 struct SampleBank {
   struct Job {
     std::string gpu_model;
@@ -215,7 +219,15 @@ SampleBank MakeBank() {
     }
     SampleBank bank;
   };
-  auto simulator = sim::FleetSimulator::Create(sim::DefaultFleetConfig(7));
+  sim::FleetConfig config = sim::DefaultFleetConfig(7);
+  config.straggler_job_probability = 0;
+  config.idle_gpu_job_probability = 0;
+  config.in_job_regression_probability = 0;
+  config.debug_flag_probability = 0;
+  config.eval_probability = 0;
+  config.stalls_per_hour = 0;
+  config.checkpoint_min_s = config.checkpoint_max_s = 0;
+  auto simulator = sim::FleetSimulator::Create(config);
   Collect collect;
   if (!simulator.ok()) return {};
   while (collect.bank.jobs.size() < 64 && (*simulator)->Step(collect)) {
@@ -1256,6 +1268,35 @@ int Run(const Params& p) {
                 static_cast<double>(s.writes_after.bytes - s.writes_before.bytes) / n,
                 static_cast<double>(s.writes_after.wal_lsn - s.writes_before.wal_lsn) / n,
                 top.c_str());
+  }
+
+  // On disk at the end of the run, per GPU-day at production scale: every stored sample
+  // stands for one 10 s scrape of one GPU (8,640 a GPU-day), and the windows hold six samples
+  // per GPU each here as there, so table bytes x 8,640 / samples stored is a GPU-day's share.
+  {
+    pqxx::nontransaction txn(admin);
+    const auto samples = txn.exec1("SELECT count(*) FROM samples")[0].as<double>();
+    std::printf(
+        "\non disk after the run, per GPU-day at production scale (10 s scrapes: a stored sample "
+        "is 1/8,640 of a GPU-day), tables with their indexes and TOAST; %.0f samples stored\n",
+        samples);
+    std::printf("%-34s %14s %14s %14s\n", "table", "rows", "bytes/row", "bytes/GPU-day");
+    double total = 0;
+    for (const char* table : {"samples", "ofu_windows", "ofu_fleet_hours", "mfu_ofu_windows",
+                              "mfu_reconciliation_points", "alert_windows"}) {
+      const double bytes =
+          txn.exec_params1("SELECT coalesce(sum(pg_total_relation_size(relid)), 0)::float8 FROM "
+                           "pg_partition_tree($1::regclass)",
+                           std::string(table))[0]
+              .as<double>();
+      const double rows =
+          txn.exec1(absl::StrCat("SELECT count(*) FROM ", table))[0].as<double>();
+      const double per_day = samples > 0 ? bytes * 8640 / samples : 0;
+      total += per_day;
+      std::printf("%-34s %14.0f %14.1f %14.0f\n", table, rows, rows > 0 ? bytes / rows : 0,
+                  per_day);
+    }
+    std::printf("%-34s %14s %14s %14.0f\n", "total", "", "", total);
   }
 
   if (p.pg_statements > 0) {
