@@ -1285,8 +1285,10 @@ int Run(const Params& p) {
     for (const char* table : {"samples", "ofu_windows", "ofu_fleet_hours", "mfu_ofu_windows",
                               "mfu_reconciliation_points", "alert_windows"}) {
       const double bytes =
-          txn.exec_params1("SELECT coalesce(sum(pg_total_relation_size(relid)), 0)::float8 FROM "
-                           "pg_partition_tree($1::regclass)",
+          // pg_partition_tree lists nothing for a table that is not partitioned.
+          txn.exec_params1("SELECT (pg_total_relation_size($1::regclass) + coalesce((SELECT "
+                           "sum(pg_total_relation_size(relid)) FROM pg_partition_tree($1::regclass) "
+                           "WHERE relid <> $1::regclass), 0))::float8",
                            std::string(table))[0]
               .as<double>();
       const double rows =
