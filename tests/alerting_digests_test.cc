@@ -114,6 +114,10 @@ struct TestJob {
   int gpus = 4;
   int minutes = 10;
   std::vector<double> tensor_active;  // per GPU
+  // A slowdown that recovers: tensor activity / dip_factor in minutes [dip_from, dip_to).
+  int dip_from = 0;
+  int dip_to = 0;
+  double dip_factor = 1;
 };
 
 class AlertingDigests : public ::testing::Test {
@@ -216,7 +220,8 @@ class AlertingDigests : public ::testing::Test {
             "(%s, 'eos', 'node-%s', %d, '%s', (SELECT id FROM jobs WHERE job_id = '%s'), %.3f, "
             "1755)",
             Ts(start_ms + t * 1000 + g * 11), job.job_id, g, goodput::testing::kH100, job.job_id,
-            job.tensor_active[g]));
+            t / 60 >= job.dip_from && t / 60 < job.dip_to ? job.tensor_active[g] / job.dip_factor
+                                                           : job.tensor_active[g]));
       }
     }
     sql.push_back(
@@ -313,12 +318,15 @@ TEST_F(AlertingDigests, UsersAndTeamGetOneDigestEachByMailAndWebhookAndARestartS
   auto alerting = StartAlerting(*hook_port, /*digests=*/false);
   ASSERT_TRUE(alerting.ok()) << alerting.status();
   ASSERT_NO_FATAL_FAILURE(StartOfu());
-  // alice: a1 with one of four GPUs idle (her most wasteful), a2 busy; bob: b1; carol: one GPU
-  // for two minutes (0.03 GPU-hours, below the 0.2 minimum), alone in team nlp.
-  const std::vector<TestJob> jobs = {{"a1", "alice", "vision", 4, 10, {0.3, 0.3, 0.3, 0.0}},
-                                     {"a2", "alice", "vision", 4, 10, {0.6, 0.6, 0.6, 0.6}},
-                                     {"b1", "bob", "vision", 4, 10, {0.2, 0.25, 0.2, 0.25}},
-                                     {"c1", "carol", "nlp", 1, 2, {0.1}}};
+  // alice: a1 with one of four GPUs idle (her most wasteful), a2 busy; bob: b1, one GPU for
+  // 40 minutes that ran 2.5x slower in minutes 30-32 and recovered (a transient slowdown:
+  // recorded, not paged; the detector decides once warm-up and its reference are behind); carol: one GPU for two minutes (0.03 GPU-hours, below the 0.2
+  // minimum), alone in team nlp.
+  const std::vector<TestJob> jobs = {
+      {"a1", "alice", "vision", 4, 10, {0.3, 0.3, 0.3, 0.0}},
+      {"a2", "alice", "vision", 4, 10, {0.6, 0.6, 0.6, 0.6}},
+      {"b1", "bob", "vision", 1, 40, {0.5}, /*dip_from=*/30, /*dip_to=*/33, /*dip_factor=*/2.5},
+      {"c1", "carol", "nlp", 1, 2, {0.1}}};
   for (const TestJob& job : jobs) ASSERT_NO_FATAL_FAILURE(StoreJob(job));
   std::map<std::string, v1::JobReport> reports;
   for (const TestJob& job : jobs) {
@@ -326,6 +334,25 @@ TEST_F(AlertingDigests, UsersAndTeamGetOneDigestEachByMailAndWebhookAndARestartS
   }
   ASSERT_GT(reports["a1"].summary().wasted_gpu_hours(), reports["a2"].summary().wasted_gpu_hours());
   ASSERT_GT(reports["a1"].advice_size(), 0);
+  // b1's slowdown is in its report, with what its three windows lost at the level before
+  // (1 GPU x 3 minutes x (1 - 1/2.5)), and no regression was paged.
+  {
+    const v1::JobReport& b1 = reports["b1"];
+    ASSERT_EQ(b1.transient_slowdowns_size(), 1) << b1.ShortDebugString();
+    const v1::TransientSlowdown& t = b1.transient_slowdowns(0);
+    EXPECT_EQ(t.onset_time().seconds(), (end_ms_ - 40 * 60'000) / 1000 + 30 * 60);
+    EXPECT_NEAR(t.factor(), 2.5, 0.01);
+    // The level before: tensor activity 0.5 x SM clock 1755 / the H100's 1830 MHz tensor clock.
+    EXPECT_NEAR(t.before_ofu(), 0.5 * 1755 / 1830.0, 0.001);
+    EXPECT_NEAR(t.during_ofu(), t.before_ofu() / 2.5, 0.005);
+    EXPECT_NEAR(t.lost_gpu_hours(), 3 / 60.0 * 0.6, 0.001);
+    EXPECT_EQ(b1.summary().ledger().transient_slowdown_count(), 1);
+    EXPECT_DOUBLE_EQ(b1.summary().ledger().transient_gpu_hours(), 0.03);
+    EXPECT_EQ(b1.summary().regression_count(), 0);
+    for (const v1::ReportAlert& a : b1.alerts()) {
+      EXPECT_NE(a.kind(), v1::ALERT_KIND_REGRESSION_IN_JOB) << a.ShortDebugString();
+    }
+  }
   {
     // What the digests read: ListJobReports over the period, one summary a page here, most
     // wasted first, every job once, none still waiting for its report.
@@ -405,6 +432,11 @@ TEST_F(AlertingDigests, UsersAndTeamGetOneDigestEachByMailAndWebhookAndARestartS
   const std::string bob_body = NoCr((*bob)["body"].get<std::string>());
   EXPECT_TRUE(absl::StrContains(bob_body, JobLine(1, reports["b1"]))) << bob_body;
   EXPECT_FALSE(absl::StrContains(bob_body, "eos/a1")) << bob_body;
+  EXPECT_TRUE(absl::StrContains(bob_body, "Transient slowdowns: 1 (0.03 GPU-hours), drops that "
+                                          "recovered before they were confirmed; not paged\n"))
+      << bob_body;
+  EXPECT_TRUE(absl::StrContains(bob_body, "[1 TRANSIENT SLOWDOWN]")) << bob_body;
+  EXPECT_FALSE(absl::StrContains(alice_body, "ransient")) << alice_body;
   const std::string team_body = NoCr((*team)["body"].get<std::string>());
   EXPECT_TRUE(absl::StrContains(team_body, "GPU efficiency digest for team vision\n"));
   EXPECT_TRUE(absl::StrContains(team_body, "Jobs ended: 3\n")) << team_body;
@@ -439,6 +471,8 @@ TEST_F(AlertingDigests, UsersAndTeamGetOneDigestEachByMailAndWebhookAndARestartS
                    reports["a1"].summary().wasted_gpu_hours());
   EXPECT_EQ(a["top_jobs"][0]["advice"], reports["a1"].advice(0).text());
   EXPECT_EQ(digests["team:vision"]["jobs"], 3);
+  EXPECT_EQ(digests["team:vision"]["ledger"]["transient_slowdowns"], 1);
+  EXPECT_EQ(digests["user:bob"]["top_jobs"][0]["transient_slowdowns"], 1);
   const std::string start =
       absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::FromUnixMillis(end_ms_), absl::UTCTimeZone());
   std::vector<std::string> keys;

@@ -195,6 +195,11 @@ std::string DigestText(const Digest& d) {
                         ? absl::StrCat(" (", d.jobs_with_ledger, " of the ", d.jobs, " jobs)")
                         : std::string(),
                     ": ", core::LedgerWords(d.ledger), "\n");
+    if (d.ledger.transient_slowdowns > 0) {
+      absl::StrAppend(&out, "Transient slowdowns: ", d.ledger.transient_slowdowns, " (",
+                      FormatGpuHours(d.ledger.transient),
+                      " GPU-hours), drops that recovered before they were confirmed; not paged\n");
+    }
   }
   if (!d.top_jobs.empty()) {
     absl::StrAppend(&out, "\nMost wasteful jobs\n");
@@ -205,6 +210,10 @@ std::string DigestText(const Digest& d) {
                       " GPU-hours wasted, OFU ", FormatOfu(j.ofu));
       if (j.gpus > 0) absl::StrAppend(&out, ", ", j.gpus, " x ", j.gpu_model);
       if (j.regressions > 0) absl::StrAppend(&out, " [REGRESSION]");
+      if (j.transient_slowdowns > 0) {
+        absl::StrAppend(&out, " [", j.transient_slowdowns, " TRANSIENT SLOWDOWN",
+                        j.transient_slowdowns == 1 ? "" : "S", "]");
+      }
       absl::StrAppend(&out, "\n");
       if (!j.advice.empty()) absl::StrAppend(&out, "   Advice: ", j.advice, "\n");
       if (!j.dashboard_url.empty()) absl::StrAppend(&out, "   ", j.dashboard_url, "\n");
@@ -232,7 +241,8 @@ nlohmann::json LedgerToJson(const core::JobLedger& l) {
           {"transient", l.transient},
           {"below_workload_baseline", l.below_workload_baseline},
           {"no_telemetry", l.no_telemetry},
-          {"coverage", l.coverage}};
+          {"coverage", l.coverage},
+          {"transient_slowdowns", l.transient_slowdowns}};
 }
 
 core::JobLedger LedgerFromJson(const nlohmann::json& j) {
@@ -247,7 +257,9 @@ core::JobLedger LedgerFromJson(const nlohmann::json& j) {
           .transient = j.at("transient").get<double>(),
           .below_workload_baseline = j.at("below_workload_baseline").get<double>(),
           .no_telemetry = j.at("no_telemetry").get<double>(),
-          .coverage = j.at("coverage").get<double>()};
+          .coverage = j.at("coverage").get<double>(),
+          // A digest stored before transient slowdowns were counted has none.
+          .transient_slowdowns = j.value("transient_slowdowns", 0)};
 }
 
 }  // namespace
@@ -266,6 +278,7 @@ nlohmann::json DigestToJson(const Digest& d) {
                    {"effective_gpu_hours", j.effective_gpu_hours},
                    {"wasted_gpu_hours", j.wasted_gpu_hours},
                    {"regressions", j.regressions},
+                   {"transient_slowdowns", j.transient_slowdowns},
                    {"advice", j.advice},
                    {"dashboard_url", j.dashboard_url}});
   }
@@ -319,6 +332,7 @@ absl::StatusOr<Digest> DigestFromJson(const nlohmann::json& j) {
                                      .effective_gpu_hours = t.value("effective_gpu_hours", 0.0),
                                      .wasted_gpu_hours = t.at("wasted_gpu_hours").get<double>(),
                                      .regressions = t.value("regressions", 0),
+                                     .transient_slowdowns = t.value("transient_slowdowns", 0),
                                      .advice = t.value("advice", ""),
                                      .dashboard_url = t.value("dashboard_url", "")});
     }

@@ -42,6 +42,7 @@ struct DigestJob {
   double effective_gpu_hours = 0;
   double wasted_gpu_hours = 0;
   int regressions = 0;             // regression alerts of the job
+  int transient_slowdowns = 0;     // drops that recovered before they were confirmed
   std::optional<core::JobLedger> ledger = {};  // where its GPU-hours went; unset: no window
   std::string advice = {};         // the report's first advice, as a person reads it
   std::string dashboard_url = {};  // the job's page; empty when no dashboard is configured

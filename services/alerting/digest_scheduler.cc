@@ -306,6 +306,8 @@ absl::StatusOr<DigestScheduler::PeriodJobs> DigestScheduler::ReadJobs(const Peri
                                    .effective_gpu_hours = s.effective_gpu_hours(),
                                    .wasted_gpu_hours = s.wasted_gpu_hours(),
                                    .regressions = s.regression_count(),
+                                   .transient_slowdowns =
+                                       s.ledger().transient_slowdown_count(),
                                    .ledger = s.has_ledger()
                                                  ? std::optional<core::JobLedger>(
                                                        api::LedgerFromProto(s.ledger()))

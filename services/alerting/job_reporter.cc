@@ -419,7 +419,12 @@ absl::StatusOr<v1::JobReport> JobReporter::Assemble(const std::string& cluster,
     if (!ledger.ok()) {
       return absl::UnavailableError(absl::StrCat("job ledger: ", ledger.status().message()));
     }
-    if (ledger->has_value()) *s.mutable_ledger() = api::LedgerToProto(**ledger);
+    if (ledger->has_value()) {
+      *s.mutable_ledger() = api::LedgerToProto(**ledger);
+      for (const core::LedgerTransient& t : (*ledger)->transients) {
+        *report.add_transient_slowdowns() = api::TransientToProto(t);
+      }
+    }
   }
   // Joules per PFLOP of tensor work, as the hardware did it and as the framework counts it.
   if (ofu.has_energy_j() && ofu.energy_j() > 0 && ofu.effective_gpu_hours() > 0 &&

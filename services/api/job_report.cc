@@ -225,7 +225,8 @@ core::JobLedger LedgerFromProto(const v1::GoodputLedger& l) {
           .transient = l.transient_gpu_hours(),
           .below_workload_baseline = l.below_workload_baseline_gpu_hours(),
           .no_telemetry = l.no_telemetry_gpu_hours(),
-          .coverage = l.coverage()};
+          .coverage = l.coverage(),
+          .transient_slowdowns = l.transient_slowdown_count()};
 }
 
 v1::GoodputLedger LedgerToProto(const core::JobLedger& l) {
@@ -242,6 +243,18 @@ v1::GoodputLedger LedgerToProto(const core::JobLedger& l) {
   out.set_below_workload_baseline_gpu_hours(l.below_workload_baseline);
   out.set_no_telemetry_gpu_hours(l.no_telemetry);
   out.set_coverage(l.coverage);
+  out.set_transient_slowdown_count(l.transient_slowdowns);
+  return out;
+}
+
+v1::TransientSlowdown TransientToProto(const core::LedgerTransient& t) {
+  v1::TransientSlowdown out;
+  *out.mutable_onset_time() = UnixMsToTimestamp(t.onset_s * 1000);
+  out.set_duration_s(t.end_s - t.onset_s);
+  out.set_before_ofu(t.before_ofu);
+  if (t.factor > 0) out.set_during_ofu(t.before_ofu / t.factor);
+  out.set_factor(t.factor);
+  out.set_lost_gpu_hours(t.lost_gpu_hours);
   return out;
 }
 

@@ -49,6 +49,8 @@ absl::StatusOr<v1::ReportSummary> DecodeAdminComment(absl::string_view comment);
 // The ledger (services/core/ledger.h) and its proto form.
 core::JobLedger LedgerFromProto(const v1::GoodputLedger& ledger);
 v1::GoodputLedger LedgerToProto(const core::JobLedger& ledger);
+// One of the ledger's transient slowdowns as the report lists it.
+v1::TransientSlowdown TransientToProto(const core::LedgerTransient& transient);
 
 // Rounds the summary's figures as they are stored and encoded (fractions to 4 decimals,
 // GPU-hours to 2, GiB to 1, kWh to 3), so that a decoded summary equals the stored one.

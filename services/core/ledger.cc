@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 
@@ -32,6 +33,18 @@ double LostShare(const LedgerCause& c, double ofu) {
 JobLedger BuildJobLedger(const JobLedgerInput& in) {
   using Kind = LedgerCause::Kind;
   JobLedger l;
+  // One record per transient cause, in time order; a window's loss goes to the one holding it.
+  std::vector<const LedgerCause*> transient_causes;
+  for (const LedgerCause& c : in.causes) {
+    if (c.kind == Kind::kTransient) transient_causes.push_back(&c);
+  }
+  std::stable_sort(transient_causes.begin(), transient_causes.end(),
+                   [](const LedgerCause* a, const LedgerCause* b) { return a->from_s < b->from_s; });
+  for (const LedgerCause* c : transient_causes) {
+    l.transients.push_back({.onset_s = c->from_s, .end_s = c->to_s,
+                            .before_ofu = c->reference_ofu, .factor = c->factor});
+  }
+  l.transient_slowdowns = static_cast<int>(l.transients.size());
   double windows_gpu_hours = 0;
   for (const LedgerWindow& w : in.windows) {
     if (w.end_s <= w.start_s || w.gpus_allocated <= 0) continue;
@@ -67,6 +80,8 @@ JobLedger BuildJobLedger(const JobLedgerInput& in) {
     } else if (const LedgerCause* t = CauseAt(in.causes, Kind::kTransient, w.start_s)) {
       const double lost = busy * LostShare(*t, w.ofu);
       l.transient += lost;
+      const auto at = std::find(transient_causes.begin(), transient_causes.end(), t);
+      l.transients[at - transient_causes.begin()].lost_gpu_hours += lost;
       busy -= lost;
       if (t->reference_ofu > 0) level = std::max(level, t->reference_ofu);
     }
@@ -101,12 +116,18 @@ void AddLedger(const JobLedger& part, JobLedger& sum) {
   sum.warmup += part.warmup;
   sum.regression += part.regression;
   sum.transient += part.transient;
+  sum.transient_slowdowns += part.transient_slowdowns;
   sum.below_workload_baseline += part.below_workload_baseline;
   sum.no_telemetry += part.no_telemetry;
 }
 
 std::string LedgerWords(const JobLedger& l) {
-  const std::pair<double, const char*> parts[] = {
+  const std::string transient =
+      l.transient_slowdowns > 0
+          ? absl::StrCat("in ", l.transient_slowdowns, " transient slowdown",
+                         l.transient_slowdowns == 1 ? "" : "s")
+          : std::string("transient slowdowns");
+  const std::pair<double, std::string> parts[] = {
       {l.productive, "productive"},
       {l.idle_gpus, "idle GPUs"},
       {l.silent_gpus, "silent GPUs"},
@@ -114,7 +135,7 @@ std::string LedgerWords(const JobLedger& l) {
       {l.job_idle, "job idle"},
       {l.warmup, "warm-up"},
       {l.regression, "regressions"},
-      {l.transient, "transient slowdowns"},
+      {l.transient, transient},
       {l.below_workload_baseline, "below the workload's earlier jobs"},
       {l.no_telemetry, "no telemetry"},
   };

@@ -64,6 +64,16 @@ struct JobLedgerInput {
   std::vector<LedgerCause> causes;
 };
 
+// A drop that recovered before it was confirmed (a kTransient cause), as the ledger counted
+// it: what its windows cost at the job's level before it.
+struct LedgerTransient {
+  int64_t onset_s = 0;
+  int64_t end_s = 0;
+  double before_ofu = 0;  // the job's OFU before the drop
+  double factor = 0;      // before / during
+  double lost_gpu_hours = 0;
+};
+
 struct JobLedger {
   double allocated_gpu_hours = 0;
   double productive = 0;
@@ -78,6 +88,10 @@ struct JobLedger {
   double no_telemetry = 0;
   // The share of the allocation the windows cover, in [0, 1].
   double coverage = 0;
+  // Transient slowdowns in the windows: how many (AddLedger sums them) and, for one job, each
+  // in time order (a sum keeps none).
+  int transient_slowdowns = 0;
+  std::vector<LedgerTransient> transients = {};
 
   double Sum() const {
     return productive + idle_gpus + silent_gpus + hung + job_idle + warmup + regression +
@@ -91,7 +105,8 @@ JobLedger BuildJobLedger(const JobLedgerInput& in);
 void AddLedger(const JobLedger& part, JobLedger& sum);
 
 // The ledger in words, its non-zero parts (0.01 GPU-hour and up) in ledger order with their
-// share of the allocation: "3.10 productive (46.5%), 0.17 idle GPUs (2.5%), ...".
+// share of the allocation: "3.10 productive (46.5%), 0.17 idle GPUs (2.5%), ...", the
+// transient slowdowns with their count ("0.42 in 3 transient slowdowns (1.2%)").
 std::string LedgerWords(const JobLedger& ledger);
 
 }  // namespace goodput::core

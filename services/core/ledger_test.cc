@@ -96,5 +96,45 @@ TEST(JobLedger, ARegressionKnownByItsFactorCostsOneMinusItsInverse) {
   EXPECT_NEAR(l.Sum(), l.allocated_gpu_hours, 1e-12);
 }
 
+// Each transient slowdown keeps what its own windows cost, in time order whatever order the
+// detectors found them in; a sum of ledgers keeps their count, not the list.
+TEST(JobLedger, EachTransientSlowdownIsListedWithTheGpuHoursItsWindowsLost) {
+  JobLedgerInput in;
+  for (int i = 0; i < 30; ++i) {
+    double ofu = 0.4;
+    if (i >= 10 && i < 13) ofu = 0.16;  // 2.5x for 3 minutes
+    if (i >= 20 && i < 22) ofu = 0.2;   // 2x for 2 minutes
+    in.windows.push_back(Window(i, ofu));
+  }
+  in.causes = {
+      {.kind = Kind::kTransient, .from_s = At(20), .to_s = At(22), .reference_ofu = 0.4,
+       .factor = 2.0},
+      {.kind = Kind::kTransient, .from_s = At(10), .to_s = At(13), .reference_ofu = 0.4,
+       .factor = 2.5},
+  };
+  const JobLedger l = BuildJobLedger(in);
+  const double m = 1 / 60.0;
+  ASSERT_EQ(l.transient_slowdowns, 2);
+  ASSERT_EQ(l.transients.size(), 2u);
+  EXPECT_EQ(l.transients[0].onset_s, At(10));
+  EXPECT_EQ(l.transients[0].end_s, At(13));
+  EXPECT_DOUBLE_EQ(l.transients[0].factor, 2.5);
+  EXPECT_NEAR(l.transients[0].lost_gpu_hours, 7 * 3 * m * 0.6, 1e-12);
+  EXPECT_EQ(l.transients[1].onset_s, At(20));
+  EXPECT_NEAR(l.transients[1].lost_gpu_hours, 7 * 2 * m * 0.5, 1e-12);
+  EXPECT_NEAR(l.transient, l.transients[0].lost_gpu_hours + l.transients[1].lost_gpu_hours,
+              1e-12);
+  EXPECT_NEAR(l.Sum(), l.allocated_gpu_hours, 1e-12);
+  EXPECT_NE(LedgerWords(l).find("0.33 in 2 transient slowdowns (8.2%)"), std::string::npos)
+      << LedgerWords(l);
+
+  JobLedger sum;
+  AddLedger(l, sum);
+  AddLedger(l, sum);
+  EXPECT_EQ(sum.transient_slowdowns, 4);
+  EXPECT_TRUE(sum.transients.empty());
+  EXPECT_NEAR(sum.transient, 2 * l.transient, 1e-12);
+}
+
 }  // namespace
 }  // namespace goodput::core

@@ -120,6 +120,16 @@ void PrintDetails(const v1::JobReport& r) {
                       Printable(a.summary()),
                       a.after_job_end() ? " (found after the job ended)" : ""));
   }
+  for (int i = 0; i < r.transient_slowdowns_size(); ++i) {
+    const v1::TransientSlowdown& t = r.transient_slowdowns(i);
+    line(i == 0 ? "transient slowdowns" : "",
+         absl::StrCat(FormatUtc(FromProto(t.onset_time())), " UTC for ",
+                      absl::StrFormat("%.1f", t.duration_s() / 60.0), " min: OFU ",
+                      Percent(t.before_ofu()), " -> ", Percent(t.during_ofu()), " (",
+                      Number(t.factor(), 2), "x slower), ",
+                      absl::StrFormat("%.2f", t.lost_gpu_hours()),
+                      " GPU-hours lost; recovered before it was confirmed, not paged"));
+  }
   if (!r.failure_cause().empty()) line("failure cause", Printable(r.failure_cause()));
   for (const v1::ReportAlert& a : r.alerts()) {
     if (!a.likely_cause().empty()) {

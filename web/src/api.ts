@@ -199,6 +199,8 @@ export interface JobReport extends Section {
     // What goodput's policies did (or, in dry-run, would have done) to the job
     // (goodput.v1.PolicyAction).
     policy_actions?: ReportPolicyAction[];
+    // Drops that recovered before they were confirmed, never paged (goodput.v1.TransientSlowdown).
+    transient_slowdowns?: ReportTransient[];
     reconciliation?: { reason?: string };
     reconciliation_note?: string;
     admin_comment_status?: string;
@@ -215,6 +217,15 @@ export interface ReportFault {
   xid_meaning?: string;
   blame?: string;
   recommended_action?: string;
+}
+
+export interface ReportTransient {
+  onset_time?: string;
+  duration_s?: string | number;
+  before_ofu?: number;
+  during_ofu?: number;
+  factor?: number;
+  lost_gpu_hours?: number;
 }
 
 export interface ReportPolicyAction {

@@ -1,6 +1,6 @@
 // A job page: OFU against the framework's MFU over time (job aggregate with its confidence
 // band, then per GPU), the largest change of level, the divergence verdict and the alerts.
-import { fetchJob, type JobDetail, type JobReport, type Reconciliation, type ReportFault, type ReportPolicyAction } from "../api";
+import { fetchJob, type JobDetail, type JobReport, type Reconciliation, type ReportFault, type ReportPolicyAction, type ReportTransient } from "../api";
 import { largestLevelShift } from "../analysis";
 import { renderChart, type Marker, type Series } from "../chart";
 import { dateTime, duration, esc, hours, pct, times, words } from "../format";
@@ -102,6 +102,14 @@ function policyItem(a: ReportPolicyAction): string {
   }</li>`;
 }
 
+// One transient slowdown: when, how long, how deep and what it cost; never paged.
+function transientItem(t: ReportTransient): string {
+  const onset = t.onset_time ? dateTime(Date.parse(t.onset_time)) : "–";
+  return `<li data-testid="report-transient">${esc(onset)} UTC · ${duration(Number(t.duration_s ?? 0))} · OFU ${pct(
+    t.before_ofu ?? 0,
+  )} → ${pct(t.during_ofu ?? 0)} (${times(t.factor ?? 0)} slower) · ${hours(t.lost_gpu_hours ?? 0)} GPU-hours lost</li>`;
+}
+
 // The job-end report: the same text `goodputctl report` prints and Slurm's AdminComment
 // decodes to, then the alerts it lists (those found after the job ended marked, with the GPU
 // fault named as their likely cause), the GPU faults the job met and caveats.
@@ -122,6 +130,7 @@ function reportPanel(r: JobReport | undefined): string {
   const caveats = (rep.caveats ?? []).map((c) => `<li>${esc(c)}</li>`).join("");
   const faults = (rep.faults ?? []).map(faultItem).join("");
   const actions = (rep.policy_actions ?? []).map(policyItem).join("");
+  const transients = (rep.transient_slowdowns ?? []).map(transientItem).join("");
   const note = rep.reconciliation?.reason ?? rep.reconciliation_note ?? "";
   return `<section class="panel" data-testid="report-panel"><h3>Job-end report</h3>
     <p class="muted small">${rep.final ? "Final" : "Provisional (windows still open)"} · revision ${rep.summary?.revision ?? 0}
@@ -131,6 +140,7 @@ function reportPanel(r: JobReport | undefined): string {
     ${rep.failure_cause ? `<p data-testid="failure-cause"><b>Likely cause of the failure:</b> ${esc(rep.failure_cause)}</p>` : ""}
     ${alerts ? `<h4>Alerts</h4><ul class="facts">${alerts}</ul>` : ""}
     ${faults ? `<h4>GPU faults</h4><ul class="facts" data-testid="report-faults">${faults}</ul>` : ""}
+    ${transients ? `<h4>Transient slowdowns (recovered before they were confirmed; not paged)</h4><ul class="facts" data-testid="report-transients">${transients}</ul>` : ""}
     ${actions ? `<h4>Policy actions</h4><ul class="facts" data-testid="report-policy-actions">${actions}</ul>` : ""}
     ${caveats ? `<h4>Caveats</h4><ul class="facts">${caveats}</ul>` : ""}</section>`;
 }
